@@ -1,0 +1,76 @@
+package actions
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/tractat-us/bee/identity"
+)
+
+// StartCursor is NoActions' only cursor: the position of a caller that has
+// seen nothing.
+const StartCursor Cursor = "0"
+
+// NoActions is the Source that never has anything: Next waits out its
+// timeout and returns an empty page. It is for tests and --source none.
+type NoActions struct{}
+
+var _ Source = NoActions{}
+
+// Name implements Source.
+func (NoActions) Name() string { return "none" }
+
+// Join implements Source; it records nothing.
+func (NoActions) Join(context.Context, Member) error { return nil }
+
+// Depart implements Source; there is nothing to give back.
+func (NoActions) Depart(context.Context, identity.ID) error { return nil }
+
+func checkNoneCursor(c Cursor) error {
+	if c != "" && c != StartCursor {
+		return fmt.Errorf("%w: %q", ErrBadCursor, string(c))
+	}
+	return nil
+}
+
+// Next waits until timeout or ctx ends and returns an empty page.
+func (NoActions) Next(ctx context.Context, _ identity.ID, after Cursor, timeout time.Duration) (Page, error) {
+	if err := checkNoneCursor(after); err != nil {
+		return Page{}, err
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return Page{}, ctx.Err()
+	case <-t.C:
+		return Page{Records: []Record{}, Cursor: StartCursor}, nil
+	}
+}
+
+// List returns an empty page.
+func (NoActions) List(_ context.Context, since Cursor) (Page, error) {
+	if err := checkNoneCursor(since); err != nil {
+		return Page{}, err
+	}
+	return Page{Records: []Record{}, Cursor: StartCursor}, nil
+}
+
+// Post implements Source; NoActions holds nothing, so it returns ErrReadOnly.
+func (NoActions) Post(context.Context, identity.ID, string, string, string) (Record, error) {
+	return Record{}, fmt.Errorf("post: %w (bee-mcp runs with --source none)", ErrReadOnly)
+}
+
+// Finish implements Source; no action exists, so it returns ErrUnknownAction.
+func (NoActions) Finish(_ context.Context, _ identity.ID, id, _ string) (Record, error) {
+	return Record{}, fmt.Errorf("finish %q: %w", id, ErrUnknownAction)
+}
+
+// Release implements Source; no action exists, so it returns ErrUnknownAction.
+func (NoActions) Release(_ context.Context, _ identity.ID, id string) (Record, error) {
+	return Record{}, fmt.Errorf("release %q: %w", id, ErrUnknownAction)
+}
+
+// Close implements Source.
+func (NoActions) Close() error { return nil }
