@@ -1,0 +1,131 @@
+// Package actionstest provides a fake actions.Source for tests of code that
+// uses a Source: each method is a func field, and a nil field behaves like
+// actions.NoActions. It also counts calls, so tests can assert what
+// happened.
+package actionstest
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/identity"
+)
+
+// Source is a fake actions.Source. Set the func fields before use; do not
+// change them while calls are in flight.
+type Source struct {
+	NameFunc    func() string
+	JoinFunc    func(ctx context.Context, m actions.Member) error
+	DepartFunc  func(ctx context.Context, who identity.ID) error
+	NextFunc    func(ctx context.Context, who identity.ID, after actions.Cursor, timeout time.Duration) (actions.Page, error)
+	ListFunc    func(ctx context.Context, since actions.Cursor) (actions.Page, error)
+	PostFunc    func(ctx context.Context, who identity.ID, to, title, body string) (actions.Record, error)
+	FinishFunc  func(ctx context.Context, who identity.ID, id, result string) (actions.Record, error)
+	ReleaseFunc func(ctx context.Context, who identity.ID, id string) (actions.Record, error)
+
+	mu       sync.Mutex
+	joined   []actions.Member
+	departed []identity.ID
+	released []string
+}
+
+var _ actions.Source = (*Source)(nil)
+
+// Joined returns the members Join was called with, in order.
+func (s *Source) Joined() []actions.Member {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]actions.Member(nil), s.joined...)
+}
+
+// Departed returns the identities Depart was called with, in order.
+func (s *Source) Departed() []identity.ID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]identity.ID(nil), s.departed...)
+}
+
+// Released returns the action ids Release was called with, in order.
+func (s *Source) Released() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.released...)
+}
+
+// Name implements actions.Source.
+func (s *Source) Name() string {
+	if s.NameFunc != nil {
+		return s.NameFunc()
+	}
+	return "fake"
+}
+
+// Join implements actions.Source.
+func (s *Source) Join(ctx context.Context, m actions.Member) error {
+	s.mu.Lock()
+	s.joined = append(s.joined, m)
+	s.mu.Unlock()
+	if s.JoinFunc != nil {
+		return s.JoinFunc(ctx, m)
+	}
+	return nil
+}
+
+// Depart implements actions.Source.
+func (s *Source) Depart(ctx context.Context, who identity.ID) error {
+	s.mu.Lock()
+	s.departed = append(s.departed, who)
+	s.mu.Unlock()
+	if s.DepartFunc != nil {
+		return s.DepartFunc(ctx, who)
+	}
+	return nil
+}
+
+// Next implements actions.Source.
+func (s *Source) Next(ctx context.Context, who identity.ID, after actions.Cursor, timeout time.Duration) (actions.Page, error) {
+	if s.NextFunc != nil {
+		return s.NextFunc(ctx, who, after, timeout)
+	}
+	return actions.NoActions{}.Next(ctx, who, after, timeout)
+}
+
+// List implements actions.Source.
+func (s *Source) List(ctx context.Context, since actions.Cursor) (actions.Page, error) {
+	if s.ListFunc != nil {
+		return s.ListFunc(ctx, since)
+	}
+	return actions.NoActions{}.List(ctx, since)
+}
+
+// Post implements actions.Source.
+func (s *Source) Post(ctx context.Context, who identity.ID, to, title, body string) (actions.Record, error) {
+	if s.PostFunc != nil {
+		return s.PostFunc(ctx, who, to, title, body)
+	}
+	return actions.NoActions{}.Post(ctx, who, to, title, body)
+}
+
+// Finish implements actions.Source.
+func (s *Source) Finish(ctx context.Context, who identity.ID, id, result string) (actions.Record, error) {
+	if s.FinishFunc != nil {
+		return s.FinishFunc(ctx, who, id, result)
+	}
+	return actions.NoActions{}.Finish(ctx, who, id, result)
+}
+
+// Release implements actions.Source.
+func (s *Source) Release(ctx context.Context, who identity.ID, id string) (actions.Record, error) {
+	s.mu.Lock()
+	s.released = append(s.released, id)
+	s.mu.Unlock()
+	if s.ReleaseFunc != nil {
+		return s.ReleaseFunc(ctx, who, id)
+	}
+	return actions.NoActions{}.Release(ctx, who, id)
+}
+
+// Close implements actions.Source.
+func (s *Source) Close() error { return nil }

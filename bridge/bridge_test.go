@@ -1,0 +1,341 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/actionstest"
+	"github.com/tractat-us/bee/clearctl"
+	"github.com/tractat-us/bee/identity"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// connect serves a session over in-memory transports and returns a client
+// session connected to it.
+func connect(t *testing.T, src actions.Source, opts *ServerOptions, copts *mcp.ClientOptions) (*Session, *mcp.ClientSession) {
+	t.Helper()
+	s, err := NewSession(t.Context(), Config{Agent: "tester", Source: src, ClaudePID: 4242, SessionID: "s-1"})
+	require.NoError(t, err)
+	srv := NewServer(s, opts)
+	st, ct := mcp.NewInMemoryTransports()
+	ctx, cancel := context.WithCancel(context.Background())
+	ss, err := srv.Connect(ctx, st, nil)
+	require.NoError(t, err)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "0"}, copts).Connect(ctx, ct, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		cs.Close()
+		ss.Wait()
+		cancel()
+	})
+	return s, cs
+}
+
+func call(t *testing.T, cs *mcp.ClientSession, name string, args any) *mcp.CallToolResult {
+	t.Helper()
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: name, Arguments: args})
+	require.NoError(t, err)
+	return res
+}
+
+func text(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+func structured[T any](t *testing.T, res *mcp.CallToolResult) T {
+	t.Helper()
+	require.False(t, res.IsError, "tool error: %s", text(res))
+	raw, err := json.Marshal(res.StructuredContent)
+	require.NoError(t, err)
+	var v T
+	require.NoError(t, json.Unmarshal(raw, &v))
+	return v
+}
+
+func TestServer_ToolsList(t *testing.T) {
+	_, cs := connect(t, nil, nil, nil)
+	res, err := cs.ListTools(t.Context(), nil)
+	require.NoError(t, err)
+	var names []string
+	for _, tool := range res.Tools {
+		names = append(names, tool.Name)
+		require.NotEmpty(t, tool.Description, tool.Name)
+		require.NotNil(t, tool.OutputSchema, tool.Name)
+	}
+	require.ElementsMatch(t, []string{ToolWait, ToolList, ToolWhoami, ToolPost, ToolFinish, ToolRelease}, names)
+}
+
+func TestWait_Refusals(t *testing.T) {
+	_, cs := connect(t, nil, nil, nil)
+	for _, tc := range []struct {
+		name string
+		args string
+		want string
+	}{
+		{"string timeout", `{"timeoutSeconds":"30"}`, "timeoutSeconds"},
+		{"fraction", `{"timeoutSeconds":30.5}`, "timeoutSeconds"},
+		{"zero", `{"timeoutSeconds":0}`, "timeoutSeconds"},
+		{"over cap", `{"timeoutSeconds":61}`, "timeoutSeconds"},
+		{"boolean", `{"timeoutSeconds":true}`, "timeoutSeconds"},
+		{"exponent", `{"timeoutSeconds":1e1}`, "timeoutSeconds"},
+		{"cursor number", `{"timeoutSeconds":1,"cursor":5}`, "cursor"},
+		{"cursor object", `{"timeoutSeconds":1,"cursor":{}}`, "cursor"},
+		{"cursor not made by source", `{"timeoutSeconds":1,"cursor":"17"}`, "cursor"},
+		{"unknown argument", `{"timeout":1}`, "timeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := call(t, cs, ToolWait, json.RawMessage(tc.args))
+			require.True(t, res.IsError)
+			require.Contains(t, text(res), tc.want)
+		})
+	}
+}
+
+func TestWait_TimesOutWithinBound(t *testing.T) {
+	_, cs := connect(t, nil, nil, nil)
+	start := time.Now()
+	res := call(t, cs, ToolWait, json.RawMessage(`{"timeoutSeconds":1,"cursor":null}`))
+	took := time.Since(start)
+	page := structured[actions.Page](t, res)
+	require.GreaterOrEqual(t, took, time.Second)
+	require.Less(t, took, 2*time.Second)
+	require.NotNil(t, page.Records)
+	require.Empty(t, page.Records)
+	require.Equal(t, actions.StartCursor, page.Cursor)
+	require.Contains(t, text(res), "Call bee_wait_action again with cursor \"0\"")
+}
+
+func TestWait_Progress(t *testing.T) {
+	var mu sync.Mutex
+	var got []float64
+	copts := &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+		mu.Lock()
+		got = append(got, req.Params.Progress)
+		mu.Unlock()
+	}}
+	_, cs := connect(t, nil, &ServerOptions{ProgressInterval: 100 * time.Millisecond}, copts)
+	params := &mcp.CallToolParams{Name: ToolWait, Arguments: map[string]any{"timeoutSeconds": 1}}
+	params.SetProgressToken("p1")
+	res, err := cs.CallTool(t.Context(), params)
+	require.NoError(t, err)
+	require.False(t, res.IsError)
+	mu.Lock()
+	defer mu.Unlock()
+	// 100 ms ticks over 1 s, none in the last 500 ms: about 4.
+	require.GreaterOrEqual(t, len(got), 2, "progress notifications received")
+	require.LessOrEqual(t, len(got), 5, "no progress in the last 500 ms")
+	for i := 1; i < len(got); i++ {
+		require.Greater(t, got[i], got[i-1], "progress must increase")
+	}
+}
+
+func TestWait_NoProgressWithoutToken(t *testing.T) {
+	var n int
+	var mu sync.Mutex
+	copts := &mcp.ClientOptions{ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
+		mu.Lock()
+		n++
+		mu.Unlock()
+	}}
+	_, cs := connect(t, nil, &ServerOptions{ProgressInterval: 50 * time.Millisecond}, copts)
+	call(t, cs, ToolWait, map[string]any{"timeoutSeconds": 1})
+	mu.Lock()
+	defer mu.Unlock()
+	require.Zero(t, n)
+}
+
+func TestWait_CancelEndsAtOnce(t *testing.T) {
+	_, cs := connect(t, nil, nil, nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	start := time.Now()
+	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: ToolWait, Arguments: map[string]any{"timeoutSeconds": 30}})
+	require.ErrorIs(t, err, context.Canceled)
+	require.Less(t, time.Since(start), 5*time.Second)
+}
+
+func TestWhoami(t *testing.T) {
+	_, cs := connect(t, nil, nil, nil)
+	w := structured[Whoami](t, call(t, cs, ToolWhoami, nil))
+	require.Regexp(t, `^agent:tester#[0-9a-f]{8}$`, w.Identity)
+	require.Equal(t, "tester", w.Agent)
+	require.NotNil(t, w.ClaudePID)
+	require.Equal(t, 4242, *w.ClaudePID)
+	require.Equal(t, "s-1", w.SessionID)
+	require.Equal(t, "none", w.Source)
+}
+
+func TestWhoami_NoClaude(t *testing.T) {
+	s, err := NewSession(t.Context(), Config{Agent: "x"})
+	require.NoError(t, err)
+	raw, err := json.Marshal(s.Whoami())
+	require.NoError(t, err)
+	require.Contains(t, string(raw), `"claudePid":null`)
+}
+
+func TestSession_RetireMintsThenReports(t *testing.T) {
+	src := &actionstest.Source{}
+	s, cs := connect(t, src, nil, nil)
+	before := s.Identity()
+	res, err := s.Retire(t.Context(), clearctl.RetireRequest{SessionID: "s-2", TranscriptPath: "/t/s-2.jsonl"})
+	require.NoError(t, err)
+	require.Equal(t, string(before), res.Retired)
+	require.Equal(t, string(s.Identity()), res.Current)
+	require.NotEqual(t, before, s.Identity())
+	require.Equal(t, []identity.ID{before}, src.Departed())
+	w := structured[Whoami](t, call(t, cs, ToolWhoami, nil))
+	require.Equal(t, res.Current, w.Identity)
+	require.Equal(t, "s-2", w.SessionID)
+	require.Equal(t, "/t/s-2.jsonl", w.TranscriptPath)
+	require.Equal(t, 1, w.Retired)
+	joined := src.Joined()
+	require.Len(t, joined, 2)
+	require.Equal(t, s.Identity(), joined[1].ID)
+	require.Equal(t, "s-2", joined[1].SessionID)
+}
+
+func TestSession_RetireReportFailsStaysOnNew(t *testing.T) {
+	src := &actionstest.Source{DepartFunc: func(context.Context, identity.ID) error { return errors.New("board locked") }}
+	s, err := NewSession(t.Context(), Config{Agent: "x", Source: src})
+	require.NoError(t, err)
+	before := s.Identity()
+	res, err := s.Retire(t.Context(), clearctl.RetireRequest{})
+	require.ErrorContains(t, err, "board locked")
+	require.NotEqual(t, before, s.Identity(), "never goes back to the retired identity")
+	require.Equal(t, string(s.Identity()), res.Current)
+}
+
+func TestSession_ConcurrentRetiresEachRetireOne(t *testing.T) {
+	src := &actionstest.Source{}
+	s, err := NewSession(t.Context(), Config{Agent: "x", Source: src})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	results := make(chan clearctl.RetireResponse, 8)
+	for range 8 {
+		wg.Go(func() {
+			res, err := s.Retire(t.Context(), clearctl.RetireRequest{})
+			require.NoError(t, err)
+			results <- res
+		})
+	}
+	wg.Wait()
+	close(results)
+	seen := map[string]bool{}
+	for r := range results {
+		require.False(t, seen[r.Retired], "identity %s retired twice", r.Retired)
+		seen[r.Retired] = true
+	}
+	require.Len(t, src.Departed(), 8)
+}
+
+func TestWait_RetireEndsWaitUnderOldIdentity(t *testing.T) {
+	s, cs := connect(t, nil, nil, nil)
+	old := s.Identity()
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: ToolWait, Arguments: map[string]any{"timeoutSeconds": 30}})
+		if err == nil {
+			done <- res
+		}
+		close(done)
+	}()
+	time.Sleep(100 * time.Millisecond) // let the wait start; the assertion below does not depend on it
+	_, err := s.Retire(t.Context(), clearctl.RetireRequest{})
+	require.NoError(t, err)
+	select {
+	case res := <-done:
+		require.NotNil(t, res)
+		require.True(t, res.IsError)
+		require.Contains(t, text(res), string(old))
+		require.Contains(t, text(res), "call bee_wait_action again")
+	case <-time.After(10 * time.Second):
+		t.Fatal("wait under the retired identity did not end")
+	}
+}
+
+func TestWait_CancelAfterClaimGivesItBack(t *testing.T) {
+	claimed := make(chan struct{})
+	src := &actionstest.Source{
+		NextFunc: func(ctx context.Context, who identity.ID, _ actions.Cursor, _ time.Duration) (actions.Page, error) {
+			close(claimed)
+			<-ctx.Done() // the call is cancelled right as the claim lands
+			return actions.Page{Records: []actions.Record{{ID: "a-1", State: actions.Claimed, Holder: string(who)}}, Cursor: "c1"}, nil
+		},
+		ReleaseFunc: func(_ context.Context, who identity.ID, id string) (actions.Record, error) {
+			return actions.Record{ID: id, State: actions.Open}, nil
+		},
+	}
+	_, cs := connect(t, src, nil, nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() { <-claimed; cancel() }()
+	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: ToolWait, Arguments: map[string]any{"timeoutSeconds": 5}})
+	require.ErrorIs(t, err, context.Canceled)
+	require.Eventually(t, func() bool { return len(src.Released()) == 1 }, 5*time.Second, 10*time.Millisecond)
+	require.Equal(t, []string{"a-1"}, src.Released())
+}
+
+func TestSession_GiveBackUndelivered(t *testing.T) {
+	src := &actionstest.Source{ReleaseFunc: func(_ context.Context, _ identity.ID, id string) (actions.Record, error) {
+		return actions.Record{ID: id}, nil
+	}}
+	s, err := NewSession(t.Context(), Config{Agent: "x", Source: src})
+	require.NoError(t, err)
+	s.GiveBackUndelivered(json.RawMessage(`{"content":[],"structuredContent":{"records":[{"id":"a-9","state":"claimed","holder":"agent:x#00000000"}],"cursor":"c"}}`))
+	s.GiveBackUndelivered(json.RawMessage(`{"content":[],"structuredContent":{"identity":"agent:x#00000000"}}`))
+	s.GiveBackUndelivered(json.RawMessage(`not json`))
+	require.Equal(t, []string{"a-9"}, src.Released())
+}
+
+func TestTools_SourceRefusalsByName(t *testing.T) {
+	_, cs := connect(t, nil, nil, nil)
+	for _, tc := range []struct {
+		tool, args, want string
+	}{
+		{ToolFinish, `{}`, "argument id"},
+		{ToolFinish, `{"id":7}`, "argument id"},
+		{ToolFinish, `{"id":"a-1","result":3}`, "argument result"},
+		{ToolFinish, `{"id":"a-1"}`, "unknown action"},
+		{ToolRelease, `{"id":"a-1"}`, "unknown action"},
+		{ToolPost, `{"body":"b"}`, "argument title"},
+		{ToolPost, `{"title":"t","body":"b","to":5}`, "argument to"},
+		{ToolPost, `{"title":"t","body":"b"}`, "does not hold actions"},
+		{ToolList, `{"since":1}`, "argument since"},
+		{ToolList, `{"since":"zz"}`, "argument since"},
+		{ToolWhoami, `{"x":1}`, "argument x"},
+	} {
+		res := call(t, cs, tc.tool, json.RawMessage(tc.args))
+		require.True(t, res.IsError, "%s %s", tc.tool, tc.args)
+		require.Contains(t, text(res), tc.want, "%s %s", tc.tool, tc.args)
+	}
+}
+
+func TestSession_DepartRefusesLaterCalls(t *testing.T) {
+	src := &actionstest.Source{}
+	s, cs := connect(t, src, nil, nil)
+	id := s.Identity()
+	require.NoError(t, s.Depart(t.Context()))
+	require.NoError(t, s.Depart(t.Context()), "Depart is idempotent")
+	require.Equal(t, []identity.ID{id}, src.Departed())
+	res := call(t, cs, ToolWait, map[string]any{"timeoutSeconds": 1})
+	require.True(t, res.IsError)
+	require.Contains(t, text(res), "departed")
+	_, err := s.Retire(t.Context(), clearctl.RetireRequest{})
+	require.ErrorIs(t, err, ErrDeparted)
+}

@@ -1,0 +1,231 @@
+// Package bridge is bee-mcp's core: the Session that holds this Claude Code
+// session's identity on an action source, and the MCP tools that serve it.
+//
+// A Session promises that:
+//   - its identity changes only by Retire, which mints the new identity
+//     before it reports the old one's departure, and never goes back;
+//   - a wait running under an identity that is retired ends at once and
+//     claims nothing for the departed identity;
+//   - Depart gives the identity's claims back, and after it no tool claims
+//     anything.
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/clearctl"
+	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/logkey"
+)
+
+// Config configures a Session. The zero value of each field is documented.
+type Config struct {
+	// Agent is the agent name identities are minted for. Required.
+	Agent string
+	// Source is where actions come from. nil means actions.NoActions.
+	Source actions.Source
+	// ClaudePID is the Claude Code process this bridge belongs to; 0 means
+	// none was found.
+	ClaudePID int
+	// SessionID is the Claude Code session at start (CLAUDE_CODE_SESSION_ID),
+	// "" when unknown.
+	SessionID string
+	// Logger receives the session's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// A Session is one bridge's seat on the board. Its methods are safe for
+// concurrent use.
+type Session struct {
+	// Fixed at creation.
+	agent     string
+	source    actions.Source
+	claudePID int
+	pid       int
+	started   time.Time
+	log       *slog.Logger
+
+	retireMu sync.Mutex // serializes Retire and Depart: no identity is retired twice
+
+	mu         sync.Mutex // guards the fields below
+	id         identity.ID
+	sessionID  string
+	transcript string
+	retired    int
+	departed   bool
+	// idCtx ends when id stops being this session's identity (retire or
+	// depart), so that a wait under it ends and claims nothing for it.
+	idCtx    context.Context
+	idCancel context.CancelFunc
+}
+
+// ErrDeparted is returned by tools and Retire after Depart.
+var ErrDeparted = errors.New("this bridge has departed from the board")
+
+// NewSession mints the first identity and joins it to the source.
+func NewSession(ctx context.Context, cfg Config) (*Session, error) {
+	if cfg.Source == nil {
+		cfg.Source = actions.NoActions{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	id, err := identity.Mint(cfg.Agent)
+	if err != nil {
+		return nil, err
+	}
+	s := &Session{
+		agent:     cfg.Agent,
+		source:    cfg.Source,
+		claudePID: cfg.ClaudePID,
+		pid:       os.Getpid(),
+		started:   time.Now(),
+		log:       cfg.Logger,
+		id:        id,
+		sessionID: cfg.SessionID,
+	}
+	s.idCtx, s.idCancel = context.WithCancel(context.Background())
+	if err := s.source.Join(ctx, s.member(id, cfg.SessionID)); err != nil {
+		s.idCancel()
+		return nil, fmt.Errorf("join %s to the %s source: %w", id, s.source.Name(), err)
+	}
+	s.log.Info("identity minted", logkey.Identity, id, logkey.ClaudePID, cfg.ClaudePID, logkey.Source, s.source.Name())
+	return s, nil
+}
+
+func (s *Session) member(id identity.ID, sessionID string) actions.Member {
+	return actions.Member{ID: id, PID: s.pid, ClaudePID: s.claudePID, SessionID: sessionID}
+}
+
+// Identity returns the current identity.
+func (s *Session) Identity() identity.ID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.id
+}
+
+// current returns the identity with the context that ends when it stops
+// being current, or ErrDeparted.
+func (s *Session) current() (identity.ID, context.Context, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.departed {
+		return "", nil, ErrDeparted
+	}
+	return s.id, s.idCtx, nil
+}
+
+// Whoami is what bee_whoami reports.
+type Whoami struct {
+	Identity       string `json:"identity"`
+	Agent          string `json:"agent"`
+	ClaudePID      *int   `json:"claudePid"` // null when there is no Claude ancestor
+	SessionID      string `json:"sessionId"`
+	TranscriptPath string `json:"transcriptPath,omitempty"`
+	Source         string `json:"source"`
+	PID            int    `json:"pid"`
+	Retired        int    `json:"retired"` // identities this bridge has retired so far
+	Since          string `json:"since"`   // when the bridge started, RFC 3339
+}
+
+// Whoami reports the session as bee_whoami shows it.
+func (s *Session) Whoami() Whoami {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := Whoami{
+		Identity:       string(s.id),
+		Agent:          s.agent,
+		SessionID:      s.sessionID,
+		TranscriptPath: s.transcript,
+		Source:         s.source.Name(),
+		PID:            s.pid,
+		Retired:        s.retired,
+		Since:          s.started.UTC().Format(time.RFC3339),
+	}
+	if s.claudePID != 0 {
+		pid := s.claudePID
+		w.ClaudePID = &pid
+	}
+	return w
+}
+
+// Retire replaces the current identity with a freshly minted one, records
+// the new Claude Code session it now serves, and reports the old identity's
+// departure to the source, which gives its claims back. It mints first:
+// when the report fails, the error is returned but the session stays on the
+// new identity. Retire implements clearctl.Retirer; ctx is the control
+// channel's lifetime, not a request's.
+func (s *Session) Retire(ctx context.Context, req clearctl.RetireRequest) (clearctl.RetireResponse, error) {
+	s.retireMu.Lock()
+	defer s.retireMu.Unlock()
+	start := time.Now()
+	next, err := identity.Mint(s.agent)
+	if err != nil {
+		return clearctl.RetireResponse{}, err
+	}
+	s.mu.Lock()
+	if s.departed {
+		s.mu.Unlock()
+		return clearctl.RetireResponse{}, ErrDeparted
+	}
+	old := s.id
+	s.id = next
+	if req.SessionID != "" {
+		s.sessionID = req.SessionID
+	}
+	if req.TranscriptPath != "" {
+		s.transcript = req.TranscriptPath
+	}
+	s.retired++
+	s.idCancel()
+	s.idCtx, s.idCancel = context.WithCancel(context.Background())
+	sessionID := s.sessionID
+	s.mu.Unlock()
+
+	res := clearctl.RetireResponse{Retired: string(old), Current: string(next)}
+	var errs []error
+	if err := s.source.Join(ctx, s.member(next, sessionID)); err != nil {
+		errs = append(errs, fmt.Errorf("join %s: %w", next, err))
+	}
+	if err := s.source.Depart(ctx, old); err != nil {
+		errs = append(errs, fmt.Errorf("report departure of %s: %w", old, err))
+	}
+	err = errors.Join(errs...)
+	if err != nil {
+		s.log.Error("retire report failed", logkey.Previous, old, logkey.Identity, next, logkey.Err, err)
+		return res, err
+	}
+	s.log.Info("identity retired", logkey.Previous, old, logkey.Identity, next,
+		logkey.SessionID, sessionID, logkey.Elapsed, time.Since(start))
+	return res, nil
+}
+
+// Depart ends the session on the board: the current identity departs (its
+// claims go back to open) and every later tool call is refused. Depart may
+// be called more than once; only the first call reports.
+func (s *Session) Depart(ctx context.Context) error {
+	s.retireMu.Lock()
+	defer s.retireMu.Unlock()
+	s.mu.Lock()
+	if s.departed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.departed = true
+	id := s.id
+	s.idCancel()
+	s.mu.Unlock()
+	start := time.Now()
+	if err := s.source.Depart(ctx, id); err != nil {
+		return fmt.Errorf("depart %s: %w", id, err)
+	}
+	s.log.Info("identity departed", logkey.Identity, id, logkey.Elapsed, time.Since(start))
+	return nil
+}

@@ -1,0 +1,449 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/logkey"
+)
+
+// The bounds of bee_wait_action, from the design: long enough that an idle
+// agent is cheap, short enough that a cancel or /clear lands within a minute.
+const (
+	DefaultWait = 45 * time.Second
+	MaxWait     = 60 * time.Second
+	// DefaultProgressInterval is how often a wait reports progress when the
+	// call carries a progress token.
+	DefaultProgressInterval = 10 * time.Second
+	// progressQuiet is the stretch before a wait's bound in which no progress
+	// is sent, so that none races the result (Claude Code logs a dropped
+	// connection for a progress notification that arrives with or after it).
+	progressQuiet = 500 * time.Millisecond
+)
+
+// Tool names, as the model calls them (mcp__<server>__<name> in Claude Code).
+const (
+	ToolWait    = "bee_wait_action"
+	ToolList    = "bee_list_actions"
+	ToolWhoami  = "bee_whoami"
+	ToolPost    = "bee_post_action"
+	ToolFinish  = "bee_finish_action"
+	ToolRelease = "bee_release_action"
+)
+
+// ServerOptions configures NewServer. nil means defaults.
+type ServerOptions struct {
+	// Version is reported as the server's version; "" means "dev".
+	Version string
+	// ProgressInterval is how often a waiting call reports progress; 0
+	// means DefaultProgressInterval. Tests shorten it.
+	ProgressInterval time.Duration
+	// Logger receives tool-call logs; nil means the Session's logger.
+	Logger *slog.Logger
+}
+
+const instructions = `bee connects this session to a shared action board. Other agents and people post actions there.
+To work on the board: call bee_wait_action (it waits up to 45 s and claims the next action meant for you), do the action, then call bee_finish_action with its id and a short result. If you cannot do it, call bee_release_action so someone else can.
+If bee_wait_action returns no records, nothing came in time: call it again with the cursor it returned.
+To hand work to another agent, call bee_post_action. bee_whoami tells you your identity on the board.`
+
+// NewServer returns an MCP server serving s's tools. The server answers
+// both handshakes (initialize and server/discover); connect it to a
+// transport with Run or Connect.
+func NewServer(s *Session, opts *ServerOptions) *mcp.Server {
+	var o ServerOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Version == "" {
+		o.Version = "dev"
+	}
+	if o.ProgressInterval <= 0 {
+		o.ProgressInterval = DefaultProgressInterval
+	}
+	if o.Logger == nil {
+		o.Logger = s.log
+	}
+	t := &tools{s: s, progressEvery: o.ProgressInterval, log: o.Logger}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "bee", Title: "bee action board", Version: o.Version}, &mcp.ServerOptions{
+		Instructions: instructions,
+		Logger:       o.Logger,
+	})
+	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true}
+	srv.AddTool(&mcp.Tool{
+		Name:  ToolWait,
+		Title: "Wait for an action",
+		Description: "Wait for the next action on the bee board that this session may take, and claim it. " +
+			"Returns {records, cursor}: records holds the one action now claimed by you (do it, then call bee_finish_action with its id), " +
+			"or is empty when nothing came within timeoutSeconds (default 45, at most 60). " +
+			"On an empty result, call bee_wait_action again, passing the returned cursor. Never build a cursor yourself.",
+		InputSchema:  waitInputSchema,
+		OutputSchema: pageOutputSchema,
+	}, t.wait)
+	srv.AddTool(&mcp.Tool{
+		Name:  ToolList,
+		Title: "List actions on the board",
+		Description: "List the actions on the bee board, oldest first, without claiming anything. " +
+			"Returns {records, cursor}; pass the cursor as since to list only what came after.",
+		InputSchema:  listInputSchema,
+		OutputSchema: pageOutputSchema,
+		Annotations:  readOnly,
+	}, t.list)
+	srv.AddTool(&mcp.Tool{
+		Name:  ToolWhoami,
+		Title: "Who am I on the board",
+		Description: "Report this session's identity on the bee board (agent:<name>#<8 hex>), its agent name, " +
+			"the Claude Code process and session it belongs to, and the action source.",
+		InputSchema:  emptyInputSchema,
+		OutputSchema: whoamiOutputSchema,
+		Annotations:  readOnly,
+	}, t.whoami)
+	srv.AddTool(&mcp.Tool{
+		Name:  ToolPost,
+		Title: "Post an action",
+		Description: "Post a new action on the bee board for another agent or person to take. " +
+			"to is optional: omit it for anyone, give an agent name, or one identity. Returns {action}.",
+		InputSchema:  postInputSchema,
+		OutputSchema: actionOutputSchema,
+	}, t.post)
+	srv.AddTool(&mcp.Tool{
+		Name:  ToolFinish,
+		Title: "Finish an action",
+		Description: "Mark an action you claimed (through bee_wait_action) as done, with an optional short result. " +
+			"Pass the id exactly as it was returned. Returns {action}.",
+		InputSchema:  finishInputSchema,
+		OutputSchema: actionOutputSchema,
+		Annotations:  &mcp.ToolAnnotations{IdempotentHint: false},
+	}, t.finish)
+	srv.AddTool(&mcp.Tool{
+		Name:  ToolRelease,
+		Title: "Release an action",
+		Description: "Give back an action you claimed but will not finish, so another agent can take it. " +
+			"Pass the id exactly as it was returned. Returns {action}.",
+		InputSchema:  releaseInputSchema,
+		OutputSchema: actionOutputSchema,
+	}, t.release)
+	return srv
+}
+
+type tools struct {
+	s             *Session
+	progressEvery time.Duration
+	log           *slog.Logger
+}
+
+// toolError is a tool result the model reads as a failure.
+func toolError(err error) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}
+}
+
+// result is a successful tool result: structured content plus a short
+// text rendering for clients that read only text.
+func result(structured any, text string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{StructuredContent: structured, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+}
+
+// sourceError turns a source's refusal into words for the model; other
+// errors pass through unchanged.
+func sourceError(err error) *mcp.CallToolResult {
+	switch {
+	case errors.Is(err, actions.ErrBadCursor):
+		return toolError(fmt.Errorf("%w; pass a cursor exactly as a bee tool returned it, or omit it to start over", err))
+	case errors.Is(err, ErrDeparted):
+		return toolError(fmt.Errorf("%w; the bridge is shutting down", err))
+	}
+	return toolError(err)
+}
+
+func (t *tools) wait(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	a, err := parseArgs(req.Params.Arguments, "timeoutSeconds", "cursor")
+	if err != nil {
+		return toolError(err), nil
+	}
+	secs, err := a.integer("timeoutSeconds", 1, int(MaxWait/time.Second), int(DefaultWait/time.Second))
+	if err != nil {
+		return toolError(err), nil
+	}
+	cursor, err := a.optString("cursor")
+	if err != nil {
+		return toolError(err), nil
+	}
+	who, idCtx, err := t.s.current()
+	if err != nil {
+		return sourceError(err), nil
+	}
+	// The wait ends when the call is cancelled or when its identity is
+	// retired, whichever comes first.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopRetireWatch := context.AfterFunc(idCtx, cancel)
+	defer stopRetireWatch()
+
+	timeout := time.Duration(secs) * time.Second
+	stopProgress := t.startProgress(wctx, req, timeout)
+	page, err := t.s.source.Next(wctx, who, actions.Cursor(cursor), timeout)
+	stopProgress()
+	if err != nil {
+		if ctx.Err() == nil && idCtx.Err() != nil {
+			return toolError(fmt.Errorf("identity %s was retired while waiting (the session was cleared); call %s again to wait as %s", who, ToolWait, t.s.Identity())), nil
+		}
+		if ctx.Err() != nil {
+			t.log.Debug("wait cancelled", logkey.Identity, who)
+			return nil, ctx.Err()
+		}
+		return sourceError(err), nil
+	}
+	if ctx.Err() != nil {
+		// Claimed, but nobody will read the answer: give it back.
+		t.s.giveBack(page.Records)
+		return nil, ctx.Err()
+	}
+	for _, r := range page.Records {
+		t.log.Info("action claimed", logkey.Identity, who, logkey.ActionID, r.ID)
+	}
+	return result(page, renderWait(page, secs)), nil
+}
+
+// startProgress sends a progress notification every interval while a wait
+// runs, when the call carries a progress token. The returned stop func
+// returns only after the sender goroutine has ended, so no notification
+// can follow the call's result.
+func (t *tools) startProgress(ctx context.Context, req *mcp.CallToolRequest, timeout time.Duration) (stop func()) {
+	token := req.Params.GetProgressToken()
+	if token == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	start := time.Now()
+	deadline := start.Add(timeout)
+	wg.Go(func() {
+		tick := time.NewTicker(t.progressEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case now := <-tick.C:
+				if deadline.Sub(now) < progressQuiet {
+					return
+				}
+				elapsed := now.Sub(start).Seconds()
+				err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+					ProgressToken: token,
+					Progress:      elapsed,
+					Total:         timeout.Seconds(),
+					Message:       fmt.Sprintf("waiting for an action (%.0f of %.0f s)", elapsed, timeout.Seconds()),
+				})
+				if err != nil {
+					t.log.Debug("progress not sent", logkey.Err, err)
+				}
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+	}
+}
+
+func renderWait(p actions.Page, secs int) string {
+	if len(p.Records) == 0 {
+		return fmt.Sprintf("No action within %d s. Call %s again with cursor %q.", secs, ToolWait, p.Cursor)
+	}
+	var b strings.Builder
+	for _, r := range p.Records {
+		fmt.Fprintf(&b, "Claimed action %s: %s\n", r.ID, r.Title)
+		fmt.Fprintf(&b, "From %s, for %s.\n", r.From, forWhom(r.To))
+		if r.Body != "" {
+			fmt.Fprintf(&b, "\n%s\n\n", r.Body)
+		}
+		fmt.Fprintf(&b, "When done, call %s with id %q; if you cannot do it, call %s.\n", ToolFinish, r.ID, ToolRelease)
+	}
+	fmt.Fprintf(&b, "cursor: %s", p.Cursor)
+	return b.String()
+}
+
+func forWhom(to string) string {
+	if to == "" {
+		return "anyone"
+	}
+	return to
+}
+
+func (t *tools) list(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	a, err := parseArgs(req.Params.Arguments, "since")
+	if err != nil {
+		return toolError(err), nil
+	}
+	since, err := a.optString("since")
+	if err != nil {
+		return toolError(err), nil
+	}
+	page, err := t.s.source.List(ctx, actions.Cursor(since))
+	if err != nil {
+		if errors.Is(err, actions.ErrBadCursor) {
+			return toolError(&argError{name: "since", msg: err.Error() + "; pass a cursor exactly as a bee tool returned it, or omit it"}), nil
+		}
+		return sourceError(err), nil
+	}
+	var b strings.Builder
+	if len(page.Records) == 0 {
+		b.WriteString("No actions.")
+	}
+	for _, r := range page.Records {
+		holder := ""
+		if r.Holder != "" {
+			holder = " by " + r.Holder
+		}
+		fmt.Fprintf(&b, "%s [%s%s] %s (for %s, from %s)\n", r.ID, r.State, holder, r.Title, forWhom(r.To), r.From)
+	}
+	fmt.Fprintf(&b, "\ncursor: %s", page.Cursor)
+	return result(page, b.String()), nil
+}
+
+func (t *tools) whoami(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if _, err := parseArgs(req.Params.Arguments); err != nil {
+		return toolError(err), nil
+	}
+	w := t.s.Whoami()
+	claude := "none found"
+	if w.ClaudePID != nil {
+		claude = fmt.Sprint(*w.ClaudePID)
+	}
+	text := fmt.Sprintf("You are %s (agent %s) on the %s source. Claude process: %s. Session: %s.", w.Identity, w.Agent, w.Source, claude, orNone(w.SessionID))
+	return result(w, text), nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+// actionResult is what post, finish and release return.
+type actionResult struct {
+	Action actions.Record `json:"action"`
+}
+
+func (t *tools) post(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	a, err := parseArgs(req.Params.Arguments, "to", "title", "body")
+	if err != nil {
+		return toolError(err), nil
+	}
+	to, err := a.optString("to")
+	if err != nil {
+		return toolError(err), nil
+	}
+	title, err := a.str("title")
+	if err != nil {
+		return toolError(err), nil
+	}
+	body, err := a.str("body")
+	if err != nil {
+		return toolError(err), nil
+	}
+	who, _, err := t.s.current()
+	if err != nil {
+		return sourceError(err), nil
+	}
+	rec, err := t.s.source.Post(ctx, who, to, title, body)
+	if err != nil {
+		if errors.Is(err, actions.ErrEmptyTitle) {
+			return toolError(&argError{name: "title", msg: "must not be empty"}), nil
+		}
+		return sourceError(err), nil
+	}
+	t.log.Info("action posted", logkey.Identity, who, logkey.ActionID, rec.ID)
+	return result(actionResult{rec}, fmt.Sprintf("Posted action %s for %s: %s", rec.ID, forWhom(rec.To), rec.Title)), nil
+}
+
+func (t *tools) finish(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	a, err := parseArgs(req.Params.Arguments, "id", "result")
+	if err != nil {
+		return toolError(err), nil
+	}
+	id, err := a.str("id")
+	if err != nil {
+		return toolError(err), nil
+	}
+	res, err := a.optString("result")
+	if err != nil {
+		return toolError(err), nil
+	}
+	who, _, err := t.s.current()
+	if err != nil {
+		return sourceError(err), nil
+	}
+	rec, err := t.s.source.Finish(ctx, who, id, res)
+	if err != nil {
+		return sourceError(err), nil
+	}
+	t.log.Info("action finished", logkey.Identity, who, logkey.ActionID, rec.ID)
+	return result(actionResult{rec}, fmt.Sprintf("Action %s is done.", rec.ID)), nil
+}
+
+func (t *tools) release(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	a, err := parseArgs(req.Params.Arguments, "id")
+	if err != nil {
+		return toolError(err), nil
+	}
+	id, err := a.str("id")
+	if err != nil {
+		return toolError(err), nil
+	}
+	who, _, err := t.s.current()
+	if err != nil {
+		return sourceError(err), nil
+	}
+	rec, err := t.s.source.Release(ctx, who, id)
+	if err != nil {
+		return sourceError(err), nil
+	}
+	t.log.Info("action released", logkey.Identity, who, logkey.ActionID, rec.ID)
+	return result(actionResult{rec}, fmt.Sprintf("Action %s is open again for others.", rec.ID)), nil
+}
+
+// giveBack releases claimed records whose answer will never be read.
+// It uses a fresh bounded context: the call's own context has ended.
+func (s *Session) giveBack(recs []actions.Record) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, r := range recs {
+		if r.State != actions.Claimed || r.Holder == "" {
+			continue
+		}
+		if _, err := s.source.Release(ctx, identity.ID(r.Holder), r.ID); err != nil {
+			s.log.Warn("claim not given back", logkey.ActionID, r.ID, logkey.Err, err)
+			continue
+		}
+		s.log.Info("claim given back, its answer was not delivered", logkey.ActionID, r.ID, logkey.Identity, r.Holder)
+	}
+}
+
+// GiveBackUndelivered releases the claims carried by a tool result that was
+// never delivered (its call was cancelled after it claimed). result is the
+// JSON-RPC result as the transport withheld it; results that carry no
+// claimed records are ignored.
+func (s *Session) GiveBackUndelivered(result json.RawMessage) {
+	var r struct {
+		StructuredContent *actions.Page `json:"structuredContent"`
+	}
+	if json.Unmarshal(result, &r) != nil || r.StructuredContent == nil {
+		return
+	}
+	s.giveBack(r.StructuredContent.Records)
+}

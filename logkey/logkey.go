@@ -1,0 +1,23 @@
+// Package logkey names the slog attributes bee logs with, so that every
+// package spells them the same way and a person can grep one key across the
+// bridge, the hook and the board. It promises nothing else; in particular
+// there is deliberately no key for the run file's token, which is never
+// logged.
+package logkey
+
+const (
+	Identity  = "identity"   // an agent identity, agent:<name>#<8 hex>
+	Previous  = "previous"   // the identity a retire replaced
+	Agent     = "agent"      // an agent name
+	ClaudePID = "claude_pid" // the Claude Code process the bridge belongs to
+	SessionID = "session_id" // a Claude Code session id
+	ActionID  = "action_id"  // an action's id on the board
+	Tool      = "tool"       // an MCP tool name
+	Source    = "source"     // the action source (board, none)
+	Path      = "path"       // a file bee reads or writes
+	Port      = "port"       // the control channel's loopback port
+	Signal    = "signal"     // the signal that ended the bridge
+	Reason    = "reason"     // why something ended
+	Elapsed   = "elapsed"    // how long something took
+	Err       = "err"        // an error
+)
