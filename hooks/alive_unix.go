@@ -1,0 +1,18 @@
+//go:build unix
+
+package hooks
+
+import (
+	"errors"
+	"syscall"
+)
+
+// alive reports whether process pid exists: signal 0 succeeds, or fails
+// with EPERM (the process exists but belongs to someone else).
+func alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}

@@ -1,0 +1,253 @@
+// Package hooks owns bee's Claude Code hook: the configuration that installs
+// it (hooks.json, the plugin convention, see [ConfigJSON]) and the logic of
+// bee-hook, the SessionStart hook that tells a session's bridge to retire
+// its identity when the user types /clear ([Run]).
+//
+// Run promises what a hook must: it never writes stdout (Claude Code adds a
+// SessionStart hook's stdout to the conversation), it always returns
+// normally, within its timeout, even if something it calls panics or hangs,
+// and what it returns for stderr is at most one line that never holds the
+// run file's token. It retires only a bridge whose process is alive, so a
+// stale run file can never retire another session's bridge.
+package hooks
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/tractat-us/bee/ancestry"
+	"github.com/tractat-us/bee/clearctl"
+	"github.com/tractat-us/bee/runfile"
+)
+
+//go:embed hooks.json
+var hooksJSON string
+
+// ConfigJSON returns hooks/hooks.json: the hook configuration a Claude Code
+// plugin ships, which has the shape of the "hooks" block of settings.json.
+// It runs `bee-hook` (found on PATH) on SessionStart with matcher "clear".
+func ConfigJSON() string { return hooksJSON }
+
+const (
+	// DefaultTimeout bounds a whole Run when Config.Timeout is zero.
+	DefaultTimeout = 10 * time.Second
+	// DefaultMaxInput bounds the SessionStart input when Config.MaxInput is
+	// zero.
+	DefaultMaxInput = 64 << 10
+	// maxOutcome bounds the outcome line.
+	maxOutcome = 1000
+)
+
+// Input is Claude Code's SessionStart hook input. Other fields (model, for
+// one) are ignored.
+type Input struct {
+	SessionID      string `json:"session_id"`
+	TranscriptPath string `json:"transcript_path"`
+	Cwd            string `json:"cwd"`
+	HookEventName  string `json:"hook_event_name"`
+	// Source is startup, resume, clear, compact or fork; only clear
+	// retires anything.
+	Source string `json:"source"`
+}
+
+// Config configures Run. The zero Config is what bee-hook uses in real life.
+type Config struct {
+	// RunDir is the run directory. "" means runfile.DefaultDir().
+	RunDir string
+	// ClaudePID is the Claude process whose bridge to retire. 0 means the
+	// nearest claude ancestor of this process (ancestry.ClaudePID).
+	ClaudePID int
+	// Timeout bounds the whole Run, reading the input included. 0 means
+	// DefaultTimeout.
+	Timeout time.Duration
+	// MaxInput bounds the input in bytes. 0 means DefaultMaxInput.
+	MaxInput int64
+	// Retire asks the bridge to retire. nil means clearctl.Retire.
+	Retire func(ctx context.Context, port int, token string, req clearctl.RetireRequest) (clearctl.RetireResponse, error)
+	// Alive reports whether the bridge process pid is alive. nil means a
+	// signal 0 check, where EPERM (alive, but someone else's) counts as
+	// alive.
+	Alive func(pid int) bool
+}
+
+// Run handles one SessionStart input read from stdin and returns the single
+// line to print on stderr, without a trailing newline; "" means print
+// nothing. It never writes stdout and always returns normally.
+//
+// Input that is larger than MaxInput or not a JSON object gives a line
+// saying so. A source other than "clear" gives "". For "clear", Run finds
+// the Claude process, reads its run file, checks that the bridge process is
+// alive and then asks the bridge to retire, sending the new session's
+// session_id and transcript_path. A run file whose bridge is dead is
+// reported and removed (if it still holds the token read), and its port is
+// never called. Every outcome of that, including no Claude process above
+// the hook and no run file, is one line starting "bee-hook: ".
+//
+// Run gives up when Timeout has passed or ctx is done, and says so; work
+// still blocked then (a stdin that never closes, a Retire that ignores its
+// ctx) is abandoned in a goroutine, which is fine for a process about to
+// exit.
+func Run(ctx context.Context, cfg Config, stdin io.Reader) (outcome string) {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.MaxInput <= 0 {
+		cfg.MaxInput = DefaultMaxInput
+	}
+	if cfg.Retire == nil {
+		cfg.Retire = clearctl.Retire
+	}
+	if cfg.Alive == nil {
+		cfg.Alive = alive
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+
+	done := make(chan string, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				done <- fmt.Sprintf("bee-hook: internal error: %v", r)
+			}
+		}()
+		done <- handle(ctx, cfg, stdin)
+	}()
+	select {
+	case outcome = <-done:
+	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			outcome = fmt.Sprintf("bee-hook: gave up after %s", cfg.Timeout)
+		} else {
+			outcome = fmt.Sprintf("bee-hook: stopped: %v", context.Cause(ctx))
+		}
+	}
+	return oneLine(outcome)
+}
+
+// findClaude finds the Claude process; tests replace it.
+var findClaude = ancestry.ClaudePID
+
+// handle does Run's work; the token is scrubbed from what it returns.
+func handle(ctx context.Context, cfg Config, stdin io.Reader) string {
+	in, err := readInput(stdin, cfg.MaxInput)
+	if err != nil {
+		return "bee-hook: cannot read SessionStart input: " + err.Error()
+	}
+	if in.HookEventName != "" && in.HookEventName != "SessionStart" {
+		return fmt.Sprintf("bee-hook: ignoring a %s input; bee-hook is a SessionStart hook (matcher \"clear\")", in.HookEventName)
+	}
+	if in.Source != "clear" {
+		return ""
+	}
+
+	dir := cfg.RunDir
+	if dir == "" {
+		if dir, err = runfile.DefaultDir(); err != nil {
+			return "bee-hook: " + err.Error()
+		}
+	}
+	claudePID := cfg.ClaudePID
+	if claudePID == 0 {
+		pid, ok, err := findClaude(ctx)
+		if err != nil {
+			return "bee-hook: cannot look for the claude process: " + err.Error()
+		}
+		if !ok {
+			return "bee-hook: no claude process above this hook; nothing to retire"
+		}
+		claudePID = pid
+	}
+
+	e, err := runfile.Read(dir, claudePID)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Sprintf("bee-hook: no bridge registered for claude pid %d in %s; nothing to retire", claudePID, dir)
+	}
+	if err != nil {
+		return "bee-hook: " + err.Error() + "; remove it if no bridge is running"
+	}
+	return scrub(retire(ctx, cfg, dir, claudePID, e, in), e.Token)
+}
+
+// retire retires the bridge of run file e, unless its process is dead.
+func retire(ctx context.Context, cfg Config, dir string, claudePID int, e runfile.Entry, in Input) string {
+	if !cfg.Alive(e.PID) {
+		msg := fmt.Sprintf("bee-hook: stale run file for dead bridge pid %d (claude pid %d); nothing to retire", e.PID, claudePID)
+		removed, err := runfile.Remove(dir, claudePID, e.Token)
+		switch {
+		case err != nil:
+			return msg + "; could not remove it: " + err.Error()
+		case removed:
+			return msg + "; removed " + runfile.Path(dir, claudePID)
+		default:
+			return msg + "; it has been replaced or removed since"
+		}
+	}
+	resp, err := cfg.Retire(ctx, e.Port, e.Token, clearctl.RetireRequest{
+		SessionID:      in.SessionID,
+		TranscriptPath: in.TranscriptPath,
+	})
+	var se *clearctl.StatusError
+	switch {
+	case err == nil:
+		return fmt.Sprintf("bee-hook: retired %s -> %s", resp.Retired, resp.Current)
+	case errors.As(err, &se) && se.Code == 202:
+		return "bee-hook: retire still running (202); the bridge finishes it on its own"
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
+		return fmt.Sprintf("bee-hook: retire failed: no answer from bridge pid %d on port %d within %s", e.PID, e.Port, cfg.Timeout)
+	default:
+		return fmt.Sprintf("bee-hook: retire failed (bridge pid %d, port %d): %v", e.PID, e.Port, err)
+	}
+}
+
+// readInput reads at most max bytes of stdin, to EOF, as one JSON object.
+func readInput(stdin io.Reader, max int64) (Input, error) {
+	data, err := io.ReadAll(io.LimitReader(stdin, max+1))
+	if err != nil {
+		return Input{}, err
+	}
+	if int64(len(data)) > max {
+		return Input{}, fmt.Errorf("larger than %d bytes", max)
+	}
+	var in Input
+	if err := json.Unmarshal(data, &in); err != nil {
+		return Input{}, err
+	}
+	return in, nil
+}
+
+// scrub removes token from s, whatever put it there.
+func scrub(s, token string) string {
+	if token == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, token, "[token]")
+}
+
+// oneLine makes s a single printable line of at most maxOutcome bytes:
+// valid UTF-8, control characters (newlines among them) as spaces.
+func oneLine(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
+			return ' '
+		}
+		return r
+	}, s)
+	if len(s) > maxOutcome {
+		n := maxOutcome
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		s = s[:n] + "…"
+	}
+	return s
+}
