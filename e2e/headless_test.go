@@ -1,0 +1,220 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+const (
+	toolWhoami = "mcp__bee__bee_whoami"
+	toolWait   = "mcp__bee__bee_wait_action"
+	toolFinish = "mcp__bee__bee_finish_action"
+)
+
+// Scenario a: headless `claude -p`, bee registered with `claude mcp add`
+// and allowed with --allowedTools mcp__bee. The model checks in, waits; a
+// person posts an action with the bee CLI while it waits; the action reaches
+// the model as the tool result; the model finishes it; the board shows it
+// done; the bridge leaves nothing behind.
+func TestHeadlessWaitClaimFinish(t *testing.T) {
+	e := NewEnv(t)
+	e.AddBeeWithCLI()
+
+	const title, body = "e2e: headless action", "please finish me"
+	e.API.Push(
+		Call(toolWhoami, map[string]any{}),
+		Call(toolWait, map[string]any{"timeoutSeconds": 30}),
+		func(r *APIRequest) Turn {
+			tr, _ := r.LastToolResult()
+			var p Page
+			if !parseResult(t, "bee_wait_action", tr, &p) || len(p.Records) != 1 {
+				t.Errorf("bee_wait_action returned %q, want exactly one record", tr.Text)
+				return Turn{Text: "no action came"}
+			}
+			return Turn{Tool: toolFinish, Input: map[string]any{"id": p.Records[0].IDValue(), "result": "finished by the e2e model"}}
+		},
+		Say("all done"),
+	)
+	run := e.StartHeadless(claudeBin, "Check in with bee, wait for the next action and finish it.", "--allowedTools", "mcp__bee")
+	pid := run.Cmd.Process.Pid
+
+	whoReq := e.MustToolCall(toolWhoami, 1, 60*time.Second)
+	who := e.WhoamiOf(whoReq)
+	t.Logf("bee_whoami: %+v (claude pid %d)", who, pid)
+	if who.ClaudePid == nil || *who.ClaudePid != pid {
+		t.Errorf("bee_whoami claudePid = %v, want the claude process %d", ptrStr(who.ClaudePid), pid)
+	}
+	if who.Agent != "e2e" {
+		t.Errorf("bee_whoami agent = %q, want e2e (BEE_AGENT)", who.Agent)
+	}
+	if who.SessionID != whoReq.SessionID {
+		t.Errorf("bee_whoami sessionId = %q, want the CLI's session %q", who.SessionID, whoReq.SessionID)
+	}
+	if who.Source != "" && who.Source != "board" {
+		t.Errorf("bee_whoami source = %q, want board", who.Source)
+	}
+	if _, err := os.Stat(filepath.Join(e.RunDir, strconv.Itoa(pid)+".json")); err != nil {
+		t.Errorf("run file for claude pid %d: %v", pid, err)
+	}
+
+	waitReq := e.MustToolCall(toolWait, 1, 30*time.Second)
+	time.Sleep(1500 * time.Millisecond) // the call reaches the bridge and waits
+	if _, _, done := e.API.WaitResultFor(0, waitReq.ToolUseID); done {
+		t.Fatalf("bee_wait_action returned before anything was posted")
+	}
+	posted := e.Post(title, body)
+	postedAt := time.Now()
+	t.Logf("posted %s while the model waited", posted.IDString())
+
+	resReq, tr := e.ToolResult(waitReq, 30*time.Second)
+	t.Logf("post -> tool result at the API: %v", resReq.At.Sub(postedAt))
+	var page Page
+	if parseResult(t, "bee_wait_action", tr, &page) {
+		if len(page.Records) != 1 {
+			t.Fatalf("bee_wait_action: %d records, want 1: %s", len(page.Records), tr.Text)
+		}
+		got := page.Records[0]
+		if got.IDString() != posted.IDString() || got.Title != title || got.Body != body {
+			t.Errorf("bee_wait_action record = %+v, want the posted %s %q/%q", got, posted.IDString(), title, body)
+		}
+		if got.State != "claimed" || got.Holder != who.Identity {
+			t.Errorf("bee_wait_action record state=%q holder=%q, want claimed by %s", got.State, got.Holder, who.Identity)
+		}
+	}
+
+	finReq := e.MustToolCall(toolFinish, 1, 30*time.Second)
+	if _, tr := e.ToolResult(finReq, 30*time.Second); tr.IsError {
+		t.Errorf("bee_finish_action: tool error %s", tr.Text)
+	}
+	if err := run.Wait(t, 60*time.Second); err != nil {
+		t.Errorf("claude -p: %v", err)
+	}
+	if out := run.Stdout.String(); !strings.Contains(out, "all done") {
+		t.Errorf("claude -p printed %q, want the model's last words", out)
+	}
+
+	rec := e.Show(posted.IDString())
+	t.Logf("bee show %s: state=%s holder=%s result=%q", rec.IDString(), rec.State, rec.Holder, rec.Result)
+	if rec.State != "done" {
+		t.Errorf("bee show %s: state %q, want done", posted.IDString(), rec.State)
+	}
+	if rec.Result != "" && rec.Result != "finished by the e2e model" {
+		t.Errorf("bee show %s: result %q", posted.IDString(), rec.Result)
+	}
+	expectCleanEnd(t, e)
+}
+
+// Scenario d: the npm package's native binary run directly (its comm is
+// claude.exe), bee from an --mcp-config file. The bridge still finds its
+// Claude process: claudePid is that process and its run file appears.
+func TestNativeBinaryClaudeExe(t *testing.T) {
+	if filepath.Base(claudeExe) != "claude.exe" {
+		t.Fatalf("the CLI's native binary is %s, not claude.exe: cannot test the claude.exe ancestor", claudeExe)
+	}
+	e := NewEnv(t)
+	cfg := filepath.Join(e.Root, "mcp.json")
+	writeJSON(t, cfg, map[string]any{"mcpServers": map[string]any{
+		"bee": map[string]any{"command": filepath.Join(e.WrapDir, "bee-mcp"), "args": []string{}},
+	}})
+
+	var claudePid atomic.Int64
+	type seen struct {
+		comm        string
+		runFile     string
+		runFileMode os.FileMode
+		err         error
+	}
+	seenCh := make(chan seen, 1)
+	e.API.Push(
+		Call(toolWhoami, map[string]any{}),
+		func(r *APIRequest) Turn {
+			// While claude is alive: what is its comm, and is the run file there?
+			pid := int(claudePid.Load())
+			s := seen{comm: procComm(pid)}
+			path := filepath.Join(e.RunDir, strconv.Itoa(pid)+".json")
+			if fi, err := os.Stat(path); err != nil {
+				s.err = err
+			} else {
+				s.runFileMode = fi.Mode().Perm()
+				s.runFile = readFile(path)
+			}
+			seenCh <- s
+			return Turn{Text: "checked in"}
+		},
+	)
+	run := e.StartHeadless(claudeExe, "Who are you on the bee board?",
+		"--mcp-config", cfg, "--strict-mcp-config", "--allowedTools", "mcp__bee")
+	pid := run.Cmd.Process.Pid
+	claudePid.Store(int64(pid))
+
+	who := e.WhoamiOf(e.MustToolCall(toolWhoami, 1, 60*time.Second))
+	t.Logf("bee_whoami: %+v (claude.exe pid %d)", who, pid)
+	if who.ClaudePid == nil || *who.ClaudePid != pid {
+		t.Errorf("bee_whoami claudePid = %v, want the claude.exe process %d", ptrStr(who.ClaudePid), pid)
+	}
+	var s seen
+	select {
+	case s = <-seenCh:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the model's second turn never came")
+	}
+	if s.comm != "claude.exe" {
+		t.Errorf("the claude process's comm is %q, want claude.exe (the point of this test)", s.comm)
+	}
+	if s.err != nil {
+		t.Errorf("run file for claude pid %d while it ran: %v", pid, s.err)
+	} else {
+		var rf struct {
+			Port  int    `json:"port"`
+			Token string `json:"token"`
+			Pid   int    `json:"pid"`
+		}
+		if err := json.Unmarshal([]byte(s.runFile), &rf); err != nil {
+			t.Errorf("run file is not JSON: %v", err)
+		}
+		t.Logf("run file %d.json: mode %v, port %d, bridge pid %d", pid, s.runFileMode, rf.Port, rf.Pid)
+		if s.runFileMode != 0o600 {
+			t.Errorf("run file mode %v, want 0600", s.runFileMode)
+		}
+		if rf.Port <= 0 || rf.Token == "" || rf.Pid <= 0 {
+			t.Errorf("run file %+v lacks port, token or pid", rf)
+		}
+	}
+	if err := run.Wait(t, 60*time.Second); err != nil {
+		t.Errorf("claude.exe -p: %v", err)
+	}
+	expectCleanEnd(t, e)
+}
+
+// expectCleanEnd checks what a bridge must leave after its claude ended: no
+// run file, no live bee-mcp, nothing claimed on the board.
+func expectCleanEnd(t *testing.T, e *Env) {
+	t.Helper()
+	if !eventually(5*time.Second, func() bool { return len(e.RunFiles()) == 0 }) {
+		t.Errorf("run files left in BEE_RUN_DIR after claude ended: %v", e.RunFiles())
+	}
+	if !eventually(5*time.Second, func() bool { return len(beeMCPPids()) == 0 }) {
+		t.Errorf("bee-mcp processes left after claude ended: %v", beeMCPPids())
+	}
+	for _, r := range e.List() {
+		if r.State == "claimed" || r.Holder != "" && r.State != "done" {
+			t.Errorf("action %s still %s by %q after claude ended", r.IDString(), r.State, r.Holder)
+		}
+	}
+}
+
+func ptrStr(p *int) string {
+	if p == nil {
+		return "null"
+	}
+	return fmt.Sprint(*p)
+}

@@ -1,0 +1,119 @@
+//go:build e2e
+
+// Package e2e proves bee inside the real Claude Code CLI (the pinned npm
+// release), driven by a scripted fake of the Anthropic Messages API on
+// 127.0.0.1: headless `claude -p`, interactive sessions in tmux (with /clear,
+// Esc and /exit), the npm package's native binary run directly, and the
+// plugin at the repository root.
+//
+// Run it with `scripts/e2e-setup && go test -tags e2e ./e2e/`. The suite
+// fails (it never skips) when the CLI or tmux is missing or the CLI is not
+// the pinned version. It builds ./cmd/... from this checkout into a temporary
+// directory and puts that first on PATH.
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// claudeVersion is the Claude Code release the suite is pinned to; keep it in
+// step with scripts/e2e-setup.
+const claudeVersion = "2.1.328"
+
+var (
+	repoRoot  string // the checkout under test
+	claudeBin string // the `claude` command (npm's .bin symlink)
+	claudeExe string // the npm package's native binary (bin/claude.exe)
+	binDir    string // bee-mcp, bee-hook, bee built from this checkout
+)
+
+func TestMain(m *testing.M) {
+	code, err := setup()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: FAIL: %v\n", err)
+		fmt.Println("FAIL")
+		os.Exit(1)
+	}
+	code = m.Run()
+	if !keepTemp() {
+		_ = os.RemoveAll(filepath.Dir(binDir))
+	}
+	os.Exit(code)
+}
+
+func keepTemp() bool { return os.Getenv("BEE_E2E_KEEP") != "" }
+
+func setup() (int, error) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		return 0, err
+	}
+	repoRoot = root
+
+	claudeBin = os.Getenv("BEE_E2E_CLAUDE")
+	if claudeBin == "" {
+		cache := os.Getenv("BEE_E2E_CACHE")
+		if cache == "" {
+			cache = filepath.Join(repoRoot, ".e2e")
+		}
+		claudeBin = filepath.Join(cache, "claude-code-"+claudeVersion, "node_modules", ".bin", "claude")
+	}
+	if _, err := os.Stat(claudeBin); err != nil {
+		return 0, fmt.Errorf("Claude Code CLI not found at %s (run scripts/e2e-setup, or set BEE_E2E_CLAUDE): %v", claudeBin, err)
+	}
+	out, err := exec.Command(claudeBin, "--version").CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("%s --version: %v: %s", claudeBin, err, out)
+	}
+	if v := strings.TrimSpace(string(out)); !strings.HasPrefix(v, claudeVersion+" ") && v != claudeVersion {
+		return 0, fmt.Errorf("%s --version says %q; the suite is pinned to %s (run scripts/e2e-setup)", claudeBin, v, claudeVersion)
+	}
+	if claudeExe, err = filepath.EvalSymlinks(claudeBin); err != nil {
+		return 0, err
+	}
+	if _, err := exec.LookPath("tmux"); err != nil {
+		return 0, fmt.Errorf("tmux not found on PATH (run scripts/e2e-setup): %v", err)
+	}
+
+	tmp, err := os.MkdirTemp("", "bee-e2e-")
+	if err != nil {
+		return 0, err
+	}
+	binDir = filepath.Join(tmp, "bin")
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return 0, err
+	}
+	if err := buildBee(); err != nil {
+		return 0, err
+	}
+	fmt.Fprintf(os.Stderr, "e2e: claude %s (%s), native %s, bee binaries in %s\n", claudeVersion, claudeBin, claudeExe, binDir)
+	return 0, nil
+}
+
+// buildBee builds every command of the checkout into binDir.
+func buildBee() error {
+	cmd := exec.Command("go", "build", "-o", binDir+string(os.PathSeparator), "./cmd/...")
+	if os.Getenv("BEE_E2E_DEV_FAKEBEE") != "" {
+		// Harness development only: a throwaway bridge, never the real thing.
+		cmd = exec.Command("go", "build", "-o", filepath.Join(binDir, "bee-mcp"), "./e2e/testdata/fakebee")
+	}
+	cmd.Dir = repoRoot
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building the bee commands (%s): %v\n%s", strings.Join(cmd.Args, " "), err, out)
+	}
+	for _, name := range []string{"bee-mcp", "bee-hook", "bee"} {
+		if _, err := os.Stat(filepath.Join(binDir, name)); err != nil {
+			if os.Getenv("BEE_E2E_DEV_PARTIAL") != "" {
+				fmt.Fprintf(os.Stderr, "e2e: DEV: %s missing\n", name)
+				continue
+			}
+			return fmt.Errorf("the build did not produce %s: %v", name, err)
+		}
+	}
+	return nil
+}
