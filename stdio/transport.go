@@ -1,0 +1,437 @@
+// Package stdio is bee's MCP transport over newline-delimited JSON-RPC on
+// stdin/stdout: a bad line is answered and the session carries on, and a
+// request the client cancelled gets no response.
+//
+// It replaces the go-sdk's stock [mcp.StdioTransport], which ends the whole
+// session (dropping everything in flight, silently) on the first line it
+// cannot decode, and which answers cancelled requests.
+//
+// A [Transport]'s connection promises:
+//
+//   - Out carries JSON-RPC 2.0 messages and nothing else: one message per
+//     line, each line written by a single Out.Write call, never interleaved
+//     with another.
+//   - A line that cannot be used is answered with a JSON-RPC error and reading
+//     carries on. Not JSON (or not UTF-8): -32700. A batch, JSON that is not
+//     a JSON-RPC 2.0 message, a line longer than MaxLineBytes, or a request
+//     whose id is already in flight: -32600. The reply carries the request's
+//     id when it could be recovered and is unambiguous, else null. Nothing a
+//     line contains ends the session; only an error or EOF from In, or Close,
+//     does.
+//   - A request cancelled by notifications/cancelled gets no response: the
+//     server's response is withheld and handed to [Transport.OnDropped].
+//   - A notifications/progress is written only while the request that carried
+//     its progress token is live (read, not cancelled, not yet answered).
+//     Progress after the response, after a cancel, or for a token no live
+//     request carries is dropped.
+//
+// It does not support JSON-RPC batches, never replies to a JSON-RPC response
+// (a valid error response with a null id is logged and dropped), never closes
+// Out, and understands no MCP method other than notifications/cancelled,
+// notifications/progress and the _meta.progressToken of requests. It logs to
+// its Logger only, never to Out, and never logs a whole line.
+//
+// # Stdin and Close
+//
+// One goroutine per connection reads In. It ends when In returns an error or
+// EOF, or soon after Close when In stops blocking. Close closes In if In is
+// an [io.Closer] so that a blocked read returns; an [*os.File] in blocking
+// mode may not be interrupted that way, and then the goroutine lingers until
+// the read returns.
+package stdio
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// DefaultMaxLineBytes is the longest line a connection reads when
+// [Transport.MaxLineBytes] is zero. Longer lines are answered with -32600 and
+// discarded without being held in memory.
+const DefaultMaxLineBytes = 4 << 20
+
+// ErrAlreadyConnected is returned by [Transport.Connect] when it is called a
+// second time: a Transport serves exactly one connection.
+var ErrAlreadyConnected = errors.New("stdio: transport already connected")
+
+// JSON-RPC and MCP method names the connection looks at.
+const (
+	methodCancelled = "notifications/cancelled"
+	methodProgress  = "notifications/progress"
+)
+
+// Attribute keys of the connection's log records.
+const (
+	logKeyID     = "id"
+	logKeyMethod = "method"
+	logKeyReason = "reason"
+	logKeyBytes  = "bytes"
+	logKeyLimit  = "limit"
+	logKeyPrefix = "prefix"
+	logKeyToken  = "progress_token"
+	logKeyError  = "error"
+)
+
+// A Transport is an mcp.Transport over a line reader and writer.
+//
+// Set its fields before calling Connect and do not change them afterwards. A
+// Transport must not be copied after first use.
+type Transport struct {
+	// In is read line by line: stdin. If it is an io.Closer, the connection's
+	// Close closes it so that a blocked read ends.
+	In io.Reader
+	// Out is written line by line: stdout. Only JSON-RPC lines are ever
+	// written here, each by a single Write call. The connection never closes
+	// it.
+	Out io.Writer
+	// MaxLineBytes is the longest line read, not counting its "\n". Zero means
+	// DefaultMaxLineBytes; negative is an error from Connect.
+	MaxLineBytes int
+	// Logger receives warnings about rejected lines and debug records about
+	// withheld messages. Nil means discard.
+	Logger *slog.Logger
+	// OnDropped, if set, is called (outside locks) with the id and result of
+	// each response withheld because its request was cancelled, so the caller
+	// can undo what that response carried (bee releases a claim nobody
+	// received). result is nil if the withheld response was an error. It
+	// runs on the goroutine whose Write withheld the response, before that
+	// Write returns.
+	OnDropped func(id jsonrpc.ID, result json.RawMessage)
+
+	connected atomic.Bool
+}
+
+var _ mcp.Transport = (*Transport)(nil)
+
+// Connect starts reading In and returns the connection. It may be called
+// once; a second call returns [ErrAlreadyConnected]. ctx is not used beyond
+// the call: the connection lives until Close, or until In ends.
+func (t *Transport) Connect(ctx context.Context) (mcp.Connection, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("stdio: connect: %w", err)
+	}
+	if t.In == nil || t.Out == nil {
+		return nil, errors.New("stdio: connect: Transport.In and Transport.Out must both be set")
+	}
+	maxLine := t.MaxLineBytes
+	switch {
+	case maxLine < 0:
+		return nil, fmt.Errorf("stdio: connect: MaxLineBytes is negative (%d)", maxLine)
+	case maxLine == 0:
+		maxLine = DefaultMaxLineBytes
+	}
+	if !t.connected.CompareAndSwap(false, true) {
+		return nil, ErrAlreadyConnected
+	}
+	logger := t.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	items := make(chan item)
+	c := &conn{
+		in:         t.In,
+		out:        t.Out,
+		maxLine:    maxLine,
+		logger:     logger,
+		onDropped:  t.OnDropped,
+		items:      items,
+		readDone:   make(chan struct{}),
+		closed:     make(chan struct{}),
+		inFlight:   make(map[jsonrpc.ID]*call),
+		liveTokens: make(map[string]int),
+	}
+	go c.readLoop(items)
+	return c, nil
+}
+
+// A conn is the mcp.Connection made by Transport.Connect.
+type conn struct {
+	// Fixed at creation.
+	in        io.Reader
+	out       io.Writer
+	maxLine   int
+	logger    *slog.Logger
+	onDropped func(jsonrpc.ID, json.RawMessage)
+
+	// items carries each non-empty line, classified, from readLoop to Read.
+	items <-chan item
+	// readDone is closed when readLoop returns, after it has set readErr.
+	readDone chan struct{}
+	readErr  error
+
+	closeOnce sync.Once
+	closed    chan struct{} // closed by the first Close
+	closeErr  error
+
+	// writeMu guards writes to out, so that each line is one uninterrupted
+	// Write. It is held while deciding whether a message is written at all,
+	// so that the decision and the bytes on the wire happen in the same
+	// order (a progress notification checked before its request's response
+	// is also written before it). Lock order: writeMu, then mu.
+	writeMu sync.Mutex
+
+	mu sync.Mutex // guards inFlight and liveTokens
+	// inFlight holds every request read and not yet answered (nor withheld).
+	inFlight map[jsonrpc.ID]*call
+	// liveTokens counts, per progress token key, the in-flight requests that
+	// carry that token and are not cancelled.
+	liveTokens map[string]int
+}
+
+// A call is a request from the client that has been read and not answered.
+type call struct {
+	token     string // progress token key; "" if the request had none
+	cancelled bool   // notifications/cancelled named it
+}
+
+var _ mcp.Connection = (*conn)(nil)
+
+// SessionID returns "": a stdio connection has no session id.
+func (c *conn) SessionID() string { return "" }
+
+// Read returns the next message from In. Lines that cannot be used are
+// answered on Out (under the write lock) and skipped; so is a request whose
+// id is already in flight. Read returns io.EOF after Close or at the end of
+// In, ctx's error if ctx is done first (the pending message is kept for the
+// next Read), and a wrapped error if In fails or an error reply cannot be
+// written.
+func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	for {
+		if c.isClosed() {
+			return nil, io.EOF
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		select {
+		case <-c.closed:
+			return nil, io.EOF
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-c.readDone:
+			if c.isClosed() {
+				return nil, io.EOF
+			}
+			return nil, c.readErr
+		case it := <-c.items:
+			msg, err := c.accept(it)
+			if err != nil {
+				if c.isClosed() {
+					return nil, io.EOF
+				}
+				return nil, err
+			}
+			if msg != nil {
+				return msg, nil
+			}
+		}
+	}
+}
+
+// accept applies a line read by readLoop to the connection's state. It
+// returns the message to hand to the server, or nil (and writes the error
+// reply) if the line is rejected.
+func (c *conn) accept(it item) (jsonrpc.Message, error) {
+	if it.reject != nil {
+		return nil, c.rejectLine(it.reject)
+	}
+	switch msg := it.msg.(type) {
+	case *jsonrpc.Request:
+		if msg.IsCall() {
+			c.mu.Lock()
+			_, dup := c.inFlight[msg.ID]
+			if !dup {
+				c.inFlight[msg.ID] = &call{token: it.token}
+				if it.token != "" {
+					c.liveTokens[it.token]++
+				}
+			}
+			c.mu.Unlock()
+			if dup {
+				return nil, c.rejectLine(&rejection{
+					code:    jsonrpc.CodeInvalidRequest,
+					message: fmt.Sprintf("invalid request: request id %s is already in flight", idText(msg.ID)),
+					log:     "stdin request id already in flight",
+					attrs:   []any{logKeyID, msg.ID.Raw(), logKeyMethod, msg.Method},
+				})
+			}
+			return msg, nil
+		}
+		if it.cancels {
+			c.markCancelled(it.cancelID)
+		}
+		return msg, nil
+	default:
+		// A response to a request the server sent: pass it through unchanged.
+		return it.msg, nil
+	}
+}
+
+// markCancelled records that the client cancelled the in-flight request id,
+// so that its response is withheld and its progress dropped. An id not in
+// flight is ignored (its response may already be on the wire).
+func (c *conn) markCancelled(id jsonrpc.ID) {
+	c.mu.Lock()
+	cl, ok := c.inFlight[id]
+	if ok && !cl.cancelled {
+		cl.cancelled = true
+		c.releaseTokenLocked(cl.token)
+	}
+	c.mu.Unlock()
+	if ok {
+		c.logger.Debug("request cancelled by client", logKeyID, id.Raw())
+	}
+}
+
+// releaseTokenLocked ends one live request's use of token. c.mu must be held.
+func (c *conn) releaseTokenLocked(token string) {
+	if token == "" {
+		return
+	}
+	if n := c.liveTokens[token]; n > 1 {
+		c.liveTokens[token] = n - 1
+	} else {
+		delete(c.liveTokens, token)
+	}
+}
+
+// rejectLine logs a rejected line at warn and writes its error reply.
+func (c *conn) rejectLine(r *rejection) error {
+	if r.silent {
+		c.logger.Warn(r.log, r.attrs...)
+		return nil
+	}
+	c.logger.Warn(r.log, append(r.attrs, logKeyReason, r.message)...)
+	if err := c.writeLine(r.reply()); err != nil {
+		return fmt.Errorf("stdio: writing error reply: %w", err)
+	}
+	return nil
+}
+
+// writeLine writes one complete line to Out under the write lock.
+func (c *conn) writeLine(line []byte) error {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	if c.isClosed() {
+		return mcp.ErrConnectionClosed
+	}
+	if _, err := c.out.Write(line); err != nil {
+		return fmt.Errorf("writing stdout: %w", err)
+	}
+	return nil
+}
+
+// Write writes msg to Out as one line, in a single Out.Write call. It may be
+// called concurrently.
+//
+// A response to a cancelled request is not written: Write returns nil and
+// calls OnDropped. A notifications/progress whose token belongs to no live
+// request is not written either (Write returns nil). After Close, Write
+// returns an error wrapping [mcp.ErrConnectionClosed] and changes nothing.
+func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if c.isClosed() {
+		return fmt.Errorf("stdio: write: %w", mcp.ErrConnectionClosed)
+	}
+	data, err := jsonrpc.EncodeMessage(msg)
+	if err != nil {
+		return fmt.Errorf("stdio: encoding message: %w", err)
+	}
+	data = append(data, '\n')
+
+	var progressToken string
+	isProgress := false
+	if req, ok := msg.(*jsonrpc.Request); ok && !req.IsCall() && req.Method == methodProgress {
+		isProgress = true
+		progressToken = progressTokenKey(req.Params, false)
+	}
+
+	c.writeMu.Lock()
+	if c.isClosed() {
+		c.writeMu.Unlock()
+		return fmt.Errorf("stdio: write: %w", mcp.ErrConnectionClosed)
+	}
+	var withheld *jsonrpc.Response
+	c.mu.Lock()
+	switch m := msg.(type) {
+	case *jsonrpc.Response:
+		if cl, ok := c.inFlight[m.ID]; ok {
+			// Forget the request before its response is on the wire: the
+			// client may reuse the id as soon as it has read the response.
+			delete(c.inFlight, m.ID)
+			if cl.cancelled {
+				withheld = m
+			} else {
+				c.releaseTokenLocked(cl.token)
+			}
+		}
+	case *jsonrpc.Request:
+		if isProgress && (progressToken == "" || c.liveTokens[progressToken] == 0) {
+			c.mu.Unlock()
+			c.writeMu.Unlock()
+			c.logger.Debug("progress dropped: its request is not live", logKeyToken, progressToken)
+			return nil
+		}
+	}
+	c.mu.Unlock()
+	if withheld != nil {
+		c.writeMu.Unlock()
+		c.logger.Debug("response withheld: request was cancelled", logKeyID, withheld.ID.Raw())
+		if c.onDropped != nil {
+			var result json.RawMessage
+			if withheld.Error == nil {
+				result = withheld.Result
+			}
+			c.onDropped(withheld.ID, result)
+		}
+		return nil
+	}
+	_, err = c.out.Write(data)
+	c.writeMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("stdio: writing stdout: %w", err)
+	}
+	return nil
+}
+
+// Close closes the connection: a pending Read returns io.EOF, later Reads
+// return io.EOF and later Writes fail. It closes In if In is an io.Closer
+// and returns that error, wrapped. Close may be called more than once and
+// concurrently; calls after the first return nil. It does not wait for the
+// reading goroutine, which ends once In's read returns.
+func (c *conn) Close() error {
+	first := false
+	c.closeOnce.Do(func() {
+		first = true
+		close(c.closed)
+		if cl, ok := c.in.(io.Closer); ok {
+			if err := cl.Close(); err != nil {
+				c.closeErr = fmt.Errorf("stdio: closing stdin: %w", err)
+			}
+		}
+	})
+	if !first {
+		return nil
+	}
+	return c.closeErr
+}
+
+func (c *conn) isClosed() bool {
+	select {
+	case <-c.closed:
+		return true
+	default:
+		return false
+	}
+}
