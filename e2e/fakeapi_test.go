@@ -33,6 +33,7 @@ type FakeAPI struct {
 	reqs   []*APIRequest
 	nextID int
 	notify chan struct{} // closed and replaced on every change
+	closed bool          // the test is over: log nothing more
 }
 
 // Turn is what the fake model answers: a tool call (Tool and Input set) or a
@@ -213,7 +214,12 @@ func NewFakeAPI(t testing.TB) *FakeAPI {
 	f := &FakeAPI{URL: "http://" + ln.Addr().String(), t: t, ln: ln, notify: make(chan struct{})}
 	f.srv = &http.Server{Handler: http.HandlerFunc(f.serve), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = f.srv.Serve(ln) }()
-	t.Cleanup(func() { _ = f.srv.Close() })
+	t.Cleanup(func() {
+		f.mu.Lock()
+		f.closed = true
+		f.mu.Unlock()
+		_ = f.srv.Close()
+	})
 	return f
 }
 
@@ -332,6 +338,15 @@ func (f *FakeAPI) Dump() string {
 	return b.String()
 }
 
+func (f *FakeAPI) logf(format string, args ...any) {
+	f.mu.Lock()
+	closed := f.closed
+	f.mu.Unlock()
+	if !closed {
+		f.t.Logf(format, args...)
+	}
+}
+
 // changed wakes WaitFor; f.mu must be held.
 func (f *FakeAPI) changed() {
 	close(f.notify)
@@ -349,12 +364,12 @@ func (f *FakeAPI) serve(w http.ResponseWriter, req *http.Request) {
 		f.reqs = append(f.reqs, r)
 		f.changed()
 		f.mu.Unlock()
-		f.t.Logf("fake API: unexpected %s %s", req.Method, req.URL)
+		f.logf("fake API: unexpected %s %s", req.Method, req.URL)
 		http.NotFound(w, req)
 		return
 	}
 	if err := json.Unmarshal(raw, &r.Body); err != nil {
-		f.t.Errorf("fake API: bad request body: %v", err)
+		f.logf("fake API: bad request body: %v", err)
 	}
 	// The main conversation always offers tools (Bash, Read, ToolSearch, ...);
 	// the CLI's side calls (titles, summaries, classifiers) offer none.
@@ -373,7 +388,12 @@ func (f *FakeAPI) serve(w http.ResponseWriter, req *http.Request) {
 	f.mu.Unlock()
 
 	var turn Turn
+	f.mu.Lock()
+	closed := f.closed
+	f.mu.Unlock()
 	switch {
+	case closed:
+		turn = Turn{Text: "(fake API: the test is over)"}
 	case step != nil:
 		turn = step(r)
 		r.Scripted = true
@@ -381,7 +401,7 @@ func (f *FakeAPI) serve(w http.ResponseWriter, req *http.Request) {
 		turn = Turn{Text: "ok"}
 	default:
 		turn = Turn{Text: "(fake API: script exhausted)"}
-		f.t.Logf("fake API: request #%d of the main conversation has no script step left", r.N)
+		f.logf("fake API: request #%d of the main conversation has no script step left", r.N)
 	}
 
 	f.mu.Lock()

@@ -42,7 +42,7 @@ type Env struct {
 
 	mu       sync.Mutex
 	dumps    []func() string // extra failure output
-	children []*exec.Cmd
+	runs     []*Run
 }
 
 // NewEnv builds the isolated world and registers failure output and cleanup.
@@ -115,18 +115,25 @@ func NewEnv(t *testing.T) *Env {
 	)
 
 	t.Cleanup(func() {
+		e.mu.Lock()
+		runs := e.runs
+		e.mu.Unlock()
+		for _, r := range runs {
+			// A run still going (the test failed): end it as a user would
+			// (Ctrl-C), then for sure.
+			if !r.Ended() {
+				_ = r.Cmd.Process.Signal(syscall.SIGINT)
+				if !eventually(3*time.Second, r.Ended) {
+					_ = r.Cmd.Process.Kill()
+					<-r.done
+				}
+			}
+		}
 		if t.Failed() {
 			e.dumpAll()
 		}
-		e.mu.Lock()
-		children := e.children
-		e.mu.Unlock()
-		for _, c := range children {
-			if c.Process != nil && c.ProcessState == nil {
-				_ = c.Process.Kill()
-			}
-		}
 		// Any bridge of ours still alive is a leak: say so, then end it (by pid).
+		eventually(5*time.Second, func() bool { return len(beeMCPPids()) == 0 })
 		for _, pid := range beeMCPPids() {
 			t.Errorf("a bee-mcp process (pid %d) outlived its test; killing it", pid)
 			_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -232,7 +239,7 @@ func (e *Env) Start(cmd *exec.Cmd) *Run {
 	cmd.Stdout, cmd.Stderr = &r.Stdout, &r.Stderr
 	must(e.t, cmd.Start())
 	e.mu.Lock()
-	e.children = append(e.children, cmd)
+	e.runs = append(e.runs, r)
 	e.mu.Unlock()
 	go func() { r.err = cmd.Wait(); close(r.done) }()
 	e.OnFailure(func() string {
@@ -245,6 +252,16 @@ func (e *Env) Start(cmd *exec.Cmd) *Run {
 func (e *Env) StartHeadless(exe, prompt string, args ...string) *Run {
 	e.t.Helper()
 	return e.Start(e.Command(exe, append([]string{"-p", prompt}, args...)...))
+}
+
+// Ended reports whether the process has ended.
+func (r *Run) Ended() bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // Wait waits for the process to end; it fails the test after timeout.
@@ -289,14 +306,14 @@ func (e *Env) Bee(args ...string) string {
 // Record is an action as the bee CLI and the bridge's tools show it.
 type Record struct {
 	ID     json.RawMessage `json:"id"`
-	Seq    json.Number     `json:"seq"`
+	Seq    json.RawMessage `json:"seq"`
 	To     string          `json:"to"`
 	From   string          `json:"from"`
 	Title  string          `json:"title"`
 	Body   string          `json:"body"`
 	State  string          `json:"state"`
 	Holder string          `json:"holder"`
-	Result string          `json:"result"`
+	Result any             `json:"result"`
 }
 
 // IDString is the id as text (a JSON string unquoted, a number as is).
@@ -397,6 +414,7 @@ type Whoami struct {
 	ClaudePid *int   `json:"claudePid"`
 	SessionID string `json:"sessionId"`
 	Source    string `json:"source"`
+	Pid       int    `json:"pid"` // the bridge's own pid
 }
 
 // Page is bee_wait_action's and bee_list_actions's result.
@@ -614,3 +632,7 @@ func (e *Env) WhoamiOf(req *APIRequest) Whoami {
 }
 
 var identityRE = regexp.MustCompile(`^agent:[^#]+#[0-9a-f]{8}$`)
+
+func (w Whoami) String() string {
+	return fmt.Sprintf("{identity:%s agent:%s claudePid:%s sessionId:%s source:%s pid:%d}", w.Identity, w.Agent, ptrStr(w.ClaudePid), w.SessionID, w.Source, w.Pid)
+}

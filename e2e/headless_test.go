@@ -188,6 +188,9 @@ func TestNativeBinaryClaudeExe(t *testing.T) {
 		if rf.Port <= 0 || rf.Token == "" || rf.Pid <= 0 {
 			t.Errorf("run file %+v lacks port, token or pid", rf)
 		}
+		if who.Pid != 0 && rf.Pid != who.Pid {
+			t.Errorf("run file names bridge pid %d, bee_whoami says %d", rf.Pid, who.Pid)
+		}
 	}
 	if err := run.Wait(t, 60*time.Second); err != nil {
 		t.Errorf("claude.exe -p: %v", err)

@@ -113,6 +113,9 @@ func TestInteractiveClearRetires(t *testing.T) {
 	if who2.ClaudePid == nil || *who2.ClaudePid != x.Pid {
 		t.Errorf("after /clear claudePid = %v, want %d", ptrStr(who2.ClaudePid), x.Pid)
 	}
+	if who2.Pid != who1.Pid {
+		t.Errorf("the bridge process changed across /clear: pid %d -> %d (it should live on)", who1.Pid, who2.Pid)
+	}
 	if whoReq2.SessionID == whoReq1.SessionID {
 		t.Errorf("the CLI kept session %s across /clear", whoReq2.SessionID)
 	}

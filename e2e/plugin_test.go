@@ -10,6 +10,10 @@ import (
 	"time"
 )
 
+// pluginFiles are the files that make the repository root a plugin and a
+// marketplace.
+var pluginFiles = []string{".claude-plugin/plugin.json", ".claude-plugin/marketplace.json", ".mcp.json", "hooks/hooks.json"}
+
 const (
 	pluginPrefix = "mcp__plugin_bee_bee"
 	pluginWhoami = pluginPrefix + "__bee_whoami"
@@ -20,7 +24,7 @@ const (
 // .mcp.json (bee-mcp from PATH) and hooks/hooks.json (bee-hook from PATH).
 func TestPluginValidates(t *testing.T) {
 	e := NewEnv(t)
-	for _, f := range []string{".claude-plugin/plugin.json", ".claude-plugin/marketplace.json", ".mcp.json", "hooks/hooks.json"} {
+	for _, f := range pluginFiles {
 		if _, err := os.Stat(filepath.Join(repoRoot, f)); err != nil {
 			t.Errorf("plugin file %s: %v", f, err)
 		}
@@ -40,11 +44,23 @@ func TestPluginDirWhoami(t *testing.T) {
 	pluginWhoamiRun(t, e, "--plugin-dir", repoRoot)
 }
 
-// Scenario e, marketplace path: `claude plugin marketplace add <repo root>`
-// and `claude plugin install bee@bee-local`, then a plain `claude -p`.
+// Scenario e, marketplace path: `claude plugin marketplace add <dir>` and
+// `claude plugin install bee@bee-local`, then a plain `claude -p`.
+//
+// The marketplace is a copy of the repository's plugin files only: install
+// copies the whole marketplace folder (everything but .git, gitignored files
+// included) into the plugin cache, and a checkout that ran e2e-setup holds
+// the ~370 MB CLI under .e2e/.
 func TestPluginMarketplaceInstall(t *testing.T) {
 	e := NewEnv(t)
-	out := e.Claude("plugin", "marketplace", "add", repoRoot)
+	market := filepath.Join(e.Root, "marketplace")
+	for _, f := range pluginFiles {
+		data, err := os.ReadFile(filepath.Join(repoRoot, f))
+		must(t, err)
+		must(t, os.MkdirAll(filepath.Dir(filepath.Join(market, f)), 0o755))
+		must(t, os.WriteFile(filepath.Join(market, f), data, 0o644))
+	}
+	out := e.Claude("plugin", "marketplace", "add", market)
 	t.Logf("claude plugin marketplace add: %s", lastLines(out, 2))
 	out = e.Claude("plugin", "install", "bee@bee-local")
 	t.Logf("claude plugin install: %s", lastLines(out, 2))

@@ -33,8 +33,12 @@ func (e *Env) StartTmux(exe string, args ...string) *Tmux {
 	if err != nil {
 		e.t.Fatalf("tmux new-session: %v: %s", err, out)
 	}
-	e.t.Cleanup(func() { _, _ = x.tmux("kill-server") })
-	e.OnFailure(func() string { return "---- tmux pane ----\n" + x.Capture() })
+	e.t.Cleanup(func() {
+		if e.t.Failed() {
+			e.t.Logf("---- tmux pane ----\n%s", x.Capture())
+		}
+		_, _ = x.tmux("kill-server")
+	})
 	pid, err := x.paneValue("#{pane_pid}")
 	if err != nil {
 		e.t.Fatalf("tmux pane pid: %v", err)
