@@ -40,9 +40,9 @@ type Env struct {
 	API       *FakeAPI
 	Vars      []string // the full environment for claude and bee
 
-	mu       sync.Mutex
-	dumps    []func() string // extra failure output
-	runs     []*Run
+	mu    sync.Mutex
+	dumps []func() string // extra failure output
+	runs  []*Run
 }
 
 // NewEnv builds the isolated world and registers failure output and cleanup.
