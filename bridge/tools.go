@@ -77,7 +77,7 @@ func NewServer(s *Session, opts *ServerOptions) *mcp.Server {
 	t := &tools{s: s, progressEvery: o.ProgressInterval, log: o.Logger}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "bee", Title: "bee action board", Version: o.Version}, &mcp.ServerOptions{
 		Instructions: instructions,
-		Logger:       o.Logger,
+		Logger:       slog.New(sdkHandler{o.Logger.Handler()}).With(logkey.Subsystem, "mcp"),
 	})
 	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true}
 	srv.AddTool(&mcp.Tool{
@@ -89,7 +89,7 @@ func NewServer(s *Session, opts *ServerOptions) *mcp.Server {
 			"On an empty result, call bee_wait_action again, passing the returned cursor. Never build a cursor yourself.",
 		InputSchema:  waitInputSchema,
 		OutputSchema: pageOutputSchema,
-	}, t.wait)
+	}, t.logged(t.wait))
 	srv.AddTool(&mcp.Tool{
 		Name:  ToolList,
 		Title: "List actions on the board",
@@ -98,7 +98,7 @@ func NewServer(s *Session, opts *ServerOptions) *mcp.Server {
 		InputSchema:  listInputSchema,
 		OutputSchema: pageOutputSchema,
 		Annotations:  readOnly,
-	}, t.list)
+	}, t.logged(t.list))
 	srv.AddTool(&mcp.Tool{
 		Name:  ToolWhoami,
 		Title: "Who am I on the board",
@@ -107,7 +107,7 @@ func NewServer(s *Session, opts *ServerOptions) *mcp.Server {
 		InputSchema:  emptyInputSchema,
 		OutputSchema: whoamiOutputSchema,
 		Annotations:  readOnly,
-	}, t.whoami)
+	}, t.logged(t.whoami))
 	srv.AddTool(&mcp.Tool{
 		Name:  ToolPost,
 		Title: "Post an action",
@@ -115,7 +115,7 @@ func NewServer(s *Session, opts *ServerOptions) *mcp.Server {
 			"to is optional: omit it for anyone, give an agent name, or one identity. Returns {action}.",
 		InputSchema:  postInputSchema,
 		OutputSchema: actionOutputSchema,
-	}, t.post)
+	}, t.logged(t.post))
 	srv.AddTool(&mcp.Tool{
 		Name:  ToolFinish,
 		Title: "Finish an action",
@@ -124,7 +124,7 @@ func NewServer(s *Session, opts *ServerOptions) *mcp.Server {
 		InputSchema:  finishInputSchema,
 		OutputSchema: actionOutputSchema,
 		Annotations:  &mcp.ToolAnnotations{IdempotentHint: false},
-	}, t.finish)
+	}, t.logged(t.finish))
 	srv.AddTool(&mcp.Tool{
 		Name:  ToolRelease,
 		Title: "Release an action",
@@ -132,8 +132,20 @@ func NewServer(s *Session, opts *ServerOptions) *mcp.Server {
 			"Pass the id exactly as it was returned. Returns {action}.",
 		InputSchema:  releaseInputSchema,
 		OutputSchema: actionOutputSchema,
-	}, t.release)
+	}, t.logged(t.release))
 	return srv
+}
+
+// logged wraps a tool handler with a debug line for each call and its end.
+func (t *tools) logged(h mcp.ToolHandler) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		start := time.Now()
+		t.log.Debug("tool call", logkey.Tool, req.Params.Name)
+		res, err := h(ctx, req)
+		t.log.Debug("tool call done", logkey.Tool, req.Params.Name, logkey.Elapsed, time.Since(start),
+			"is_error", res != nil && res.IsError, logkey.Err, err)
+		return res, err
+	}
 }
 
 type tools struct {

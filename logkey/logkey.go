@@ -20,4 +20,5 @@ const (
 	Reason    = "reason"     // why something ended
 	Elapsed   = "elapsed"    // how long something took
 	Err       = "err"        // an error
+	Subsystem = "subsystem"  // the part of bee (or a library) that logged
 )

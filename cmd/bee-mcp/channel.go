@@ -1,0 +1,81 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+
+	"github.com/tractat-us/bee/clearctl"
+	"github.com/tractat-us/bee/logkey"
+	"github.com/tractat-us/bee/runfile"
+)
+
+// A channel is the bridge's /retire endpoint together with the run file
+// that tells bee-hook where it is. A nil *channel is a bridge without one.
+type channel struct {
+	srv       *clearctl.Server
+	dir       string
+	claudePID int
+	token     string
+	entry     runfile.Entry
+}
+
+// openChannel starts the /retire server and writes the run file for
+// claudePID. On error nothing is left behind.
+func openChannel(dir string, claudePID int, r clearctl.Retirer, log *slog.Logger) (*channel, error) {
+	if dir == "" {
+		var err error
+		if dir, err = runfile.DefaultDir(); err != nil {
+			return nil, err
+		}
+	}
+	token, err := runfile.NewToken()
+	if err != nil {
+		return nil, err
+	}
+	srv := clearctl.New(token, r, &clearctl.Options{Logger: log})
+	if err := srv.Start(); err != nil {
+		return nil, fmt.Errorf("start the /retire channel: %w", err)
+	}
+	entry := runfile.Entry{Port: srv.Port(), Token: token, PID: os.Getpid()}
+	if err := runfile.Write(dir, claudePID, entry); err != nil {
+		srv.Close()
+		return nil, err
+	}
+	log.Info("retire channel ready", logkey.Port, entry.Port, logkey.Path, runfile.Path(dir, claudePID))
+	return &channel{srv: srv, dir: dir, claudePID: claudePID, token: token, entry: entry}, nil
+}
+
+// takenOver reports whether the run file now belongs to another bridge of
+// the same Claude process (a /mcp reconnect can abandon this one with its
+// stdin open). A run file that has vanished is written again.
+func (c *channel) takenOver(log *slog.Logger) bool {
+	e, err := runfile.Read(c.dir, c.claudePID)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := runfile.Write(c.dir, c.claudePID, c.entry); err != nil {
+			log.Warn("run file vanished and cannot be written again", logkey.Err, err)
+		}
+		return false
+	case err != nil:
+		log.Warn("cannot read run file", logkey.Err, err)
+		return false
+	}
+	return e.Token != c.token
+}
+
+// close removes the run file, only while it holds this bridge's token, and
+// stops the /retire server. It is safe on a nil *channel.
+func (c *channel) close(log *slog.Logger) {
+	if c == nil {
+		return
+	}
+	if _, err := runfile.Remove(c.dir, c.claudePID, c.token); err != nil {
+		log.Warn("run file not removed", logkey.Err, err)
+	}
+	if err := c.srv.Close(); err != nil {
+		log.Warn("retire channel did not close cleanly", logkey.Err, err)
+	}
+}

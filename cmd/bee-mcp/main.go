@@ -1,0 +1,25 @@
+// Command bee-mcp is bee's bridge: the stdio MCP server that Claude Code
+// spawns, one per claude process. It holds the session's identity on the
+// action board, serves bounded waits for actions, and serves the loopback
+// /retire channel that bee-hook calls on /clear.
+//
+// stdout carries MCP JSON-RPC only, from the first byte; every log line goes
+// to stderr. The bridge ends on stdin closed, SIGINT, SIGTERM or SIGHUP, or
+// when its Claude process is gone: it departs from the board (its claims go
+// back), removes its run file and exits 0.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	// Take the signals before anything else, so that none can kill the
+	// bridge before it has cleaned up; run decides what each one means.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr, sigs))
+}
