@@ -37,6 +37,7 @@ type Env struct {
 	WrapDir   string // bee-mcp / bee-hook wrappers that keep their stderr; first on PATH
 	BridgeLog string // stderr of every bee-mcp this test started
 	HookLog   string // stderr of every bee-hook this test ran
+	DebugLog  string // claude's own debug log (--debug-file)
 	API       *FakeAPI
 	Vars      []string // the full environment for claude and bee
 
@@ -68,6 +69,7 @@ func NewEnv(t *testing.T) *Env {
 		WrapDir:   filepath.Join(root, "wrap"),
 		BridgeLog: filepath.Join(root, "bee-mcp.stderr.log"),
 		HookLog:   filepath.Join(root, "bee-hook.stderr.log"),
+		DebugLog:  filepath.Join(root, "claude-debug.log"),
 	}
 	for _, d := range []string{e.Home, e.ConfigDir, e.Project, filepath.Dir(e.Board), e.WrapDir} {
 		must(t, os.MkdirAll(d, 0o755))
@@ -154,6 +156,7 @@ func (e *Env) dumpAll() {
 	t.Logf("---- fake API requests ----\n%s", e.API.Dump())
 	t.Logf("---- bee-mcp stderr (%s) ----\n%s", e.BridgeLog, readFile(e.BridgeLog))
 	t.Logf("---- bee-hook stderr (%s) ----\n%s", e.HookLog, readFile(e.HookLog))
+	t.Logf("---- claude debug log, MCP and hook lines (%s) ----\n%s", e.DebugLog, strings.Join(e.DebugLines("mcp", "hook", "bee"), "\n"))
 	if ents, err := os.ReadDir(e.RunDir); err == nil {
 		var names []string
 		for _, en := range ents {
@@ -248,10 +251,27 @@ func (e *Env) Start(cmd *exec.Cmd) *Run {
 	return r
 }
 
-// StartHeadless starts `claude -p PROMPT args...` in the background.
+// StartHeadless starts `claude -p PROMPT args...` in the background, with
+// its debug log in DebugLog.
 func (e *Env) StartHeadless(exe, prompt string, args ...string) *Run {
 	e.t.Helper()
-	return e.Start(e.Command(exe, append([]string{"-p", prompt}, args...)...))
+	return e.Start(e.Command(exe, append([]string{"-p", prompt, "--debug-file", e.DebugLog}, args...)...))
+}
+
+// DebugLines returns the lines of claude's debug log that mention any of
+// the substrings (ignoring case).
+func (e *Env) DebugLines(subs ...string) []string {
+	var out []string
+	for _, line := range strings.Split(readFile(e.DebugLog), "\n") {
+		l := strings.ToLower(line)
+		for _, s := range subs {
+			if strings.Contains(l, strings.ToLower(s)) {
+				out = append(out, line)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // Ended reports whether the process has ended.

@@ -213,6 +213,60 @@ func expectCleanEnd(t *testing.T, e *Env) {
 			t.Errorf("action %s still %s by %q after claude ended", r.IDString(), r.State, r.Holder)
 		}
 	}
+	expectHealthyMCP(t, e)
+}
+
+// expectHealthyMCP reads claude's own debug log: the connection to the
+// bridge must never have dropped, and no progress notification may have
+// come for a call that was already answered.
+func expectHealthyMCP(t *testing.T, e *Env) {
+	t.Helper()
+	for _, line := range e.DebugLines("connection dropped", "unknown token", "unknown progress") {
+		t.Errorf("claude's debug log: %s", line)
+	}
+	var end []string
+	for _, line := range e.DebugLines(`MCP server "bee"`, `MCP server "plugin:bee:bee"`) {
+		if containsAll(strings.ToLower(line), "sigint") || strings.Contains(line, "exited") || strings.Contains(line, "closed") || strings.Contains(line, "[ERROR]") {
+			end = append(end, line)
+		}
+	}
+	t.Logf("claude's view of the bridge's end:\n%s", strings.Join(end, "\n"))
+}
+
+// Bounded wait through the real client: a wait longer than the 10 s
+// progress interval with nothing posted returns empty at its bound, the
+// progress notifications upset nothing, and the next call works.
+func TestHeadlessWaitTimesOut(t *testing.T) {
+	e := NewEnv(t)
+	e.AddBeeWithCLI()
+	e.API.Push(
+		Call(toolWait, map[string]any{"timeoutSeconds": 12}),
+		Call(toolWhoami, map[string]any{}),
+		Say("timed-out-ok"),
+	)
+	run := e.StartHeadless(claudeBin, "Wait a little for a bee action.", "--allowedTools", "mcp__bee")
+	waitReq := e.MustToolCall(toolWait, 1, 60*time.Second)
+	resReq, tr := e.ToolResult(waitReq, 40*time.Second)
+	took := resReq.At.Sub(waitReq.Answered)
+	t.Logf("bee_wait_action(timeoutSeconds: 12) with nothing posted: %s after %v", tr.Text, took)
+	var page Page
+	if parseResult(t, "bee_wait_action", tr, &page) && len(page.Records) != 0 {
+		t.Errorf("bee_wait_action returned records with nothing posted: %s", tr.Text)
+	}
+	if len(page.Cursor) == 0 || string(page.Cursor) == "null" {
+		t.Logf("note: the timed-out wait returned no cursor: %s", tr.Text)
+	}
+	if took < 11*time.Second || took > 15*time.Second {
+		t.Errorf("the 12 s wait took %v", took)
+	}
+	e.WhoamiOf(e.MustToolCall(toolWhoami, 1, 30*time.Second))
+	if err := run.Wait(t, 60*time.Second); err != nil {
+		t.Errorf("claude -p: %v", err)
+	}
+	if !strings.Contains(run.Stdout.String(), "timed-out-ok") {
+		t.Errorf("claude -p printed %q", run.Stdout.String())
+	}
+	expectCleanEnd(t, e)
 }
 
 func ptrStr(p *int) string {

@@ -24,7 +24,7 @@ type Tmux struct {
 func (e *Env) StartTmux(exe string, args ...string) *Tmux {
 	e.t.Helper()
 	x := &Tmux{e: e, sock: filepath.Join(e.Root, "tmux.sock")}
-	quoted := []string{"exec", shq(exe)}
+	quoted := []string{"exec", shq(exe), "--debug-file", shq(e.DebugLog)}
 	for _, a := range args {
 		quoted = append(quoted, shq(a))
 	}
