@@ -33,13 +33,12 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	code, err := setup()
-	if err != nil {
+	if err := setup(); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: FAIL: %v\n", err)
 		fmt.Println("FAIL")
 		os.Exit(1)
 	}
-	code = m.Run()
+	code := m.Run()
 	if !keepTemp() {
 		_ = os.RemoveAll(filepath.Dir(binDir))
 	}
@@ -48,10 +47,10 @@ func TestMain(m *testing.M) {
 
 func keepTemp() bool { return os.Getenv("BEE_E2E_KEEP") != "" }
 
-func setup() (int, error) {
+func setup() error {
 	root, err := filepath.Abs("..")
 	if err != nil {
-		return 0, err
+		return err
 	}
 	repoRoot = root
 
@@ -64,35 +63,35 @@ func setup() (int, error) {
 		claudeBin = filepath.Join(cache, "claude-code-"+claudeVersion, "node_modules", ".bin", "claude")
 	}
 	if _, err := os.Stat(claudeBin); err != nil {
-		return 0, fmt.Errorf("Claude Code CLI not found at %s (run scripts/e2e-setup, or set BEE_E2E_CLAUDE): %v", claudeBin, err)
+		return fmt.Errorf("Claude Code CLI not found at %s (run scripts/e2e-setup, or set BEE_E2E_CLAUDE): %v", claudeBin, err)
 	}
 	out, err := exec.Command(claudeBin, "--version").CombinedOutput()
 	if err != nil {
-		return 0, fmt.Errorf("%s --version: %v: %s", claudeBin, err, out)
+		return fmt.Errorf("%s --version: %v: %s", claudeBin, err, out)
 	}
 	if v := strings.TrimSpace(string(out)); !strings.HasPrefix(v, claudeVersion+" ") && v != claudeVersion {
-		return 0, fmt.Errorf("%s --version says %q; the suite is pinned to %s (run scripts/e2e-setup)", claudeBin, v, claudeVersion)
+		return fmt.Errorf("%s --version says %q; the suite is pinned to %s (run scripts/e2e-setup)", claudeBin, v, claudeVersion)
 	}
 	if claudeExe, err = filepath.EvalSymlinks(claudeBin); err != nil {
-		return 0, err
+		return err
 	}
 	if _, err := exec.LookPath("tmux"); err != nil {
-		return 0, fmt.Errorf("tmux not found on PATH (run scripts/e2e-setup): %v", err)
+		return fmt.Errorf("tmux not found on PATH (run scripts/e2e-setup): %v", err)
 	}
 
 	tmp, err := os.MkdirTemp("", "bee-e2e-")
 	if err != nil {
-		return 0, err
+		return err
 	}
 	binDir = filepath.Join(tmp, "bin")
 	if err := os.MkdirAll(binDir, 0o755); err != nil {
-		return 0, err
+		return err
 	}
 	if err := buildBee(); err != nil {
-		return 0, err
+		return err
 	}
 	fmt.Fprintf(os.Stderr, "e2e: claude %s (%s), native %s, bee binaries in %s\n", claudeVersion, claudeBin, claudeExe, binDir)
-	return 0, nil
+	return nil
 }
 
 // buildBee builds every command of the checkout into binDir.
