@@ -1,0 +1,273 @@
+package clearflow
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tractat-us/bee/internal/bridgetest"
+	"github.com/tractat-us/bee/runfile"
+)
+
+// bin holds the binaries built for this package's tests.
+var bin string
+
+// TestMain builds bee-mcp and bee-hook, copies the test binary to a file
+// named claude, and, when run as that stand-in, plays Claude Code's part.
+func TestMain(m *testing.M) {
+	if os.Getenv("BEE_TEST_ROLE") == "claude" {
+		os.Exit(standInClaude())
+	}
+	dir, err := os.MkdirTemp("", "clearflow-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin = dir
+	code := build(dir)
+	if code == 0 {
+		code = m.Run()
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func build(dir string) int {
+	for _, c := range []string{"bee-mcp", "bee-hook"} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, c), "github.com/tractat-us/bee/cmd/"+c)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n", c, err)
+			return 1
+		}
+	}
+	self, err := os.ReadFile(os.Args[0])
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "claude"), self, 0o755)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "copy the test binary as claude: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// standInClaude is the claude process: bee-mcp is its direct child and
+// shares its stdin and stdout (the test talks MCP through them); commands
+// arrive on fd 3 and answers leave on fd 4, one JSON line each.
+func standInClaude() int {
+	ctl := os.NewFile(3, "control")
+	answers := os.NewFile(4, "answers")
+	bridge := exec.Command(filepath.Join(os.Getenv("BEE_TEST_BIN"), "bee-mcp"), "--agent", "cleartest")
+	bridge.Stdin, bridge.Stdout, bridge.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if err := bridge.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "stand-in claude:", err)
+		return 1
+	}
+	// Reap the bridge as soon as it ends, as Claude Code does, so a killed
+	// bridge is gone rather than a zombie that signal 0 still finds.
+	reaped := make(chan struct{})
+	go func() { bridge.Wait(); close(reaped) }()
+	enc := json.NewEncoder(answers)
+	enc.Encode(map[string]any{"bridgePid": bridge.Process.Pid})
+	sc := bufio.NewScanner(ctl)
+	for sc.Scan() {
+		// Each command is a SessionStart input for the hook, run as Claude
+		// Code runs hooks: /bin/sh -c <command>, input on stdin.
+		hook := exec.Command("/bin/sh", "-c", filepath.Join(os.Getenv("BEE_TEST_BIN"), "bee-hook"))
+		hook.Stdin = strings.NewReader(sc.Text())
+		var stdout, stderr strings.Builder
+		hook.Stdout, hook.Stderr = &stdout, &stderr
+		start := time.Now()
+		err := hook.Run()
+		enc.Encode(hookRun{Stdout: stdout.String(), Stderr: stderr.String(), Exit: hook.ProcessState.ExitCode(), Err: fmt.Sprint(err), Millis: time.Since(start).Milliseconds()})
+	}
+	<-reaped
+	return 0
+}
+
+type hookRun struct {
+	Stdout, Stderr string
+	Exit           int
+	Err            string
+	Millis         int64
+}
+
+// session is one stand-in claude with its bridge.
+type session struct {
+	t         *testing.T
+	claudePID int
+	bridgePID int
+	runDir    string
+	board     string
+	mcp       *bridgetest.Proc
+	ctl       io.WriteCloser
+	answers   *bufio.Scanner
+	nextID    int
+}
+
+func start(t *testing.T, source string) *session {
+	t.Helper()
+	dir := t.TempDir()
+	s := &session{t: t, runDir: filepath.Join(dir, "run"), board: filepath.Join(dir, "board.db")}
+	ctlR, ctlW, err := os.Pipe()
+	require.NoError(t, err)
+	ansR, ansW, err := os.Pipe()
+	require.NoError(t, err)
+	cmd := exec.Command(filepath.Join(bin, "claude"))
+	cmd.Env = append(os.Environ(),
+		"BEE_TEST_ROLE=claude", "BEE_TEST_BIN="+bin,
+		"BEE_RUN_DIR="+s.runDir, "BEE_BOARD="+s.board, "BEE_SOURCE="+source, "BEE_LOG_LEVEL=debug")
+	cmd.ExtraFiles = []*os.File{ctlR, ansW}
+	s.mcp = bridgetest.Start(t, cmd)
+	ctlR.Close()
+	ansW.Close()
+	s.ctl = ctlW
+	s.answers = bufio.NewScanner(ansR)
+	t.Cleanup(func() {
+		ctlW.Close()
+		ansR.Close()
+		syscall.Kill(s.bridgePID, syscall.SIGKILL)
+	})
+	s.claudePID = cmd.Process.Pid
+	var hello struct{ BridgePid int }
+	s.answer(&hello)
+	s.bridgePID = hello.BridgePid
+	s.mcp.Initialize()
+	return s
+}
+
+func (s *session) answer(v any) {
+	s.t.Helper()
+	got := make(chan bool, 1)
+	go func() { got <- s.answers.Scan() }()
+	select {
+	case ok := <-got:
+		require.True(s.t, ok, "stand-in claude stopped answering")
+		require.NoError(s.t, json.Unmarshal(s.answers.Bytes(), v))
+	case <-time.After(30 * time.Second):
+		s.t.Fatal("no answer from the stand-in claude")
+	}
+}
+
+// hook runs bee-hook under the stand-in claude with the given input.
+func (s *session) hook(input string) hookRun {
+	s.t.Helper()
+	_, err := io.WriteString(s.ctl, input+"\n")
+	require.NoError(s.t, err)
+	var r hookRun
+	s.answer(&r)
+	return r
+}
+
+type whoami struct {
+	Identity  string `json:"identity"`
+	ClaudePID *int   `json:"claudePid"`
+	SessionID string `json:"sessionId"`
+	PID       int    `json:"pid"`
+}
+
+func (s *session) whoami() whoami {
+	s.t.Helper()
+	s.nextID++
+	s.mcp.Call(s.nextID, "tools/call", bridgetest.ToolCall("bee_whoami", nil, nil))
+	r := s.mcp.DecodeResult(s.mcp.Await(s.nextID, 10*time.Second))
+	var w whoami
+	require.NoError(s.t, json.Unmarshal(r.StructuredContent, &w))
+	return w
+}
+
+func (s *session) runFile() string { return runfile.Path(s.runDir, s.claudePID) }
+
+func TestClear_RetireChangesIdentity(t *testing.T) {
+	s := start(t, "none")
+	before := s.whoami()
+	require.NotNil(t, before.ClaudePID)
+	require.Equal(t, s.claudePID, *before.ClaudePID, "the bridge found its stand-in claude")
+	require.Equal(t, s.bridgePID, before.PID)
+
+	fi, err := os.Stat(s.runFile())
+	require.NoError(t, err, "run file written")
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	di, err := os.Stat(s.runDir)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o700), di.Mode().Perm())
+	e, err := runfile.Read(s.runDir, s.claudePID)
+	require.NoError(t, err)
+	require.Equal(t, s.bridgePID, e.PID)
+
+	r := s.hook(`{"session_id":"new-session","transcript_path":"/tmp/new-session.jsonl","cwd":"/","hook_event_name":"SessionStart","source":"clear"}`)
+	require.Equal(t, 0, r.Exit)
+	require.Empty(t, r.Stdout, "a SessionStart hook's stdout goes into the conversation")
+	require.Contains(t, r.Stderr, before.Identity)
+	require.Equal(t, 1, strings.Count(strings.TrimSpace(r.Stderr), "\n")+1, "one stderr line: %q", r.Stderr)
+	require.NotContains(t, r.Stderr, e.Token)
+
+	after := s.whoami()
+	require.NotEqual(t, before.Identity, after.Identity)
+	require.Contains(t, r.Stderr, after.Identity)
+	require.Equal(t, "new-session", after.SessionID)
+	require.Equal(t, s.bridgePID, after.PID, "same bridge process")
+	s.mcp.WaitStderr(5*time.Second, "identity retired")
+}
+
+func TestClear_StartupChangesNothing(t *testing.T) {
+	s := start(t, "none")
+	before := s.whoami()
+	r := s.hook(`{"session_id":"s","hook_event_name":"SessionStart","source":"startup"}`)
+	require.Equal(t, 0, r.Exit)
+	require.Empty(t, r.Stdout)
+	require.Empty(t, r.Stderr)
+	require.Equal(t, before.Identity, s.whoami().Identity)
+}
+
+func TestClear_SIGTERMRemovesRunFile(t *testing.T) {
+	s := start(t, "none")
+	_, err := os.Stat(s.runFile())
+	require.NoError(t, err)
+	require.NoError(t, syscall.Kill(s.bridgePID, syscall.SIGTERM))
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := os.Stat(s.runFile()); os.IsNotExist(err) {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "run file still there after SIGTERM")
+		time.Sleep(5 * time.Millisecond)
+	}
+	s.mcp.WaitStderr(5*time.Second, "bee-mcp ends")
+}
+
+func TestClear_DeadBridgeReported(t *testing.T) {
+	s := start(t, "none")
+	e, err := runfile.Read(s.runDir, s.claudePID)
+	require.NoError(t, err)
+	require.NoError(t, syscall.Kill(s.bridgePID, syscall.SIGKILL))
+	// Wait until the kernel has reaped it (the stand-in claude waits on it).
+	deadline := time.Now().Add(5 * time.Second)
+	for syscall.Kill(s.bridgePID, 0) == nil {
+		require.True(t, time.Now().Before(deadline), "killed bridge still alive")
+		time.Sleep(5 * time.Millisecond)
+	}
+	_, err = os.Stat(s.runFile())
+	require.NoError(t, err, "SIGKILL leaves the run file behind")
+
+	r := s.hook(`{"session_id":"x","source":"clear"}`)
+	require.Equal(t, 0, r.Exit)
+	require.Empty(t, r.Stdout)
+	require.Contains(t, r.Stderr, strconv.Itoa(e.PID))
+	require.Contains(t, strings.ToLower(r.Stderr), "stale")
+	require.Less(t, r.Millis, int64(5000), "the hook is bounded")
+	_, err = os.Stat(s.runFile())
+	require.True(t, os.IsNotExist(err), "the stale run file is cleaned up")
+}
