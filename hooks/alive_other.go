@@ -4,8 +4,9 @@ package hooks
 
 import "github.com/shirou/gopsutil/v4/process"
 
-// alive reports whether process pid exists.
-func alive(pid int) bool {
+// Alive reports whether process pid exists. A pid below 1 is never alive.
+// It is what Run uses when Config.Alive is nil.
+func Alive(pid int) bool {
 	if pid <= 0 {
 		return false
 	}

@@ -73,9 +73,9 @@ type Config struct {
 	MaxInput int64
 	// Retire asks the bridge to retire. nil means clearctl.Retire.
 	Retire func(ctx context.Context, port int, token string, req clearctl.RetireRequest) (clearctl.RetireResponse, error)
-	// Alive reports whether the bridge process pid is alive. nil means a
-	// signal 0 check, where EPERM (alive, but someone else's) counts as
-	// alive.
+	// Alive reports whether the bridge process pid is alive. nil means
+	// the package's Alive: a signal 0 check, where EPERM (alive, but
+	// someone else's) counts as alive.
 	Alive func(pid int) bool
 }
 
@@ -107,7 +107,7 @@ func Run(ctx context.Context, cfg Config, stdin io.Reader) (outcome string) {
 		cfg.Retire = clearctl.Retire
 	}
 	if cfg.Alive == nil {
-		cfg.Alive = alive
+		cfg.Alive = Alive
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()

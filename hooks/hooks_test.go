@@ -365,12 +365,12 @@ func TestRun_Panic(t *testing.T) {
 }
 
 func TestAlive(t *testing.T) {
-	require.True(t, alive(os.Getpid()))
-	require.True(t, alive(1), "pid 1 exists; EPERM, if any, counts as alive")
-	require.False(t, alive(0))
-	require.False(t, alive(-1))
+	require.True(t, Alive(os.Getpid()))
+	require.True(t, Alive(1), "pid 1 exists; EPERM, if any, counts as alive")
+	require.False(t, Alive(0))
+	require.False(t, Alive(-1))
 
 	cmd := exec.Command("true")
 	require.NoError(t, cmd.Run())
-	require.False(t, alive(cmd.Process.Pid), "a reaped child is gone")
+	require.False(t, Alive(cmd.Process.Pid), "a reaped child is gone")
 }
