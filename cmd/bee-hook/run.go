@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"text/tabwriter"
+
+	"github.com/mattn/go-isatty"
+	"github.com/tractat-us/bee/hooks"
+	"github.com/tractat-us/bee/runfile"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usageText = `Usage: bee-hook [flags]
+
+bee-hook is bee's Claude Code SessionStart hook. On /clear it tells the
+session's bridge (bee-mcp) to retire its identity, so the cleared
+conversation carries on under a fresh one. Claude Code runs it with the
+SessionStart input on stdin; it prints nothing on stdout, at most one line
+on stderr, and always exits 0.
+
+Examples:
+  echo '{"source":"clear"}' | bee-hook              retire this session's bridge
+  echo '{"source":"clear"}' | bee-hook --claude-pid 4242
+                                                    retire the bridge of claude pid 4242
+  bee-hook --list                                   show the registered bridges
+  bee-hook --print-config                           print the hooks.json that installs it
+
+The run directory is $BEE_RUN_DIR, else ~/.bee/run.
+
+Flags:
+`
+
+// run is bee-hook: it parses args, does what they ask, and returns the exit
+// status, which is always 0. A hook run (no --list, --print-config, --help
+// or --version) writes nothing to stdout.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return runWith(ctx, hooks.Config{}, args, stdin, stdout, stderr)
+}
+
+// runWith is run with a base Config whose Retire and Alive tests may fake;
+// the flags set its RunDir, ClaudePID and Timeout.
+func runWith(ctx context.Context, base hooks.Config, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bee-hook", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are reported on one line below
+	var (
+		claudePID   = fs.Int("claude-pid", 0, "aim at the bridge of this claude `pid` instead of the nearest claude ancestor")
+		runDir      = fs.String("run-dir", "", "the run `directory` (default $BEE_RUN_DIR, else ~/.bee/run)")
+		timeout     = fs.Duration("timeout", hooks.DefaultTimeout, "give up after this `duration`")
+		list        = fs.Bool("list", false, "list the registered bridges on stdout (claude pid, bridge pid, alive or stale, port) and exit")
+		printConfig = fs.Bool("print-config", false, "print the hooks.json that installs bee-hook on stdout and exit")
+		showVersion = fs.Bool("version", false, "print the version on stdout and exit")
+	)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usageText)
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			return 0
+		}
+		return usageError(stderr, "%v", err)
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usageError(stderr, "unexpected argument %q", fs.Arg(0))
+	case *claudePID < 0:
+		return usageError(stderr, "--claude-pid must be a positive pid, not %d", *claudePID)
+	case *timeout <= 0:
+		return usageError(stderr, "--timeout must be positive, not %s", *timeout)
+	}
+
+	switch {
+	case *showVersion:
+		fmt.Fprintf(stdout, "bee-hook %s\n", versionString())
+		return 0
+	case *printConfig:
+		fmt.Fprint(stdout, hooks.ConfigJSON())
+		return 0
+	case *list:
+		alive := base.Alive
+		if alive == nil {
+			alive = hooks.Alive
+		}
+		if err := listBridges(*runDir, alive, stdout); err != nil {
+			fmt.Fprintf(stderr, "bee-hook: %v\n", err)
+		}
+		return 0
+	}
+
+	if f, ok := stdin.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
+		fmt.Fprintln(stderr, `bee-hook: stdin is a terminal, not a SessionStart input; try: echo '{"source":"clear"}' | bee-hook (or bee-hook --help)`)
+		return 0
+	}
+	cfg := base
+	cfg.RunDir = *runDir
+	cfg.ClaudePID = *claudePID
+	cfg.Timeout = *timeout
+	if out := hooks.Run(ctx, cfg, stdin); out != "" {
+		fmt.Fprintln(stderr, out)
+	}
+	return 0
+}
+
+// usageError prints one line about bad flags or arguments on stderr and
+// returns 0, the status bee-hook always exits with.
+func usageError(stderr io.Writer, format string, args ...any) int {
+	fmt.Fprintf(stderr, "bee-hook: "+format+" (see bee-hook --help)\n", args...)
+	return 0
+}
+
+// listBridges prints the run files in dir (or the default run directory)
+// as a table. It never prints a token.
+func listBridges(dir string, alive func(int) bool, stdout io.Writer) error {
+	if dir == "" {
+		var err error
+		if dir, err = runfile.DefaultDir(); err != nil {
+			return err
+		}
+	}
+	files, err := runfile.List(dir)
+	if err != nil {
+		return err
+	}
+	if len(files) == 0 {
+		fmt.Fprintf(stdout, "no bridges registered in %s\n", dir)
+		return nil
+	}
+	fmt.Fprintf(stdout, "run directory %s\n", dir)
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CLAUDE PID\tBRIDGE PID\tBRIDGE\tPORT\t")
+	for _, f := range files {
+		if f.Err != nil {
+			fmt.Fprintf(tw, "%d\t-\tunreadable\t-\t%v\n", f.ClaudePID, f.Err)
+			continue
+		}
+		state := "alive"
+		if !alive(f.Entry.PID) {
+			state = "stale"
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t\n", f.ClaudePID, f.Entry.PID, state, f.Entry.Port)
+	}
+	return tw.Flush()
+}
+
+// versionString is version, or the module version the binary was built
+// from when version was not set at build time.
+func versionString() string {
+	if version != "dev" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return version
+}
