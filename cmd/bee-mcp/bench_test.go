@@ -44,6 +44,7 @@ type benchTarget struct {
 
 var benchTargets = []benchTarget{
 	{"bee-mcp", ".", []string{"--source", "none", "--agent", "bench"}, `{"name":"bee_whoami"}`},
+	{"bee-mcp-board", ".", []string{"--agent", "bench"}, `{"name":"bee_whoami"}`},
 	{"bare-sdk", "./testdata/baresdk", nil, `{"name":"one","arguments":{"n":1}}`},
 }
 
@@ -61,7 +62,7 @@ type benchProc struct {
 func startBench(b *testing.B, bin string, args []string) *benchProc {
 	cmd := exec.Command(bin, args...)
 	dir := b.TempDir()
-	cmd.Env = append(os.Environ(), "BEE_RUN_DIR="+dir, "BEE_LOG_LEVEL=error")
+	cmd.Env = append(os.Environ(), "BEE_RUN_DIR="+dir, "BEE_BOARD="+dir+"/board.db", "BEE_LOG_LEVEL=error")
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
