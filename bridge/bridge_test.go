@@ -27,7 +27,7 @@ func connect(t *testing.T, src actions.Source, opts *ServerOptions, copts *mcp.C
 	t.Helper()
 	s, err := NewSession(t.Context(), Config{Agent: "tester", Source: src, ClaudePID: 4242, SessionID: "s-1"})
 	require.NoError(t, err)
-	srv := NewServer(s, opts)
+	srv := NewServer(Ready(s), opts)
 	st, ct := mcp.NewInMemoryTransports()
 	ctx, cancel := context.WithCancel(context.Background())
 	ss, err := srv.Connect(ctx, st, nil)
@@ -338,4 +338,42 @@ func TestSession_DepartRefusesLaterCalls(t *testing.T) {
 	require.Contains(t, text(res), "departed")
 	_, err := s.Retire(t.Context(), clearctl.RetireRequest{})
 	require.ErrorIs(t, err, ErrDeparted)
+}
+
+func TestServer_SourceFailedToOpen(t *testing.T) {
+	p := Start(t.Context(), Config{Agent: "x"}, func() (actions.Source, error) {
+		return nil, errors.New("open board /tmp/b.db: file is not a database; move it aside")
+	})
+	srv := NewServer(p, nil)
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(t.Context(), st, nil)
+	require.NoError(t, err)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "0"}, nil).Connect(t.Context(), ct, nil)
+	require.NoError(t, err)
+	defer func() { cs.Close(); ss.Wait() }()
+	// The handshake and the tool list do not wait for the source...
+	_, err = cs.ListTools(t.Context(), nil)
+	require.NoError(t, err)
+	// ...and every tool says why bee could not start.
+	res := call(t, cs, ToolWhoami, nil)
+	require.True(t, res.IsError)
+	require.Contains(t, text(res), "file is not a database")
+	_, err = p.Retire(t.Context(), clearctl.RetireRequest{})
+	require.ErrorContains(t, err, "file is not a database")
+}
+
+func TestPending_WaitHonoursContext(t *testing.T) {
+	release := make(chan struct{})
+	p := Start(t.Context(), Config{Agent: "x"}, func() (actions.Source, error) {
+		<-release
+		return actions.NoActions{}, nil
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	_, err := p.Wait(ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	close(release)
+	s, err := p.Wait(t.Context())
+	require.NoError(t, err)
+	require.Regexp(t, `^agent:x#`, string(s.Identity()))
 }

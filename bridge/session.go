@@ -229,3 +229,7 @@ func (s *Session) Depart(ctx context.Context) error {
 	s.log.Info("identity departed", logkey.Identity, id, logkey.Elapsed, time.Since(start))
 	return nil
 }
+
+// Close ends the source's background work. Call it after Depart; Close may
+// be called more than once.
+func (s *Session) Close() error { return s.source.Close() }

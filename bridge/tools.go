@@ -57,10 +57,11 @@ To work on the board: call bee_wait_action (it waits up to 45 s and claims the n
 If bee_wait_action returns no records, nothing came in time: call it again with the cursor it returned.
 To hand work to another agent, call bee_post_action. bee_whoami tells you your identity on the board.`
 
-// NewServer returns an MCP server serving s's tools. The server answers
-// both handshakes (initialize and server/discover); connect it to a
+// NewServer returns an MCP server serving the tools of the session p
+// holds or will hold. The server answers both handshakes (initialize and
+// server/discover) without waiting for the session; connect it to a
 // transport with Run or Connect.
-func NewServer(s *Session, opts *ServerOptions) *mcp.Server {
+func NewServer(p *Pending, opts *ServerOptions) *mcp.Server {
 	var o ServerOptions
 	if opts != nil {
 		o = *opts
@@ -72,9 +73,9 @@ func NewServer(s *Session, opts *ServerOptions) *mcp.Server {
 		o.ProgressInterval = DefaultProgressInterval
 	}
 	if o.Logger == nil {
-		o.Logger = s.log
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	t := &tools{s: s, progressEvery: o.ProgressInterval, log: o.Logger}
+	t := &tools{p: p, progressEvery: o.ProgressInterval, log: o.Logger}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "bee", Title: "bee action board", Version: o.Version}, &mcp.ServerOptions{
 		Instructions: instructions,
 		Logger:       slog.New(sdkHandler{o.Logger.Handler()}).With(logkey.Subsystem, "mcp"),
@@ -136,12 +137,23 @@ func NewServer(s *Session, opts *ServerOptions) *mcp.Server {
 	return srv
 }
 
-// logged wraps a tool handler with a debug line for each call and its end.
-func (t *tools) logged(h mcp.ToolHandler) mcp.ToolHandler {
+// A toolHandler is a tool's handler, given the session.
+type toolHandler func(ctx context.Context, s *Session, req *mcp.CallToolRequest) (*mcp.CallToolResult, error)
+
+// logged turns a toolHandler into an mcp.ToolHandler that waits for the
+// session and logs a debug line for each call and its end.
+func (t *tools) logged(h toolHandler) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		start := time.Now()
 		t.log.Debug("tool call", logkey.Tool, req.Params.Name)
-		res, err := h(ctx, req)
+		s, err := t.p.Wait(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return toolError(fmt.Errorf("bee could not start: %w; fix it and restart the session (or run /mcp to reconnect)", err)), nil
+		}
+		res, err := h(ctx, s, req)
 		t.log.Debug("tool call done", logkey.Tool, req.Params.Name, logkey.Elapsed, time.Since(start),
 			"is_error", res != nil && res.IsError, logkey.Err, err)
 		return res, err
@@ -149,7 +161,7 @@ func (t *tools) logged(h mcp.ToolHandler) mcp.ToolHandler {
 }
 
 type tools struct {
-	s             *Session
+	p             *Pending
 	progressEvery time.Duration
 	log           *slog.Logger
 }
@@ -177,7 +189,7 @@ func sourceError(err error) *mcp.CallToolResult {
 	return toolError(err)
 }
 
-func (t *tools) wait(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (t *tools) wait(ctx context.Context, s *Session, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	a, err := parseArgs(req.Params.Arguments, "timeoutSeconds", "cursor")
 	if err != nil {
 		return toolError(err), nil
@@ -190,7 +202,7 @@ func (t *tools) wait(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallTo
 	if err != nil {
 		return toolError(err), nil
 	}
-	who, idCtx, err := t.s.current()
+	who, idCtx, err := s.current()
 	if err != nil {
 		return sourceError(err), nil
 	}
@@ -203,11 +215,11 @@ func (t *tools) wait(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallTo
 
 	timeout := time.Duration(secs) * time.Second
 	stopProgress := t.startProgress(wctx, req, timeout)
-	page, err := t.s.source.Next(wctx, who, actions.Cursor(cursor), timeout)
+	page, err := s.source.Next(wctx, who, actions.Cursor(cursor), timeout)
 	stopProgress()
 	if err != nil {
 		if ctx.Err() == nil && idCtx.Err() != nil {
-			return toolError(fmt.Errorf("identity %s was retired while waiting (the session was cleared); call %s again to wait as %s", who, ToolWait, t.s.Identity())), nil
+			return toolError(fmt.Errorf("identity %s was retired while waiting (the session was cleared); call %s again to wait as %s", who, ToolWait, s.Identity())), nil
 		}
 		if ctx.Err() != nil {
 			t.log.Debug("wait cancelled", logkey.Identity, who)
@@ -217,7 +229,7 @@ func (t *tools) wait(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallTo
 	}
 	if ctx.Err() != nil {
 		// Claimed, but nobody will read the answer: give it back.
-		t.s.giveBack(page.Records)
+		s.giveBack(page.Records)
 		return nil, ctx.Err()
 	}
 	for _, r := range page.Records {
@@ -295,7 +307,7 @@ func forWhom(to string) string {
 	return to
 }
 
-func (t *tools) list(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (t *tools) list(ctx context.Context, s *Session, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	a, err := parseArgs(req.Params.Arguments, "since")
 	if err != nil {
 		return toolError(err), nil
@@ -304,7 +316,7 @@ func (t *tools) list(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallTo
 	if err != nil {
 		return toolError(err), nil
 	}
-	page, err := t.s.source.List(ctx, actions.Cursor(since))
+	page, err := s.source.List(ctx, actions.Cursor(since))
 	if err != nil {
 		if errors.Is(err, actions.ErrBadCursor) {
 			return toolError(&argError{name: "since", msg: err.Error() + "; pass a cursor exactly as a bee tool returned it, or omit it"}), nil
@@ -326,11 +338,11 @@ func (t *tools) list(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallTo
 	return result(page, b.String()), nil
 }
 
-func (t *tools) whoami(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (t *tools) whoami(_ context.Context, s *Session, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	if _, err := parseArgs(req.Params.Arguments); err != nil {
 		return toolError(err), nil
 	}
-	w := t.s.Whoami()
+	w := s.Whoami()
 	claude := "none found"
 	if w.ClaudePID != nil {
 		claude = fmt.Sprint(*w.ClaudePID)
@@ -351,7 +363,7 @@ type actionResult struct {
 	Action actions.Record `json:"action"`
 }
 
-func (t *tools) post(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (t *tools) post(ctx context.Context, s *Session, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	a, err := parseArgs(req.Params.Arguments, "to", "title", "body")
 	if err != nil {
 		return toolError(err), nil
@@ -368,11 +380,11 @@ func (t *tools) post(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallTo
 	if err != nil {
 		return toolError(err), nil
 	}
-	who, _, err := t.s.current()
+	who, _, err := s.current()
 	if err != nil {
 		return sourceError(err), nil
 	}
-	rec, err := t.s.source.Post(ctx, who, to, title, body)
+	rec, err := s.source.Post(ctx, who, to, title, body)
 	if err != nil {
 		if errors.Is(err, actions.ErrEmptyTitle) {
 			return toolError(&argError{name: "title", msg: "must not be empty"}), nil
@@ -383,7 +395,7 @@ func (t *tools) post(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallTo
 	return result(actionResult{rec}, fmt.Sprintf("Posted action %s for %s: %s", rec.ID, forWhom(rec.To), rec.Title)), nil
 }
 
-func (t *tools) finish(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (t *tools) finish(ctx context.Context, s *Session, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	a, err := parseArgs(req.Params.Arguments, "id", "result")
 	if err != nil {
 		return toolError(err), nil
@@ -396,11 +408,11 @@ func (t *tools) finish(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 	if err != nil {
 		return toolError(err), nil
 	}
-	who, _, err := t.s.current()
+	who, _, err := s.current()
 	if err != nil {
 		return sourceError(err), nil
 	}
-	rec, err := t.s.source.Finish(ctx, who, id, res)
+	rec, err := s.source.Finish(ctx, who, id, res)
 	if err != nil {
 		return sourceError(err), nil
 	}
@@ -408,7 +420,7 @@ func (t *tools) finish(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 	return result(actionResult{rec}, fmt.Sprintf("Action %s is done.", rec.ID)), nil
 }
 
-func (t *tools) release(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (t *tools) release(ctx context.Context, s *Session, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	a, err := parseArgs(req.Params.Arguments, "id")
 	if err != nil {
 		return toolError(err), nil
@@ -417,11 +429,11 @@ func (t *tools) release(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	if err != nil {
 		return toolError(err), nil
 	}
-	who, _, err := t.s.current()
+	who, _, err := s.current()
 	if err != nil {
 		return sourceError(err), nil
 	}
-	rec, err := t.s.source.Release(ctx, who, id)
+	rec, err := s.source.Release(ctx, who, id)
 	if err != nil {
 		return sourceError(err), nil
 	}

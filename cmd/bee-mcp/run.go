@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/tractat-us/bee/actions/board"
+	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/ancestry"
 	"github.com/tractat-us/bee/bridge"
 	"github.com/tractat-us/bee/identity"
@@ -164,38 +165,36 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdin io.Reader, s
 		claudePID = 0
 		log.Warn("no claude process above this bridge; serving without the /retire channel, so /clear cannot retire this identity")
 	}
-	src, err := openSource(cfg, log)
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	sess, err := bridge.NewSession(ctx, bridge.Config{
+	log = log.With(logkey.ClaudePID, claudePID)
+
+	// The handshake does not wait for the board: the session is set up
+	// while the client talks, and each tool call waits for it.
+	pending := bridge.Start(ctx, bridge.Config{
 		Agent:     cfg.agent,
-		Source:    src,
 		ClaudePID: claudePID,
 		SessionID: os.Getenv(envSession),
 		Logger:    log,
-	})
-	if err != nil {
-		return err
-	}
-	log = log.With(logkey.ClaudePID, claudePID)
+	}, func() (actions.Source, error) { return openSource(cfg, log) })
 
 	var ch *channel
 	if found {
-		ch, err = openChannel(cfg.runDir, claudePID, sess, log)
+		ch, err = openChannel(cfg.runDir, claudePID, pending, log)
 		if err != nil {
 			log.Warn("serving without the /retire channel", logkey.Err, err)
 		}
 	}
 
-	srv := bridge.NewServer(sess, &bridge.ServerOptions{Version: version, ProgressInterval: cfg.progress, Logger: log})
+	srv := bridge.NewServer(pending, &bridge.ServerOptions{Version: version, ProgressInterval: cfg.progress, Logger: log})
 	transport := &stdio.Transport{
 		In:     stdin,
 		Out:    stdout,
 		Logger: log,
 		OnDropped: func(_ jsonrpc.ID, result json.RawMessage) {
-			sess.GiveBackUndelivered(result)
+			// Only a call that got as far as claiming has a result to undo,
+			// so the session is set up by now.
+			if s, err := pending.Wait(ctx); err == nil {
+				s.GiveBackUndelivered(result)
+			}
 		},
 	}
 	serveCtx, stopServing := context.WithCancel(ctx)
@@ -207,7 +206,14 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdin io.Reader, s
 		defer close(served)
 		serveErr = srv.Run(serveCtx, transport)
 	}()
-	log.Info("bee-mcp serving", logkey.Identity, sess.Identity(), logkey.Source, src.Name(), logkey.Elapsed, time.Since(start))
+	log.Info("bee-mcp serving", logkey.Elapsed, time.Since(start))
+	go func() {
+		if s, err := pending.Wait(serveCtx); err == nil {
+			log.Info("session ready", logkey.Identity, s.Identity(), logkey.Source, cfg.source, logkey.Elapsed, time.Since(start))
+		} else if serveCtx.Err() == nil {
+			log.Error("bee cannot serve actions; every tool call will say why", logkey.Err, err)
+		}
+	}()
 
 	reason := waitForEnd(ctx, sigs, served, claudePID, ch, log)
 	if reason == "" {
@@ -222,8 +228,11 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdin io.Reader, s
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupBound)
 	defer cancel()
 	began := time.Now()
-	if err := sess.Depart(cctx); err != nil {
-		log.Error("departure not recorded; the board will reclaim this identity's claims when its lease runs out", logkey.Err, err)
+	if s, err := pending.Wait(cctx); err == nil {
+		if err := s.Depart(cctx); err != nil {
+			log.Error("departure not recorded; the board will reclaim this identity's claims when its lease runs out", logkey.Err, err)
+		}
+		defer s.Close()
 	}
 	ch.close(log)
 	stopServing()
