@@ -15,8 +15,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
-	"github.com/tractat-us/bee/actions/board"
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/board"
 	"github.com/tractat-us/bee/ancestry"
 	"github.com/tractat-us/bee/bridge"
 	"github.com/tractat-us/bee/identity"
