@@ -16,6 +16,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/board"
 	"github.com/tractat-us/bee/internal/bridgetest"
 	"github.com/tractat-us/bee/runfile"
 )
@@ -270,4 +272,83 @@ func TestClear_DeadBridgeReported(t *testing.T) {
 	require.Less(t, r.Millis, int64(5000), "the hook is bounded")
 	_, err = os.Stat(s.runFile())
 	require.True(t, os.IsNotExist(err), "the stale run file is cleaned up")
+}
+
+// tool calls a tool on the session's bridge and returns its result.
+func (s *session) tool(name string, args any) bridgetest.ToolResult {
+	s.t.Helper()
+	s.nextID++
+	s.mcp.Call(s.nextID, "tools/call", bridgetest.ToolCall(name, args, nil))
+	return s.mcp.DecodeResult(s.mcp.Await(s.nextID, 70*time.Second))
+}
+
+// boardState opens the session's board file as another process would and
+// returns the action's state and holder.
+func (s *session) boardState(id string) (actions.State, string) {
+	s.t.Helper()
+	b, err := board.Open(s.board, nil)
+	require.NoError(s.t, err)
+	defer b.Close()
+	r, err := b.Get(s.t.Context(), id)
+	require.NoError(s.t, err)
+	return r.State, r.Holder
+}
+
+func (s *session) postAndClaim() actions.Record {
+	s.t.Helper()
+	r := s.tool("bee_post_action", map[string]any{"title": "fix the build", "body": "it is red"})
+	require.False(s.t, r.IsError, r.Text())
+	r = s.tool("bee_wait_action", map[string]any{"timeoutSeconds": 10})
+	require.False(s.t, r.IsError, r.Text())
+	var page actions.Page
+	require.NoError(s.t, json.Unmarshal(r.StructuredContent, &page))
+	require.Len(s.t, page.Records, 1)
+	return page.Records[0]
+}
+
+func TestClear_ClaimsGoBackToTheBoard(t *testing.T) {
+	s := start(t, "board")
+	before := s.whoami()
+	rec := s.postAndClaim()
+	require.Equal(t, before.Identity, rec.Holder)
+	state, holder := s.boardState(rec.ID)
+	require.Equal(t, actions.Claimed, state)
+	require.Equal(t, before.Identity, holder)
+
+	r := s.hook(`{"session_id":"after-clear","transcript_path":"/tmp/after-clear.jsonl","source":"clear"}`)
+	require.Empty(t, r.Stdout)
+	require.Contains(t, r.Stderr, before.Identity)
+
+	state, holder = s.boardState(rec.ID)
+	require.Equal(t, actions.Open, state, "the retired identity's claim is back on the board")
+	require.Empty(t, holder)
+
+	// The new identity can take it again.
+	after := s.whoami()
+	again := s.tool("bee_wait_action", map[string]any{"timeoutSeconds": 10})
+	var page actions.Page
+	require.NoError(t, json.Unmarshal(again.StructuredContent, &page))
+	require.Len(t, page.Records, 1)
+	require.Equal(t, rec.ID, page.Records[0].ID)
+	require.Equal(t, after.Identity, page.Records[0].Holder)
+}
+
+func TestClear_SignalsDuringAWaitCleanUp(t *testing.T) {
+	s := start(t, "board")
+	rec := s.postAndClaim()
+	// A second wait is in flight when Claude Code ends the bridge the way
+	// it does: SIGINT, then SIGTERM 100 ms later.
+	s.nextID++
+	s.mcp.Call(s.nextID, "tools/call", bridgetest.ToolCall("bee_wait_action", map[string]any{"timeoutSeconds": 60}, nil))
+	s.mcp.WaitStderr(5*time.Second, `msg="tool call" claude_pid=`)
+	require.NoError(t, syscall.Kill(s.bridgePID, syscall.SIGINT))
+	time.Sleep(100 * time.Millisecond)
+	_ = syscall.Kill(s.bridgePID, syscall.SIGTERM)
+	s.mcp.WaitStderr(5*time.Second, "bee-mcp ends")
+	_, err := os.Stat(s.runFile())
+	require.True(t, os.IsNotExist(err), "run file removed")
+	state, holder := s.boardState(rec.ID)
+	require.Equal(t, actions.Open, state, "the departed identity's claim is back on the board")
+	require.Empty(t, holder)
+	require.NotContains(t, s.mcp.Stderr(), "did not end within the cleanup bound")
 }
