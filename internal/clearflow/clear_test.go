@@ -85,30 +85,41 @@ func standInClaude() int {
 	enc.Encode(map[string]any{"bridgePid": bridge.Process.Pid})
 	sc := bufio.NewScanner(ctl)
 	for sc.Scan() {
-		// Each command is a SessionStart input for the hook, run as Claude
-		// Code runs hooks: /bin/sh -c <command>, input on stdin.
-		hook := exec.Command("/bin/sh", "-c", filepath.Join(os.Getenv("BEE_TEST_BIN"), "bee-hook"))
-		hook.Stdin = strings.NewReader(sc.Text())
+		// Each command names a hook command and its SessionStart input; it
+		// runs as Claude Code runs hooks: /bin/sh -c <command>, input on
+		// stdin.
+		var c hookCommand
+		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
+			enc.Encode(hookRun{Err: err.Error()})
+			continue
+		}
+		hook := exec.Command("/bin/sh", "-c", c.Command)
+		hook.Stdin = strings.NewReader(c.Input)
 		var stdout, stderr strings.Builder
 		hook.Stdout, hook.Stderr = &stdout, &stderr
 		start := time.Now()
 		err := hook.Run()
-		enc.Encode(hookRun{Stdout: stdout.String(), Stderr: stderr.String(), Exit: hook.ProcessState.ExitCode(), Err: fmt.Sprint(err), Millis: time.Since(start).Milliseconds()})
+		enc.Encode(hookRun{Stdout: stdout.String(), Stderr: stderr.String(), Exit: hook.ProcessState.ExitCode(), Err: fmt.Sprint(err), Took: time.Since(start)})
 	}
 	<-reaped
 	return 0
+}
+
+type hookCommand struct {
+	Command string // run by /bin/sh -c
+	Input   string // the hook's stdin
 }
 
 type hookRun struct {
 	Stdout, Stderr string
 	Exit           int
 	Err            string
-	Millis         int64
+	Took           time.Duration
 }
 
 // session is one stand-in claude with its bridge.
 type session struct {
-	t         *testing.T
+	t         testing.TB
 	claudePID int
 	bridgePID int
 	runDir    string
@@ -119,7 +130,7 @@ type session struct {
 	nextID    int
 }
 
-func start(t *testing.T, source string) *session {
+func start(t testing.TB, source string) *session {
 	t.Helper()
 	dir := t.TempDir()
 	s := &session{t: t, runDir: filepath.Join(dir, "run"), board: filepath.Join(dir, "board.db")}
@@ -166,7 +177,15 @@ func (s *session) answer(v any) {
 // hook runs bee-hook under the stand-in claude with the given input.
 func (s *session) hook(input string) hookRun {
 	s.t.Helper()
-	_, err := io.WriteString(s.ctl, input+"\n")
+	return s.runHook(filepath.Join(bin, "bee-hook"), input)
+}
+
+// runHook runs the hook command under the stand-in claude.
+func (s *session) runHook(command, input string) hookRun {
+	s.t.Helper()
+	line, err := json.Marshal(hookCommand{Command: command, Input: input})
+	require.NoError(s.t, err)
+	_, err = s.ctl.Write(append(line, '\n'))
 	require.NoError(s.t, err)
 	var r hookRun
 	s.answer(&r)
@@ -269,7 +288,7 @@ func TestClear_DeadBridgeReported(t *testing.T) {
 	require.Empty(t, r.Stdout)
 	require.Contains(t, r.Stderr, strconv.Itoa(e.PID))
 	require.Contains(t, strings.ToLower(r.Stderr), "stale")
-	require.Less(t, r.Millis, int64(5000), "the hook is bounded")
+	require.Less(t, r.Took, 5*time.Second, "the hook is bounded")
 	_, err = os.Stat(s.runFile())
 	require.True(t, os.IsNotExist(err), "the stale run file is cleaned up")
 }
