@@ -1,0 +1,414 @@
+package clearctl
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tractat-us/bee/logkey"
+)
+
+const (
+	retirePath = "/retire"
+
+	// shutdownTimeout bounds Close's graceful shutdown of the HTTP server;
+	// after it, open connections are closed outright. Short, because the
+	// bridge must be gone within 100 ms of Claude Code's first signal, and
+	// enough, because Close cancels the lifetime context first and every
+	// waiting handler then answers at once: only a client still sending its
+	// request can use up the bound.
+	shutdownTimeout = 100 * time.Millisecond
+
+	maxHeaderBytes    = 8 << 10
+	readHeaderTimeout = 2 * time.Second
+	readTimeout       = 5 * time.Second
+	idleTimeout       = 10 * time.Second
+	// writeSlack is added to AnswerWithin for the server's WriteTimeout, so
+	// a handler that waits the full AnswerWithin can still write its answer.
+	writeSlack = 5 * time.Second
+)
+
+// Options configures a Server. A nil *Options means all defaults.
+type Options struct {
+	// Logger receives the Server's log lines. If nil, nothing is logged.
+	Logger *slog.Logger
+
+	// AnswerWithin is how long the handler waits for a retire before it
+	// answers 202 (the retire still completes afterwards). If zero or
+	// negative, DefaultAnswerWithin.
+	AnswerWithin time.Duration
+}
+
+// A Server serves POST /retire on a loopback port. Create it with New, then
+// call Start; Close ends it. Its methods may be called concurrently.
+type Server struct {
+	// Fixed at creation.
+	tokenSum     [sha256.Size]byte // SHA-256 of the token; the token itself is not kept
+	retirer      Retirer
+	logger       *slog.Logger
+	answerWithin time.Duration
+	handler      http.Handler // the whole request path: Origin/Host guard, mux, auth, body, retire
+
+	// ctx is the Server's lifetime context, the one exception to "never
+	// store a context": created in New, cancelled (cause ErrClosed) by
+	// Close. Every retire runs on it rather than on a request's context, so
+	// a hook that hangs up or times out cannot cut a retire short, while
+	// Close can.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	// turn serializes calls to retirer.Retire: a retire holds its one slot
+	// while it runs. A channel rather than a sync.Mutex so that a retire
+	// still queued when Close is called gives up instead of waiting its turn.
+	turn chan struct{}
+
+	// port is the listening port, 0 until Start succeeds. The handler's
+	// Host check reads it; with 0 every Host is refused.
+	port atomic.Int32
+
+	// retires counts running retire goroutines; Close waits for them.
+	// Add happens only under mu while !closed, so never after Close's Wait.
+	retires sync.WaitGroup
+
+	closeOnce sync.Once
+	closeErr  error // set once by closeOnce
+
+	mu        sync.Mutex // guards the fields below
+	started   bool
+	closed    bool
+	srv       *http.Server
+	serveDone chan struct{} // closed when the Serve goroutine returns
+}
+
+// New returns a Server that answers requests bearing token and retires
+// through r. It does not listen yet: call Start. opts is copied; nil means
+// defaults.
+//
+// New panics if token is empty or r is nil: both are programmer errors.
+func New(token string, r Retirer, opts *Options) *Server {
+	if token == "" {
+		panic("clearctl: New with an empty token")
+	}
+	if r == nil {
+		panic("clearctl: New with a nil Retirer")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.AnswerWithin <= 0 {
+		o.AnswerWithin = DefaultAnswerWithin
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	s := &Server{
+		tokenSum:     sha256.Sum256([]byte(token)),
+		retirer:      r,
+		logger:       o.Logger,
+		answerWithin: o.AnswerWithin,
+		ctx:          ctx,
+		cancel:       cancel,
+		turn:         make(chan struct{}, 1),
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+retirePath, s.handleRetire)
+	s.handler = s.guard(mux)
+	return s
+}
+
+// Start listens on 127.0.0.1 on an ephemeral port (see Port) and serves in a
+// goroutine the Server owns until Close. It returns ErrStarted if the Server
+// was already started, ErrClosed after Close, and a wrapped error if it
+// cannot listen (the Server may then be started again).
+func (s *Server) Start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closed:
+		return ErrClosed
+	case s.started:
+		return ErrStarted
+	}
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("clearctl: listen on loopback: %w", err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      s.answerWithin + writeSlack,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		// Without this, "OPTIONS *" would get a 200 from net/http itself,
+		// bypassing the guard.
+		DisableGeneralOptionsHandler: true,
+		ErrorLog:                     slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
+	}
+	done := make(chan struct{})
+	s.started, s.srv, s.serveDone = true, srv, done
+	s.port.Store(int32(port))
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			s.logger.Error("clearctl serve ended", logkey.Err, err)
+		}
+	}()
+	s.logger.Info("clearctl listening", logkey.Port, port)
+	return nil
+}
+
+// Port returns the port Start is listening on, or 0 before Start succeeds.
+// After Close it still returns the port the Server had.
+func (s *Server) Port() int { return int(s.port.Load()) }
+
+// Close ends the Server: it stops new retires from starting, cancels the
+// lifetime context (so running and queued retires see it done, and waiting
+// handlers answer 503 at once), shuts the HTTP server down (waiting up to
+// 100 ms for answers in flight, then closing connections outright), and waits
+// for the serving goroutine and every retire goroutine to end. It therefore
+// returns only once the Retirer has returned: see Retirer. A request arriving
+// meanwhile gets 503.
+//
+// Close may be called more than once, concurrently, and without Start; every
+// call returns after the first has finished, with its result. After Close,
+// Start returns ErrClosed.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.close() })
+	return s.closeErr
+}
+
+func (s *Server) close() error {
+	s.mu.Lock()
+	s.closed = true
+	srv, serveDone := s.srv, s.serveDone
+	s.mu.Unlock()
+
+	// Cancel first: handlers waiting on a retire then answer at once, so the
+	// graceful shutdown below does not wait out AnswerWithin.
+	s.cancel(ErrClosed)
+
+	var err error
+	if srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		if serr := srv.Shutdown(ctx); serr != nil {
+			s.logger.Warn("clearctl shutdown cut short", logkey.Err, serr)
+			_ = srv.Close() // the listener is already closed; this drops the connections left
+			if !errors.Is(serr, context.DeadlineExceeded) {
+				err = fmt.Errorf("clearctl: shutdown: %w", serr)
+			}
+		}
+		<-serveDone
+	}
+	s.retires.Wait()
+	s.logger.Info("clearctl closed")
+	return err
+}
+
+// guard refuses browsers and DNS rebinding (403) before anything else, and
+// answers 404 for every path but /retire itself. The exact-path check keeps
+// ServeMux from redirecting a non-canonical path such as /x/../retire: a
+// control endpoint has no business redirecting.
+func (s *Server) guard(mux http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if reason := s.refusal(r); reason != "" {
+			s.logger.Warn("clearctl request refused", logkey.Reason, reason, logKeyRemote, r.RemoteAddr)
+			w.WriteHeader(http.StatusForbidden)
+			return
+		}
+		if r.URL.Path != retirePath {
+			http.NotFound(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// refusal returns why r must be refused with 403, or "" if it may go on.
+func (s *Server) refusal(r *http.Request) string {
+	if len(r.Header.Values("Origin")) > 0 {
+		return "origin"
+	}
+	port := s.port.Load()
+	if port == 0 {
+		return "not listening"
+	}
+	p := strconv.Itoa(int(port))
+	if r.Host != "127.0.0.1:"+p && r.Host != "localhost:"+p {
+		return "host"
+	}
+	return ""
+}
+
+// authorized reports whether r carries exactly one Authorization header
+// holding "Bearer <token>". It compares SHA-256 digests in constant time, so
+// neither the token's bytes nor its length leak through timing.
+func (s *Server) authorized(r *http.Request) bool {
+	vals := r.Header.Values("Authorization")
+	if len(vals) != 1 {
+		return false
+	}
+	scheme, tok, ok := strings.Cut(vals[0], " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	sum := sha256.Sum256([]byte(tok))
+	return subtle.ConstantTimeCompare(sum[:], s.tokenSum[:]) == 1
+}
+
+type retireResult struct {
+	resp RetireResponse
+	err  error
+}
+
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+type statusBody struct {
+	Status string `json:"status"`
+}
+
+func (s *Server) handleRetire(w http.ResponseWriter, r *http.Request) {
+	if !s.authorized(r) {
+		s.logger.Warn("clearctl request refused", logkey.Reason, "token", logKeyRemote, r.RemoteAddr)
+		w.Header().Set("WWW-Authenticate", "Bearer")
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	req, code, err := readRequest(w, r)
+	if err != nil {
+		writeJSON(w, code, errorBody{Error: err.Error()})
+		return
+	}
+	done, ok := s.startRetire(req)
+	if !ok {
+		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: "bridge closing"})
+		return
+	}
+	timer := time.NewTimer(s.answerWithin)
+	defer timer.Stop()
+	select {
+	case res := <-done:
+		s.answer(w, res)
+	case <-timer.C:
+		s.logger.Info("retire still running, answered 202", logkey.SessionID, req.SessionID)
+		writeJSON(w, http.StatusAccepted, statusBody{Status: "running"})
+	case <-r.Context().Done():
+		// The caller is gone; the retire carries on regardless.
+		s.logger.Info("retire caller gone, retire carries on", logkey.SessionID, req.SessionID)
+		writeJSON(w, http.StatusAccepted, statusBody{Status: "running"})
+	case <-s.ctx.Done():
+		select {
+		case res := <-done:
+			s.answer(w, res)
+		default:
+			writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: "bridge closing"})
+		}
+	}
+}
+
+// answer writes a finished retire's result: 200 when it succeeded, 500 when
+// it failed, and 503 when it failed once Close had begun, since Close
+// cancelling the retire is then the likely cause.
+func (s *Server) answer(w http.ResponseWriter, res retireResult) {
+	switch {
+	case res.err == nil:
+		writeJSON(w, http.StatusOK, res.resp)
+	case s.ctx.Err() != nil:
+		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: "bridge closing: " + res.err.Error()})
+	default:
+		writeJSON(w, http.StatusInternalServerError, errorBody{Error: res.err.Error()})
+	}
+}
+
+// readRequest reads the body: at most MaxBodyBytes (413 beyond), empty or
+// one JSON object (400 otherwise). Unknown fields are ignored so a newer hook
+// can talk to an older bridge.
+func readRequest(w http.ResponseWriter, r *http.Request) (RetireRequest, int, error) {
+	var req RetireRequest
+	if r.Body == nil {
+		return req, 0, nil
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return req, http.StatusRequestEntityTooLarge, fmt.Errorf("body over %d bytes", MaxBodyBytes)
+		}
+		return req, http.StatusBadRequest, fmt.Errorf("read body: %w", err)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return req, 0, nil
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		return req, http.StatusBadRequest, fmt.Errorf("bad body: %w", err)
+	}
+	return req, 0, nil
+}
+
+// startRetire runs a retire in a goroutine on the lifetime context and
+// returns the channel its one result arrives on. It returns false once Close
+// has been called.
+func (s *Server) startRetire(req RetireRequest) (<-chan retireResult, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, false
+	}
+	done := make(chan retireResult, 1) // buffered: the handler may have answered 202 and gone
+	s.retires.Go(func() { done <- s.retire(req) })
+	return done, true
+}
+
+// retire waits its turn, then calls the Retirer on the lifetime context. A
+// retire whose turn has not come when Close is called never calls the
+// Retirer. A panicking Retirer is reported as a failed retire rather than
+// taking the bridge down.
+func (s *Server) retire(req RetireRequest) (res retireResult) {
+	select {
+	case s.turn <- struct{}{}:
+	case <-s.ctx.Done():
+		return retireResult{err: fmt.Errorf("retire not started: %w", context.Cause(s.ctx))}
+	}
+	defer func() { <-s.turn }()
+	if s.ctx.Err() != nil { // both cases were ready and select took the turn
+		return retireResult{err: fmt.Errorf("retire not started: %w", context.Cause(s.ctx))}
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			s.logger.Error("retire panicked", logKeyPanic, fmt.Sprint(p), logKeyStack, string(debug.Stack()))
+			res = retireResult{err: fmt.Errorf("retire panicked: %v", p)}
+		}
+	}()
+	resp, err := s.retirer.Retire(s.ctx, req)
+	if err != nil {
+		s.logger.Error("retire failed", logkey.SessionID, req.SessionID, logkey.Err, err)
+		return retireResult{err: err}
+	}
+	s.logger.Info("retired", logkey.Previous, resp.Retired, logkey.Identity, resp.Current, logkey.SessionID, req.SessionID)
+	return retireResult{resp: resp}
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v) // the caller may be gone; nothing to do about it
+}
