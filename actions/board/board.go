@@ -1,0 +1,348 @@
+// Package board is bee's embedded action board: one SQLite file, by default
+// ~/.bee/board.db, shared by every bee process of the user on the machine.
+// There is nothing to install or start; the first process to open the file
+// creates it.
+//
+// The board promises:
+//
+//   - A claim is atomic across processes: no action is ever held by two
+//     identities.
+//   - Next offers the oldest open action its caller may take (addressed to
+//     anyone, to the caller's agent name, or to the caller exactly) and
+//     returns within the timeout it is given, also while the database is
+//     busy. A Next whose context ends as it claims gives the claim back:
+//     nothing is held by a call whose answer nobody received.
+//   - Depart gives back an identity's claims at once and re-addresses what
+//     was addressed to that identity exactly to its agent name, so the
+//     agent's next identity (after /clear, say) receives it.
+//   - A process that dies without departing (SIGKILL) loses its claims once
+//     its lease runs out ([Options.Lease], 30 s by default).
+//   - Waiters in every process wake within milliseconds of a change that
+//     makes an action claimable, and cost no CPU while nothing changes: the
+//     writer touches a file that each Board watches with one fsnotify
+//     watcher, with a slow safety poll behind it.
+//   - Write transactions are serialized across processes by a lock file, so
+//     competing writers queue in the kernel instead of backing off in
+//     SQLite's busy handler, where some would starve.
+//   - A file that is not a usable board (not a database, corrupt, or written
+//     by a newer bee) is refused with an error that names it and says what
+//     to do. The board never silently starts over empty.
+//
+// The board does not delete finished actions (the file keeps the history),
+// does not work across machines, and makes no promise for a file on a
+// network filesystem, where SQLite's WAL mode and the lock file do not hold.
+//
+// # Files
+//
+// Next to the database at path live SQLite's own path-wal and path-shm, the
+// write lock path-lock, and the directory path-notify holding the two files
+// whose changes wake waiters: "wake" (an action may have become claimable)
+// and "change" (an action changed in another way; only [Board.Wait] cares).
+// Deleting or replacing the notify files is harmless.
+//
+// # Who may post
+//
+// Post takes the poster as an identity.ID. Agents post as their identity;
+// people post as "user:<name>" (see [User]), which the board accepts as a
+// poster but never as a claimant.
+package board
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/logkey"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver: pure Go, no cgo
+)
+
+// EnvPath names the environment variable that overrides the board's path.
+const EnvPath = "BEE_BOARD"
+
+// Defaults for the zero values of Options.
+const (
+	DefaultLease       = 30 * time.Second
+	DefaultSafetyPoll  = 5 * time.Second
+	DefaultBusyTimeout = 5 * time.Second
+	DefaultPageSize    = 100
+)
+
+// Bounds on what an action may carry.
+const (
+	MaxTitleLen  = 200      // characters, after trimming
+	MaxBodyLen   = 64 << 10 // bytes
+	MaxResultLen = 64 << 10 // bytes
+	// maxPageBytes bounds the text a page carries: a page stops growing once
+	// it holds this much (it always holds at least one record).
+	maxPageBytes = 1 << 20
+)
+
+// Errors the board returns besides the actions sentinels, wrapped with the
+// detail that names the file, the identity or the field.
+var (
+	// ErrClosed: the Board was closed.
+	ErrClosed = errors.New("board closed")
+	// ErrLocked: another process held the board's lock for longer than
+	// Options.BusyTimeout.
+	ErrLocked = errors.New("board is locked")
+	// ErrCorrupt: the file is not a database, or SQLite reports it damaged.
+	ErrCorrupt = errors.New("board file is not a usable database")
+	// ErrNewerSchema: the file was written by a newer bee.
+	ErrNewerSchema = errors.New("board file is from a newer bee")
+	// ErrDeparted: the identity has departed; Next refuses to claim for it
+	// so that a stale caller cannot take work for an identity nobody speaks
+	// for any more. Join it again to take work under it.
+	ErrDeparted = errors.New("identity has departed")
+	// ErrBadRecipient: Post's to is neither "", an agent name nor an
+	// identity.
+	ErrBadRecipient = errors.New("bad recipient")
+	// ErrBadPoster: Post's who is neither an identity nor a user.
+	ErrBadPoster = errors.New("bad poster")
+	// ErrTooLong: a title, body or result is over its bound.
+	ErrTooLong = errors.New("too long")
+)
+
+// UserPrefix starts the poster name of a person, as in "user:alice".
+const UserPrefix = "user:"
+
+// User returns the poster name for a person called name ("user:<name>"); the
+// name follows the rules of an agent name (identity.CheckName).
+func User(name string) (identity.ID, error) {
+	if err := identity.CheckName(name); err != nil {
+		return "", fmt.Errorf("user name: %w", err)
+	}
+	return identity.ID(UserPrefix + name), nil
+}
+
+// DefaultPath returns the board's path: $BEE_BOARD when set, else
+// ~/.bee/board.db. It fails only when $BEE_BOARD is unset and the home
+// directory is unknown.
+func DefaultPath() (string, error) {
+	if p := os.Getenv(EnvPath); p != "" {
+		return p, nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("board path: %w (set %s)", err, EnvPath)
+	}
+	return filepath.Join(home, ".bee", "board.db"), nil
+}
+
+// Options configure a Board. The zero value (or a nil *Options) gives the
+// defaults; Open copies the struct, so changing it afterwards has no effect.
+type Options struct {
+	// Logger receives the board's logs. Nil discards them.
+	Logger *slog.Logger
+	// Lease is how long a member's claims survive without a renewal: a
+	// process that dies without departing loses its claims this long after
+	// its last renewal. Zero means DefaultLease (30 s).
+	Lease time.Duration
+	// Renew is how often a joined member's lease is extended. Zero means
+	// Lease/3. It must be shorter than Lease, or Open refuses the options.
+	Renew time.Duration
+	// SafetyPoll bounds how long a waiter sleeps without looking at the
+	// database, in case a wake-up was lost. Zero means DefaultSafetyPoll
+	// (5 s).
+	SafetyPoll time.Duration
+	// BusyTimeout bounds how long one operation waits for another process
+	// holding the board's lock before it fails with ErrLocked. Zero means
+	// DefaultBusyTimeout (5 s).
+	BusyTimeout time.Duration
+	// PageSize bounds the records of one List or Wait page. Zero means
+	// DefaultPageSize (100). A page also stops once its text passes 1 MiB.
+	PageSize int
+
+	// Test hooks, settable only inside this package.
+
+	// afterClaim runs right after a claim commits, before Next looks at its
+	// context: a test cancels the context here to reach the moment a claim
+	// has committed but nobody will receive it.
+	afterClaim func(actions.Record)
+	// beforeSleep runs each time a Next, having found nothing to claim, is
+	// about to sleep: a test waits for it to know the next wake-up must come
+	// through the notifier.
+	beforeSleep func()
+	// noWriteLock leaves writers to SQLite's busy handler instead of the
+	// lock file (for measuring the difference).
+	noWriteLock bool
+}
+
+// A Board is an open board file. Its methods are safe for concurrent use.
+// It implements actions.Source; Get, Members, Head and Wait serve people
+// (cmd/bee).
+type Board struct {
+	// Fixed at Open.
+	path   string
+	opts   Options
+	log    *slog.Logger
+	db     *sql.DB
+	wconn  *sql.Conn // the one connection writes use (they are serialized by lock)
+	wstmts stmtCache // prepared on wconn
+	rstmts stmtCache // prepared on the pool, for reads
+	id     string    // the board's id, carried in its cursors
+	lock   *writeLock
+	notify *notifier
+
+	// ctx is the Board's lifetime: cancelled by Close, it ends renewals and
+	// aborts their writes. Close is the only exception to "ctx comes first".
+	ctx    context.Context
+	cancel context.CancelFunc
+	g      group // every goroutine the Board starts
+
+	mu       sync.Mutex // guards renewals
+	renewals map[identity.ID]*renewal
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ actions.Source = (*Board)(nil)
+
+// Open opens the board at path, creating it (and its directory, mode 0700)
+// when missing, and migrating an older schema. It refuses, with an error
+// naming the file, a file that is not a database or is damaged (ErrCorrupt:
+// move it aside), one from a newer bee (ErrNewerSchema: upgrade bee) and one
+// locked by another process beyond the busy timeout (ErrLocked). The caller
+// must Close the Board.
+func Open(path string, opts *Options) (_ *Board, err error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Lease <= 0 {
+		o.Lease = DefaultLease
+	}
+	if o.Renew <= 0 {
+		o.Renew = o.Lease / 3
+	}
+	if o.Renew >= o.Lease {
+		return nil, fmt.Errorf("open board: renew interval %v must be shorter than the lease %v", o.Renew, o.Lease)
+	}
+	if o.SafetyPoll <= 0 {
+		o.SafetyPoll = DefaultSafetyPoll
+	}
+	if o.BusyTimeout <= 0 {
+		o.BusyTimeout = DefaultBusyTimeout
+	}
+	if o.PageSize <= 0 {
+		o.PageSize = DefaultPageSize
+	}
+	if path == "" {
+		return nil, errors.New("open board: empty path")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("open board %s: %w", path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+		return nil, fmt.Errorf("open board %s: create its directory: %w", abs, err)
+	}
+	if err := checkHeader(abs); err != nil {
+		return nil, err
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &Board{
+		path:     abs,
+		opts:     o,
+		log:      o.Logger.With(logkey.Source, "board", logkey.Path, abs),
+		ctx:      ctx,
+		cancel:   cancel,
+		renewals: make(map[identity.ID]*renewal),
+	}
+	defer func() {
+		if err != nil {
+			b.closeAll()
+		}
+	}()
+
+	if b.lock, err = openWriteLock(abs+"-lock", o.noWriteLock, &b.g); err != nil {
+		return nil, fmt.Errorf("open board %s: %w", abs, err)
+	}
+	if b.db, err = openDB(abs, o.BusyTimeout); err != nil {
+		return nil, fmt.Errorf("open board %s: %w", abs, err)
+	}
+	if b.wconn, err = b.db.Conn(ctx); err != nil {
+		return nil, b.dbErr("connect", err)
+	}
+	b.wstmts.prepare = b.wconn.PrepareContext
+	b.rstmts.prepare = b.db.PrepareContext
+	if err := b.migrate(); err != nil {
+		return nil, err
+	}
+	if b.notify, err = newNotifier(abs+"-notify", b.log, &b.g); err != nil {
+		return nil, fmt.Errorf("open board %s: %w", abs, err)
+	}
+	return b, nil
+}
+
+// Path returns the absolute path of the board's database file.
+func (b *Board) Path() string { return b.path }
+
+// Name implements actions.Source.
+func (b *Board) Name() string { return "board" }
+
+// Close stops the Board's background work (lease renewals, the watcher) and
+// closes the database. It does not depart the joined members: a member that
+// is not departed keeps its claims until its lease runs out, so a bridge
+// calls Depart on a clean end and then Close. Calls in progress return
+// ErrClosed. Close may be called more than once; later calls return the
+// first call's result.
+//
+// Close waits for a lock request that a cancelled call left behind to be
+// granted and given back, which takes as long as another process's write
+// transaction.
+func (b *Board) Close() error {
+	b.closeOnce.Do(func() { b.closeErr = b.closeAll() })
+	return b.closeErr
+}
+
+func (b *Board) closeAll() error {
+	b.cancel()
+	var errs []error
+	if b.notify != nil {
+		errs = append(errs, b.notify.close())
+	}
+	b.g.Wait()
+	if b.lock != nil {
+		// Waits for a write in progress; no write starts afterwards.
+		errs = append(errs, b.lock.close())
+	}
+	errs = append(errs, b.wstmts.close(), b.rstmts.close())
+	if b.wconn != nil {
+		errs = append(errs, b.wconn.Close())
+	}
+	if b.db != nil {
+		errs = append(errs, b.db.Close())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close board %s: %w", b.path, err)
+	}
+	return nil
+}
+
+// closed returns ErrClosed, wrapped with the file, once Close has begun.
+func (b *Board) closed() error {
+	if b.ctx.Err() != nil {
+		return fmt.Errorf("board %s: %w", b.path, ErrClosed)
+	}
+	return nil
+}
+
+// nowMS is the board's clock: wall-clock Unix milliseconds, the unit every
+// time column holds. Leases compare these across processes on one machine.
+func nowMS() int64 { return time.Now().UnixMilli() }
+
+func fromMS(ms int64) time.Time { return time.UnixMilli(ms).UTC() }

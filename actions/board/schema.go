@@ -1,0 +1,253 @@
+package board
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strconv"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// The schema, one migration per version. PRAGMA user_version holds the
+// version of a file; Open applies the migrations it lacks, in one write
+// transaction, and refuses a file whose version is higher than len(migrations).
+//
+// actions: one row per action. seq is the posting order and the action's
+// identity (id is derived from it: "a-<seq>"); rev orders changes, so Wait
+// can report each change once. A done action keeps its holder: the identity
+// that finished it.
+//
+// members: one row per identity that joined. lease_until is renewed while
+// the identity's process lives; a claim whose holder has no live row
+// (departed, or lease expired) goes back to open before the next claim.
+//
+// meta: board_id (random, carried in cursors so that a cursor from another
+// board file is refused).
+var migrations = []string{
+	1: `
+CREATE TABLE meta (
+	key   TEXT PRIMARY KEY,
+	value NOT NULL -- no type: kept exactly as written
+) WITHOUT ROWID;
+
+CREATE TABLE actions (
+	seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+	id         TEXT GENERATED ALWAYS AS ('a-' || seq) VIRTUAL,
+	to_whom    TEXT NOT NULL DEFAULT '',
+	from_whom  TEXT NOT NULL,
+	title      TEXT NOT NULL,
+	body       TEXT NOT NULL DEFAULT '',
+	state      TEXT NOT NULL DEFAULT 'open' CHECK (state IN ('open', 'claimed', 'done')),
+	holder     TEXT NOT NULL DEFAULT '',
+	result     TEXT NOT NULL DEFAULT '',
+	posted_at  INTEGER NOT NULL,
+	claimed_at INTEGER,
+	done_at    INTEGER,
+	rev        INTEGER NOT NULL,
+	CHECK ((state = 'open') = (holder = ''))
+);
+CREATE INDEX actions_open ON actions (to_whom, seq) WHERE state = 'open';
+CREATE INDEX actions_claimed ON actions (holder) WHERE state = 'claimed';
+CREATE INDEX actions_rev ON actions (rev, seq);
+
+CREATE TABLE members (
+	identity    TEXT PRIMARY KEY,
+	agent       TEXT NOT NULL,
+	pid         INTEGER NOT NULL,
+	claude_pid  INTEGER NOT NULL DEFAULT 0,
+	session_id  TEXT NOT NULL DEFAULT '',
+	joined_at   INTEGER NOT NULL,
+	renewed_at  INTEGER NOT NULL,
+	lease_until INTEGER NOT NULL,
+	departed_at INTEGER
+) WITHOUT ROWID;
+`,
+}
+
+// schemaVersion is the version this bee writes.
+var schemaVersion = len(migrations) - 1
+
+// sqliteHeader starts every SQLite database file.
+var sqliteHeader = []byte("SQLite format 3\x00")
+
+// checkHeader refuses an existing, non-empty file that is not a SQLite
+// database, before SQLite sees it. A missing or empty file is a new board.
+func checkHeader(path string) error {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("open board %s: %w", path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("open board %s: %w", path, err)
+	}
+	if fi.IsDir() {
+		return fmt.Errorf("open board %s: is a directory; point %s at a file", path, EnvPath)
+	}
+	if fi.Size() == 0 {
+		return nil
+	}
+	head := make([]byte, len(sqliteHeader))
+	if _, err := io.ReadFull(f, head); err != nil || !bytes.Equal(head, sqliteHeader) {
+		return corruptErr(path, "it is not a SQLite database", nil)
+	}
+	return nil
+}
+
+func corruptErr(path, what string, cause error) error {
+	msg := fmt.Sprintf("board %s: %s; move it aside (mv %s %s.bad) and bee will start a new board there", path, what, path, path)
+	if cause != nil {
+		return fmt.Errorf("%s: %w (%w)", msg, ErrCorrupt, cause)
+	}
+	return fmt.Errorf("%s: %w", msg, ErrCorrupt)
+}
+
+// openDB opens the pool. Every connection gets the same PRAGMAs, and
+// BeginTx starts BEGIN IMMEDIATE: the board opens transactions only to
+// write, and taking the write lock up front means a transaction never fails
+// half-way to upgrade its lock.
+func openDB(path string, busy time.Duration) (*sql.DB, error) {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(busy.Milliseconds(), 10)+")")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Add("_pragma", "foreign_keys(on)")
+	q.Set("_txlock", "immediate")
+	u := url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}
+	db, err := sql.Open("sqlite", u.String())
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxIdleConns(4)
+	return db, nil
+}
+
+// migrate checks the file cheaply (its version and its schema can be read)
+// and brings an older schema up to date.
+func (b *Board) migrate() error {
+	// Reads wait for a lock at most the busy timeout (SQLite's own); the
+	// write bounds itself.
+	ctx := b.ctx
+	v, tables, err := b.readVersion(ctx, b.db)
+	if err != nil {
+		return err
+	}
+	if v < schemaVersion {
+		err = b.write(ctx, "migrate", func(t wtx) error {
+			// Read again under the lock: another process may have migrated.
+			v, tables, err = b.readVersion(t.ctx, t.b.wconn)
+			if err != nil {
+				return err
+			}
+			if v == 0 && tables > 0 {
+				return corruptErr(b.path, "it is a SQLite database but not a bee board", nil)
+			}
+			for next := v + 1; next <= schemaVersion; next++ {
+				if err := t.script(migrations[next]); err != nil {
+					return fmt.Errorf("migrate to schema %d: %w", next, err)
+				}
+				if next == 1 {
+					if err := t.script(`INSERT INTO meta (key, value) VALUES ('board_id', ?)`, newBoardID()); err != nil {
+						return fmt.Errorf("migrate to schema 1: %w", err)
+					}
+				}
+			}
+			if v < schemaVersion {
+				// PRAGMA takes no parameters; the version is our own integer.
+				if err := t.script("PRAGMA user_version = " + strconv.Itoa(schemaVersion)); err != nil {
+					return fmt.Errorf("set schema version: %w", err)
+				}
+				b.log.Info("board schema migrated", "from", v, "to", schemaVersion)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	err = b.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'board_id'`).Scan(&b.id)
+	if err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return corruptErr(b.path, "it has no board id", nil)
+		}
+		return b.dbErr("read board id", err)
+	}
+	if len(b.id) != 8 {
+		return corruptErr(b.path, fmt.Sprintf("its board id %q is malformed", b.id), nil)
+	}
+	return nil
+}
+
+type queryer interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// readVersion returns the file's schema version and how many tables it
+// holds, refusing a version newer than this bee's.
+func (b *Board) readVersion(ctx context.Context, q queryer) (version, tables int, err error) {
+	if err := q.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		return 0, 0, b.dbErr("read schema version", err)
+	}
+	if version > schemaVersion {
+		return 0, 0, fmt.Errorf("board %s has schema version %d, but this bee understands only up to %d: upgrade bee: %w",
+			b.path, version, schemaVersion, ErrNewerSchema)
+	}
+	if err := q.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema WHERE type = 'table'").Scan(&tables); err != nil {
+		return 0, 0, b.dbErr("read schema", err)
+	}
+	return version, tables, nil
+}
+
+func newBoardID() string {
+	var raw [4]byte
+	_, _ = rand.Read(raw[:]) // crypto/rand.Read never fails on Linux
+	return hex.EncodeToString(raw[:])
+}
+
+// dbErr wraps an error from the database for op, naming the file, and
+// turns the SQLite codes a person can act on into ErrLocked or ErrCorrupt.
+// Context errors pass through unwrapped by the board's sentinels.
+func (b *Board) dbErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrNewerSchema) || errors.Is(err, ErrLocked) || errors.Is(err, ErrClosed) {
+		return err
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+			return b.lockedErr(op, err)
+		case sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB:
+			return corruptErr(b.path, "SQLite reports it damaged ("+op+")", err)
+		}
+	}
+	if errors.Is(err, sql.ErrConnDone) && b.ctx.Err() != nil {
+		return b.closed()
+	}
+	return fmt.Errorf("board %s: %s: %w", b.path, op, err)
+}
+
+func (b *Board) lockedErr(op string, cause error) error {
+	msg := fmt.Sprintf("board %s: %s: another process has held it for more than %v; find it with `fuser %s %s-lock`",
+		b.path, op, b.opts.BusyTimeout, b.path, b.path)
+	if cause != nil {
+		return fmt.Errorf("%s: %w (%w)", msg, ErrLocked, cause)
+	}
+	return fmt.Errorf("%s: %w", msg, ErrLocked)
+}

@@ -1,0 +1,661 @@
+package board
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/logkey"
+	"modernc.org/sqlite"
+)
+
+// ErrBadText: a title, body or result is not valid UTF-8, or a title holds
+// a line break.
+var ErrBadText = errors.New("bad text")
+
+// Log attribute keys the board adds to logkey's.
+const (
+	logKeyHolder = "holder"
+	logKeyTo     = "to"
+	logKeyFrom   = "from"
+	logKeyIDs    = "action_ids"
+)
+
+// recordCols are the columns scanRecord reads, in order.
+const recordCols = `seq, to_whom, from_whom, title, body, state, holder, result, posted_at, claimed_at, done_at`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanRecord(s scanner, extra ...any) (actions.Record, error) {
+	var (
+		r                 actions.Record
+		state             string
+		posted            int64
+		claimedAt, doneAt sql.NullInt64
+	)
+	dest := append([]any{&r.Seq, &r.To, &r.From, &r.Title, &r.Body, &state, &r.Holder, &r.Result, &posted, &claimedAt, &doneAt}, extra...)
+	if err := s.Scan(dest...); err != nil {
+		return actions.Record{}, err
+	}
+	r.ID = actionID(r.Seq)
+	r.State = actions.State(state)
+	r.PostedAt = fromMS(posted)
+	if claimedAt.Valid {
+		t := fromMS(claimedAt.Int64)
+		r.ClaimedAt = &t
+	}
+	if doneAt.Valid {
+		t := fromMS(doneAt.Int64)
+		r.DoneAt = &t
+	}
+	return r, nil
+}
+
+// recordSize estimates the bytes a record carries, for bounding pages.
+func recordSize(r actions.Record) int {
+	return 256 + len(r.To) + len(r.From) + len(r.Title) + len(r.Body) + len(r.Holder) + len(r.Result)
+}
+
+// opCtx bounds an operation: it ends at ctx's end, after limit, or when the
+// Board closes, whichever comes first.
+func (b *Board) opCtx(ctx context.Context, limit time.Duration) (context.Context, context.CancelFunc) {
+	c, cancel := context.WithTimeout(ctx, limit)
+	stop := context.AfterFunc(b.ctx, cancel)
+	return c, func() {
+		stop()
+		cancel()
+	}
+}
+
+// write runs fn in one write transaction (BEGIN IMMEDIATE) on the write
+// connection, while holding the write lock. It waits for the locks at most
+// BusyTimeout (then ErrLocked) and no longer than ctx allows (then ctx's
+// error); once the transaction has begun it runs to its end whatever ctx
+// does, so a committed write is never reported as failed. Errors fn
+// returns that do not come from the database pass through unchanged.
+func (b *Board) write(ctx context.Context, op string, fn func(t wtx) error) (err error) {
+	if err := b.closed(); err != nil {
+		return err
+	}
+	wctx, cancel := b.opCtx(ctx, b.opts.BusyTimeout)
+	defer cancel()
+	release, err := b.lock.acquire(wctx)
+	if err != nil {
+		return b.waitErr(ctx, op, err)
+	}
+	defer release()
+	// Only BEGIN can wait long (for a writer that ignores the lock file).
+	if _, err := b.wconn.ExecContext(wctx, "BEGIN IMMEDIATE"); err != nil {
+		return b.waitErr(ctx, op, err)
+	}
+	t := wtx{b: b, ctx: quiet(ctx)}
+	if err := fn(t); err != nil {
+		if _, rerr := b.wconn.ExecContext(t.ctx, "ROLLBACK"); rerr != nil {
+			b.log.Error("rollback failed", "op", op, logkey.Err, rerr)
+		}
+		if isDBErr(err) {
+			return b.waitErr(ctx, op, err)
+		}
+		return err
+	}
+	if _, err := b.wconn.ExecContext(t.ctx, "COMMIT"); err != nil {
+		_, _ = b.wconn.ExecContext(t.ctx, "ROLLBACK")
+		return b.dbErr(op, err)
+	}
+	return nil
+}
+
+// isDBErr reports whether err came from the database or the waits around
+// it, rather than from the board's own checks.
+func isDBErr(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, sql.ErrTxDone) || errors.Is(err, sql.ErrConnDone) || errors.Is(err, errLockClosed)
+}
+
+// waitErr says why an operation on the database failed: the caller's ctx
+// ended (its error, unwrapped, so callers can compare it), the Board
+// closed, the busy timeout passed, or the database failed.
+func (b *Board) waitErr(ctx context.Context, op string, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if b.ctx.Err() != nil || errors.Is(err, errLockClosed) {
+		return b.closed()
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return b.lockedErr(op, nil)
+	}
+	return b.dbErr(op, err)
+}
+
+// read runs fn, a read, and says why it failed. Reads do not wait for
+// writers (WAL), so they need no bound of their own.
+func (b *Board) read(ctx context.Context, op string, fn func(ctx context.Context) error) error {
+	if err := b.closed(); err != nil {
+		return err
+	}
+	err := fn(ctx)
+	if err == nil || errors.Is(err, sql.ErrNoRows) || !isDBErr(err) {
+		return err
+	}
+	return b.waitErr(ctx, op, err)
+}
+
+// nextRev is the change number for the rows a write transaction changes:
+// above every change before it, since writes are serialized. Wait reports
+// changes in (rev, seq) order, so each change is reported once.
+const nextRev = `(SELECT coalesce(max(rev), 0) + 1 FROM actions)`
+
+// checkPoster accepts an identity or a person ("user:<name>").
+func checkPoster(who identity.ID) error {
+	if identity.IsID(string(who)) {
+		return nil
+	}
+	if name, ok := strings.CutPrefix(string(who), UserPrefix); ok && identity.CheckName(name) == nil {
+		return nil
+	}
+	return fmt.Errorf("poster %q is neither an identity (agent:<name>#<8 hex>) nor a person (%s<name>): %w", string(who), UserPrefix, ErrBadPoster)
+}
+
+// checkRecipient accepts "", an agent name or an identity.
+func checkRecipient(to string) error {
+	if to == "" || identity.IsID(to) {
+		return nil
+	}
+	if strings.HasPrefix(to, identity.Prefix) {
+		_, err := identity.Parse(to)
+		return fmt.Errorf("to %q: %w: %w", to, ErrBadRecipient, err)
+	}
+	if err := identity.CheckName(to); err != nil {
+		return fmt.Errorf("to %q is neither empty (anyone), an agent name nor an identity (agent:<name>#<8 hex>): %w: %w", to, ErrBadRecipient, err)
+	}
+	return nil
+}
+
+func checkText(field, s string, limit int) error {
+	if len(s) > limit {
+		return fmt.Errorf("%s is %d bytes, more than %d: %w", field, len(s), limit, ErrTooLong)
+	}
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%s is not valid UTF-8: %w", field, ErrBadText)
+	}
+	return nil
+}
+
+// Post adds an open action from who, which is an identity or a person
+// ("user:<name>", see User). to is "" (anyone), an agent name (any identity
+// of that agent) or one identity. The title is trimmed; it must then be
+// non-empty (actions.ErrEmptyTitle), one line (ErrBadText) and at most
+// MaxTitleLen characters (ErrTooLong); the body is at most MaxBodyLen
+// bytes. A bad to is ErrBadRecipient, a bad who ErrBadPoster. Posting wakes
+// the waiters of every process.
+func (b *Board) Post(ctx context.Context, who identity.ID, to, title, body string) (actions.Record, error) {
+	title = strings.TrimSpace(title)
+	switch {
+	case title == "":
+		return actions.Record{}, fmt.Errorf("post: %w", actions.ErrEmptyTitle)
+	case utf8.RuneCountInString(title) > MaxTitleLen:
+		return actions.Record{}, fmt.Errorf("post: title is %d characters, more than %d (put the detail in the body): %w",
+			utf8.RuneCountInString(title), MaxTitleLen, ErrTooLong)
+	case strings.ContainsAny(title, "\r\n"):
+		return actions.Record{}, fmt.Errorf("post: title must be one line (put the rest in the body): %w", ErrBadText)
+	}
+	if err := checkText("title", title, 4*MaxTitleLen); err != nil {
+		return actions.Record{}, fmt.Errorf("post: %w", err)
+	}
+	if err := checkText("body", body, MaxBodyLen); err != nil {
+		return actions.Record{}, fmt.Errorf("post: %w", err)
+	}
+	if err := checkPoster(who); err != nil {
+		return actions.Record{}, fmt.Errorf("post: %w", err)
+	}
+	if err := checkRecipient(to); err != nil {
+		return actions.Record{}, fmt.Errorf("post: %w", err)
+	}
+	var rec actions.Record
+	err := b.write(ctx, "post", func(t wtx) error {
+		var err error
+		rec, err = scanRecord(t.row(
+			`INSERT INTO actions (to_whom, from_whom, title, body, state, posted_at, rev)
+			 VALUES (?, ?, ?, ?, 'open', ?, `+nextRev+`) RETURNING `+recordCols,
+			to, string(who), title, body, nowMS()))
+		return err
+	})
+	if err != nil {
+		return actions.Record{}, fmt.Errorf("post: %w", err)
+	}
+	b.notify.touch(true)
+	b.log.Info("action posted", logkey.ActionID, rec.ID, logKeyFrom, rec.From, logKeyTo, rec.To)
+	return rec, nil
+}
+
+// Get returns the action with the given id, or actions.ErrUnknownAction.
+func (b *Board) Get(ctx context.Context, id string) (actions.Record, error) {
+	seq, ok := parseActionID(id)
+	if !ok {
+		return actions.Record{}, fmt.Errorf("action %q: %w", id, actions.ErrUnknownAction)
+	}
+	var rec actions.Record
+	err := b.read(ctx, "get "+id, func(ctx context.Context) error {
+		var err error
+		rec, err = scanRecord(b.row(ctx, `SELECT `+recordCols+` FROM actions WHERE seq = ?`, seq))
+		return err
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return actions.Record{}, fmt.Errorf("action %q: %w", id, actions.ErrUnknownAction)
+	}
+	return rec, err
+}
+
+// List implements actions.Source: the actions posted after since, oldest
+// first, in every state, at most Options.PageSize of them (and about 1 MiB
+// of text), with the cursor to page on from. An empty page's cursor is
+// since itself (or the start, for an empty since).
+func (b *Board) List(ctx context.Context, since actions.Cursor) (actions.Page, error) {
+	after, err := b.parseSeqCursor(since)
+	if err != nil {
+		return actions.Page{}, fmt.Errorf("list: %w", err)
+	}
+	page := actions.Page{Records: []actions.Record{}, Cursor: b.seqCursor(after)}
+	err = b.read(ctx, "list", func(ctx context.Context) error {
+		rows, err := b.rows(ctx, `SELECT `+recordCols+` FROM actions WHERE seq > ? ORDER BY seq LIMIT ?`, after, b.opts.PageSize)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		size := 0
+		for rows.Next() && size < maxPageBytes {
+			rec, err := scanRecord(rows)
+			if err != nil {
+				return err
+			}
+			page.Records = append(page.Records, rec)
+			page.Cursor = b.seqCursor(rec.Seq)
+			size += recordSize(rec)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return actions.Page{}, fmt.Errorf("list: %w", err)
+	}
+	return page, nil
+}
+
+// Finish implements actions.Source: the action who holds becomes done, with
+// result (at most MaxResultLen bytes) kept on it. It returns
+// actions.ErrUnknownAction, actions.ErrNotHeld (the action is open, or held
+// by someone else, whom the error names) or actions.ErrAlreadyDone (naming
+// who finished it).
+func (b *Board) Finish(ctx context.Context, who identity.ID, id, result string) (actions.Record, error) {
+	if err := checkText("result", result, MaxResultLen); err != nil {
+		return actions.Record{}, fmt.Errorf("finish %s: %w", id, err)
+	}
+	rec, err := b.settle(ctx, "finish", who, id, `state = 'done', result = ?, done_at = ?`, result, nowMS())
+	if err != nil {
+		return actions.Record{}, err
+	}
+	b.notify.touch(false)
+	b.log.Info("action finished", logkey.ActionID, rec.ID, logkey.Identity, string(who))
+	return rec, nil
+}
+
+// Release implements actions.Source: the action who holds goes back to
+// open, at its place in the posting order, and the waiters of every process
+// wake. It returns the same errors as Finish.
+func (b *Board) Release(ctx context.Context, who identity.ID, id string) (actions.Record, error) {
+	rec, err := b.settle(ctx, "release", who, id, `state = 'open', holder = '', claimed_at = NULL`)
+	if err != nil {
+		return actions.Record{}, err
+	}
+	b.notify.touch(true)
+	b.log.Info("action released", logkey.ActionID, rec.ID, logkey.Identity, string(who))
+	return rec, nil
+}
+
+// settle changes an action who holds with the SET clause set (its
+// arguments args), after checking that who holds it.
+func (b *Board) settle(ctx context.Context, op string, who identity.ID, id, set string, args ...any) (actions.Record, error) {
+	seq, ok := parseActionID(id)
+	if !ok {
+		return actions.Record{}, fmt.Errorf("%s action %q: %w", op, id, actions.ErrUnknownAction)
+	}
+	var rec actions.Record
+	err := b.write(ctx, op, func(t wtx) error {
+		var err error
+		rec, err = scanRecord(t.row(
+			`UPDATE actions SET `+set+`, rev = `+nextRev+` WHERE seq = ? AND state = 'claimed' AND holder = ? RETURNING `+recordCols,
+			append(args, seq, string(who))...))
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		// Not changed: say why.
+		var state, holder string
+		err = t.row(`SELECT state, holder FROM actions WHERE seq = ?`, seq).Scan(&state, &holder)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("%s action %q: %w", op, id, actions.ErrUnknownAction)
+		case err != nil:
+			return err
+		case actions.State(state) == actions.Done:
+			return fmt.Errorf("%s: action %s was finished by %s: %w", op, id, holder, actions.ErrAlreadyDone)
+		case actions.State(state) == actions.Open:
+			return fmt.Errorf("%s: action %s is open, not held by %s: %w", op, id, who, actions.ErrNotHeld)
+		default:
+			return fmt.Errorf("%s: action %s is held by %s, not %s: %w", op, id, holder, who, actions.ErrNotHeld)
+		}
+	})
+	if err != nil {
+		if isSentinel(err) {
+			return actions.Record{}, err
+		}
+		return actions.Record{}, fmt.Errorf("%s %s: %w", op, id, err)
+	}
+	return rec, nil
+}
+
+// isSentinel reports whether err already says which action and why.
+func isSentinel(err error) bool {
+	return errors.Is(err, actions.ErrUnknownAction) || errors.Is(err, actions.ErrNotHeld) || errors.Is(err, actions.ErrAlreadyDone)
+}
+
+// earliestLease is the earliest lease end among the holders of claims
+// other than ?1: 0 for a holder without a live member row, NULL when nobody
+// else holds a claim. It visits each holder once (a loose index scan of
+// actions_claimed), not each claim.
+const earliestLease = `WITH RECURSIVE h (holder) AS (
+		SELECT min(holder) FROM actions WHERE state = 'claimed'
+		UNION ALL
+		SELECT (SELECT min(holder) FROM actions WHERE state = 'claimed' AND holder > h.holder) FROM h WHERE h.holder IS NOT NULL)
+	SELECT min(coalesce(m.lease_until, 0)) FROM h LEFT JOIN members m ON m.identity = h.holder AND m.departed_at IS NULL
+	WHERE h.holder IS NOT NULL AND h.holder <> ?1`
+
+// peekResult is what a waiter learns from one read.
+type peekResult struct {
+	claimable bool  // an open action who may take exists
+	expiry    int64 // earliest lease end (ms) among others' claims; 0 when none
+	head      int64 // the highest seq posted
+	departed  bool  // who has departed
+}
+
+// peek looks, without writing, whether a claim attempt could succeed now
+// and when a lease will next run out.
+func (b *Board) peek(ctx context.Context, who identity.ID) (peekResult, error) {
+	var (
+		p        peekResult
+		expiry   sql.NullInt64
+		departed sql.NullBool
+	)
+	err := b.read(ctx, "look for actions", func(ctx context.Context) error {
+		return b.row(ctx, `SELECT
+			EXISTS (SELECT 1 FROM actions WHERE state = 'open' AND to_whom IN ('', ?2, ?1)),
+			(`+earliestLease+`),
+			(SELECT coalesce(max(seq), 0) FROM actions),
+			(SELECT departed_at IS NOT NULL FROM members WHERE identity = ?1)`,
+			string(who), who.Agent()).Scan(&p.claimable, &expiry, &p.head, &departed)
+	})
+	if err != nil {
+		return peekResult{}, err
+	}
+	if expiry.Valid {
+		p.expiry = max(expiry.Int64, 1) // 0 means "none"; an unknown holder is already expired
+	}
+	p.departed = departed.Valid && departed.Bool
+	return p, nil
+}
+
+// Next implements actions.Source. It waits for the oldest open action who
+// may take (addressed to anyone, to who's agent name, or to who), claims it
+// for who in one write transaction and returns it. Before claiming it puts
+// back to open every claim whose holder's lease has run out.
+//
+// It returns within timeout: on timeout the page has no records (a non-nil
+// empty slice). A non-positive timeout looks once without waiting. A board
+// locked for longer than Options.BusyTimeout is ErrLocked. When ctx ends
+// first Next returns ctx's error, and when ctx ends just as the claim
+// commits, Next gives the claim back before returning ctx's error, so
+// nothing is held by a call whose answer nobody received.
+//
+// The cursor Next returns marks how far the posting order had reached. Next
+// checks after (actions.ErrBadCursor for a cursor this board did not make)
+// but always offers the oldest claimable action, even one posted before
+// after: a released or reclaimed action goes back to its place in the order
+// and must not be skipped.
+//
+// who must be an identity. If it has not joined, Next joins it for this
+// process (and renews its lease until Depart or Close), so that its claims
+// are covered by a lease. If it has departed, Next returns ErrDeparted.
+func (b *Board) Next(ctx context.Context, who identity.ID, after actions.Cursor, timeout time.Duration) (actions.Page, error) {
+	if _, err := identity.Parse(string(who)); err != nil {
+		return actions.Page{}, fmt.Errorf("next: %w", err)
+	}
+	head, err := b.parseSeqCursor(after)
+	if err != nil {
+		return actions.Page{}, fmt.Errorf("next: %w", err)
+	}
+	once := timeout <= 0
+	if once {
+		timeout = b.opts.BusyTimeout
+	}
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	// timedOut is the empty page Next returns at its deadline.
+	timedOut := func() (actions.Page, error) {
+		return actions.Page{Records: []actions.Record{}, Cursor: b.seqCursor(head)}, nil
+	}
+	// fail maps an error of an attempt to Next's answer.
+	fail := func(err error) (actions.Page, error) {
+		switch {
+		case ctx.Err() != nil:
+			return actions.Page{}, ctx.Err()
+		case b.ctx.Err() != nil:
+			return actions.Page{}, b.closed()
+		case wctx.Err() != nil:
+			return timedOut()
+		}
+		return actions.Page{}, fmt.Errorf("next for %s: %w", who, err)
+	}
+
+	for {
+		wake := b.notify.wakeCh() // before looking, so no wake-up is missed
+		p, err := b.peek(wctx, who)
+		if err != nil {
+			return fail(err)
+		}
+		head = max(head, p.head)
+		if p.departed {
+			return actions.Page{}, fmt.Errorf("next for %s: %w; join it again or use a new identity", who, ErrDeparted)
+		}
+		if p.claimable || (p.expiry != 0 && p.expiry <= nowMS()) {
+			rec, ok, leaseEnd, err := b.claim(wctx, who)
+			if err != nil {
+				if errors.Is(err, ErrDeparted) {
+					return actions.Page{}, err
+				}
+				return fail(err)
+			}
+			if ok {
+				if b.opts.afterClaim != nil {
+					b.opts.afterClaim(rec)
+				}
+				if ctx.Err() != nil {
+					return actions.Page{}, b.giveBack(ctx, who, rec)
+				}
+				return actions.Page{Records: []actions.Record{rec}, Cursor: b.seqCursor(max(head, rec.Seq))}, nil
+			}
+			// Someone else was faster. The transaction has just looked, so
+			// sleep; a change since the look has already closed wake.
+			p.expiry = leaseEnd
+		}
+		if once {
+			return timedOut()
+		}
+		d := time.Until(deadlineOf(wctx))
+		if d <= 0 {
+			return timedOut()
+		}
+		d = min(d, b.opts.SafetyPoll)
+		if p.expiry != 0 {
+			d = min(d, time.Until(time.UnixMilli(p.expiry))+time.Millisecond)
+		}
+		if b.opts.beforeSleep != nil {
+			b.opts.beforeSleep()
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-wake:
+		case <-t.C:
+		case <-wctx.Done():
+		case <-b.ctx.Done():
+		}
+		t.Stop()
+		if wctx.Err() != nil || b.ctx.Err() != nil {
+			return fail(wctx.Err())
+		}
+	}
+}
+
+func deadlineOf(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
+}
+
+// giveBack releases a claim whose caller has gone away and returns the
+// caller's error (joined with the release's, should that fail: then the
+// claim stays held until who departs or its lease runs out).
+func (b *Board) giveBack(ctx context.Context, who identity.ID, rec actions.Record) error {
+	_, err := b.Release(context.WithoutCancel(ctx), who, rec.ID)
+	if err != nil {
+		b.log.Error("cannot give back a claim nobody received", logkey.ActionID, rec.ID, logkey.Identity, string(who), logkey.Err, err)
+		return errors.Join(ctx.Err(), fmt.Errorf("give back %s: %w", rec.ID, err))
+	}
+	b.log.Info("claim given back: the caller went away", logkey.ActionID, rec.ID, logkey.Identity, string(who))
+	return ctx.Err()
+}
+
+// claim reclaims expired claims and claims the oldest action who may take,
+// in one write transaction. ok is false when there was nothing to take;
+// leaseEnd is then the earliest lease end among others' claims, when known
+// (0 when not).
+func (b *Board) claim(ctx context.Context, who identity.ID) (rec actions.Record, ok bool, leaseEnd int64, err error) {
+	var (
+		joined    bool
+		reclaimed []string
+		holders   []string
+	)
+	// Claims whose holder is departed, unknown or out of lease (?1 is who,
+	// ?2 the time).
+	const expired = `state = 'claimed' AND holder <> ?1 AND NOT EXISTS (SELECT 1 FROM members m
+		WHERE m.identity = actions.holder AND m.departed_at IS NULL AND m.lease_until > ?2)`
+	// The oldest open action who may take (?1 is who, ?3 its agent name),
+	// or NULL. Three index lookups: "IN (...) ORDER BY seq LIMIT 1" would
+	// sort every open action instead.
+	const oldest = `SELECT min(s) FROM (
+		SELECT min(seq) AS s FROM actions WHERE state = 'open' AND to_whom = ''
+		UNION ALL SELECT min(seq) FROM actions WHERE state = 'open' AND to_whom = ?3
+		UNION ALL SELECT min(seq) FROM actions WHERE state = 'open' AND to_whom = ?1)`
+
+	err = b.write(ctx, "claim", func(t wtx) error {
+		now := nowMS()
+		lease := now + b.opts.Lease.Milliseconds()
+
+		// Look before writing: when waiters race for one action, the losers
+		// find nothing here and end without writing to the database.
+		var (
+			departed   sql.NullBool
+			leaseUntil sql.NullInt64
+			earliest   sql.NullInt64
+			candidate  sql.NullInt64
+		)
+		err := t.row(`SELECT
+				(SELECT departed_at IS NOT NULL FROM members WHERE identity = ?1),
+				(SELECT lease_until FROM members WHERE identity = ?1),
+				(`+earliestLease+`),
+				(`+oldest+`)`,
+			string(who), now, who.Agent()).Scan(&departed, &leaseUntil, &earliest, &candidate)
+		anyExpired := earliest.Valid && earliest.Int64 <= now
+		if earliest.Valid && !anyExpired {
+			leaseEnd = earliest.Int64
+		}
+		switch {
+		case err != nil:
+			return err
+		case departed.Valid && departed.Bool:
+			return fmt.Errorf("next for %s: %w; join it again or use a new identity", who, ErrDeparted)
+		case !anyExpired && !candidate.Valid:
+			return nil
+		}
+
+		switch {
+		case !departed.Valid:
+			joined = true
+			_, err = t.exec(`INSERT INTO members (identity, agent, pid, joined_at, renewed_at, lease_until)
+				VALUES (?, ?, ?, ?, ?, ?)`, string(who), who.Agent(), os.Getpid(), now, now, lease)
+		case leaseUntil.Int64 < now+b.opts.Lease.Milliseconds()/2:
+			// Renewal is late (the process was stopped, say): a claimant's
+			// lease must not run out just after its claim.
+			_, err = t.exec(`UPDATE members SET lease_until = ? WHERE identity = ?`, lease, string(who))
+		}
+		if err != nil {
+			return err
+		}
+
+		if anyExpired {
+			rows, err := t.rows(`SELECT seq, holder FROM actions WHERE `+expired, string(who), now)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				var seq int64
+				var holder string
+				if err := rows.Scan(&seq, &holder); err != nil {
+					rows.Close()
+					return err
+				}
+				reclaimed = append(reclaimed, actionID(seq))
+				holders = append(holders, holder)
+			}
+			if err := rows.Close(); err != nil {
+				return err
+			}
+			if _, err := t.exec(`UPDATE actions SET state = 'open', holder = '', claimed_at = NULL, rev = `+nextRev+`
+				WHERE `+expired, string(who), now); err != nil {
+				return err
+			}
+		}
+
+		rec, err = scanRecord(t.row(`UPDATE actions SET state = 'claimed', holder = ?1, claimed_at = ?2, rev = `+nextRev+`
+			WHERE state = 'open' AND seq = (`+oldest+`)
+			RETURNING `+recordCols, string(who), now, who.Agent()))
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		ok = err == nil
+		return err
+	})
+	if err != nil {
+		return actions.Record{}, false, 0, err
+	}
+	if len(reclaimed) > 0 {
+		slices.Sort(holders)
+		b.log.Info("claims reclaimed: their holders' leases ran out", logKeyIDs, reclaimed, logKeyHolder, slices.Compact(holders))
+		b.notify.touch(true)
+	}
+	if joined {
+		b.log.Info("member joined by its first claim", logkey.Identity, string(who))
+		b.startRenewal(actions.Member{ID: who, PID: os.Getpid()})
+	}
+	if ok {
+		b.notify.touch(false)
+		b.log.Info("action claimed", logkey.ActionID, rec.ID, logkey.Identity, string(who))
+	}
+	return rec, ok, leaseEnd, nil
+}

@@ -1,0 +1,90 @@
+package board
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/tractat-us/bee/actions"
+)
+
+// Head returns the change cursor of the board as it is now: Wait from it
+// reports only what changes afterwards.
+func (b *Board) Head(ctx context.Context) (actions.Cursor, error) {
+	var rev int64
+	err := b.read(ctx, "head", func(ctx context.Context) error {
+		return b.row(ctx, `SELECT coalesce(max(rev), 0) FROM actions`).Scan(&rev)
+	})
+	if err != nil {
+		return "", fmt.Errorf("head: %w", err)
+	}
+	return b.revCursor(rev, -1), nil
+}
+
+// Wait returns the actions that changed after the change cursor after (made
+// by Head or Wait; "" is the start, so the first page is every action), in
+// the order of their latest change, each at most once per page and in its
+// current state. When nothing has changed it waits, up to timeout, for a
+// change in any process: a post, claim, finish, release or departure. On
+// timeout the page is empty and its cursor is after. Wait returns ctx's
+// error when ctx ends first, and actions.ErrBadCursor for a cursor that is
+// not a change cursor of this board (List's cursors are not).
+//
+// A claim whose holder's lease ran out shows as claimed until some waiter's
+// Next puts it back.
+func (b *Board) Wait(ctx context.Context, after actions.Cursor, timeout time.Duration) (actions.Page, error) {
+	rev, seq, err := b.parseRevCursor(after)
+	if err != nil {
+		return actions.Page{}, fmt.Errorf("wait: %w", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cursor := b.revCursor(rev, seq)
+	if seq == maxSeq {
+		cursor = b.revCursor(rev, -1)
+	}
+	for {
+		changed := b.notify.changeCh() // before looking, so no change is missed
+		page := actions.Page{Records: []actions.Record{}, Cursor: cursor}
+		err := b.read(wctx, "wait", func(ctx context.Context) error {
+			rows, err := b.rows(ctx, `SELECT `+recordCols+`, rev FROM actions
+				WHERE (rev, seq) > (?, ?) ORDER BY rev, seq LIMIT ?`, rev, seq, b.opts.PageSize)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			size := 0
+			for rows.Next() && size < maxPageBytes {
+				var r int64
+				rec, err := scanRecord(rows, &r)
+				if err != nil {
+					return err
+				}
+				page.Records = append(page.Records, rec)
+				page.Cursor = b.revCursor(r, rec.Seq)
+				size += recordSize(rec)
+			}
+			return rows.Err()
+		})
+		switch {
+		case ctx.Err() != nil:
+			return actions.Page{}, ctx.Err()
+		case b.ctx.Err() != nil:
+			return actions.Page{}, b.closed()
+		case wctx.Err() != nil:
+			return actions.Page{Records: []actions.Record{}, Cursor: cursor}, nil
+		case err != nil:
+			return actions.Page{}, fmt.Errorf("wait: %w", err)
+		case len(page.Records) > 0:
+			return page, nil
+		}
+		t := time.NewTimer(b.opts.SafetyPoll)
+		select {
+		case <-changed:
+		case <-t.C:
+		case <-wctx.Done():
+		case <-b.ctx.Done():
+		}
+		t.Stop()
+	}
+}
