@@ -105,6 +105,14 @@ func buildBee() error {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("building the bee commands (%s): %v\n%s", strings.Join(cmd.Args, " "), err, out)
 	}
+	if os.Getenv("BEE_E2E_DEV_BEE") != "" {
+		// Harness development only: a stand-in for cmd/bee.
+		dev := exec.Command("go", "build", "-o", filepath.Join(binDir, "bee"), "./e2e/testdata/devbee")
+		dev.Dir = repoRoot
+		if out, err := dev.CombinedOutput(); err != nil {
+			return fmt.Errorf("building devbee: %v\n%s", err, out)
+		}
+	}
 	for _, name := range []string{"bee-mcp", "bee-hook", "bee"} {
 		if _, err := os.Stat(filepath.Join(binDir, name)); err != nil {
 			if os.Getenv("BEE_E2E_DEV_PARTIAL") != "" {
