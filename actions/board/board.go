@@ -35,10 +35,12 @@
 // # Files
 //
 // Next to the database at path live SQLite's own path-wal and path-shm, the
-// write lock path-lock, and the directory path-notify holding the two files
-// whose changes wake waiters: "wake" (an action may have become claimable)
-// and "change" (an action changed in another way; only [Board.Wait] cares).
-// Deleting or replacing the notify files is harmless.
+// write lock path-lock, the file path-watching that Boards running
+// [Board.Wait] hold a shared lock on, and the directory path-notify holding
+// the two files whose changes wake waiters: "wake" (an action may have
+// become claimable) and "change" (an action changed in another way; only
+// Wait cares, and only Boards running Wait are told). Deleting or replacing
+// the notify files or directory is harmless.
 //
 // # Who may post
 //
@@ -56,6 +58,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tractat-us/bee/actions"
@@ -191,6 +194,7 @@ type Board struct {
 	id     string    // the board's id, carried in its cursors
 	lock   *writeLock
 	notify *notifier
+	writes atomic.Int64 // writes committed, for checkpoint
 
 	// ctx is the Board's lifetime: cancelled by Close, it ends renewals and
 	// aborts their writes. Close is the only exception to "ctx comes first".
@@ -277,12 +281,21 @@ func Open(path string, opts *Options) (_ *Board, err error) {
 	if b.wconn, err = b.db.Conn(ctx); err != nil {
 		return nil, b.dbErr("connect", err)
 	}
+	// See begin: the write connection waits for SQLite's lock only when
+	// a write cannot begin at once.
+	if _, err = b.wconn.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
+		return nil, b.dbErr("connect", err)
+	}
+	// See checkpoint: no checkpoints inside commits.
+	if _, err = b.wconn.ExecContext(ctx, "PRAGMA wal_autocheckpoint = 0"); err != nil {
+		return nil, b.dbErr("connect", err)
+	}
 	b.wstmts.prepare = b.wconn.PrepareContext
 	b.rstmts.prepare = b.db.PrepareContext
 	if err := b.migrate(); err != nil {
 		return nil, err
 	}
-	if b.notify, err = newNotifier(abs+"-notify", b.log, &b.g); err != nil {
+	if b.notify, err = newNotifier(abs+"-notify", abs+"-watching", b.log, &b.g); err != nil {
 		return nil, fmt.Errorf("open board %s: %w", abs, err)
 	}
 	return b, nil

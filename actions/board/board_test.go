@@ -27,10 +27,10 @@ func openTest(t *testing.T, path string, opts *Options) *Board {
 	return b
 }
 
-func mint(t *testing.T, name string) identity.ID {
-	t.Helper()
+func mint(tb testing.TB, name string) identity.ID {
+	tb.Helper()
 	id, err := identity.Mint(name)
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	return id
 }
 
@@ -68,7 +68,7 @@ func TestOpen_CreatesBoard(t *testing.T) {
 	fi, err := os.Stat(dir)
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
-	for _, p := range []string{path, path + "-lock", path + "-notify"} {
+	for _, p := range []string{path, path + "-lock", path + "-notify", path + "-watching"} {
 		_, err := os.Stat(p)
 		require.NoError(t, err, p)
 	}
@@ -823,4 +823,33 @@ func TestBoard_LockFileHeldElsewhere(t *testing.T) {
 	// gives the lock back once granted; the next writer gets it.
 	release()
 	post(t, b, "user:alice", "", "after")
+}
+
+func TestBoard_WaitSeesOtherBoardsClaims(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "board.db")
+	watcher := openTest(t, path, &Options{SafetyPoll: 10 * time.Second})
+	worker := openTest(t, path, nil)
+	a := post(t, worker, "user:alice", "", "job")
+	head, err := watcher.Head(t.Context())
+	require.NoError(t, err)
+
+	// Once a Board runs Wait, claims and finishes elsewhere wake it too.
+	p, err := watcher.Wait(t.Context(), head, 10*time.Millisecond)
+	require.NoError(t, err)
+	require.Empty(t, p.Records)
+	got := make(chan actions.Page, 1)
+	go func() {
+		p, err := watcher.Wait(t.Context(), head, 8*time.Second)
+		if err == nil {
+			got <- p
+		}
+		close(got)
+	}()
+	start := time.Now()
+	w := mint(t, "w")
+	require.Equal(t, a.ID, next(t, worker, w).ID)
+	p = <-got
+	require.Len(t, p.Records, 1)
+	require.Equal(t, actions.Claimed, p.Records[0].State)
+	require.Less(t, time.Since(start), 2*time.Second, "woken by the change file, not the 10 s safety poll")
 }

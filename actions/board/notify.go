@@ -10,12 +10,13 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/tractat-us/bee/logkey"
+	"golang.org/x/sys/unix"
 )
 
-// The files in the notify directory whose changes wake waiters.
+// The files in the notify directory.
 const (
-	wakeFile   = "wake"   // an action may have become claimable
-	changeFile = "change" // an action changed in another way (claimed, done)
+	wakeFile   = "wake"   // touched when an action may have become claimable
+	changeFile = "change" // touched when an action changed in another way (claimed, done)
 )
 
 // A notifier carries wake-ups between processes. A writer touches a file in
@@ -26,17 +27,32 @@ const (
 // dedicated so that the database's own writes (to its -wal file) wake
 // nobody. If the directory itself is removed, the notifier makes it again
 // and wakes everyone, since a touch may have been missed meanwhile.
+//
+// Claims and finishes matter only to Wait (bee watch), and touching a file
+// at every claim would wake the watcher of every process. So a Board that
+// runs Wait holds a shared flock on the watching file (path-watching, next
+// to the database) for its lifetime, and a writer touches the change file
+// only when its probe for an exclusive lock on it fails. (A watching file
+// deleted and made again splits the two; Wait then falls back to its safety
+// poll.) The watching file lives outside the notify directory because an
+// open file inside it would keep a removed directory from reporting its
+// removal.
 type notifier struct {
-	dir string
-	log *slog.Logger
-	w   *fsnotify.Watcher
+	dir          string
+	watchingPath string
+	log          *slog.Logger
+	w            *fsnotify.Watcher
+	probe        *os.File // the watching file, for writers' probes
+
+	watchOnce sync.Once
+	watching  *os.File // held share-locked once this Board runs Wait
 
 	mu     sync.Mutex    // guards wake and change
 	wake   chan struct{} // closed when an action may have become claimable
 	change chan struct{} // closed on any change, claimable or not
 }
 
-func newNotifier(dir string, log *slog.Logger, g *group) (*notifier, error) {
+func newNotifier(dir, watchingPath string, log *slog.Logger, g *group) (*notifier, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("notify directory: %w", err)
 	}
@@ -48,15 +64,23 @@ func newNotifier(dir string, log *slog.Logger, g *group) (*notifier, error) {
 		_ = w.Close()
 		return nil, fmt.Errorf("watch %s: %w", dir, err)
 	}
+	probe, err := os.OpenFile(watchingPath, os.O_RDONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		_ = w.Close()
+		return nil, fmt.Errorf("notify directory: %w", err)
+	}
 	n := &notifier{
-		dir:    dir,
-		log:    log,
-		w:      w,
+		dir:          dir,
+		watchingPath: watchingPath,
+		log:          log,
+		w:            w,
+		probe:        probe,
 		wake:   make(chan struct{}),
 		change: make(chan struct{}),
 	}
 	if !g.Go(n.run) {
 		_ = w.Close()
+		_ = probe.Close()
 		return nil, errLockClosed
 	}
 	return n, nil
@@ -133,15 +157,58 @@ func (n *notifier) broadcast(claimable bool) {
 	}
 }
 
+// watch registers this Board as running Wait, so that writers in every
+// process touch the change file for it. It fails only when the watching
+// file cannot be opened; Wait then relies on its safety poll.
+func (n *notifier) watch() {
+	n.watchOnce.Do(func() {
+		f, err := os.OpenFile(n.watchingPath, os.O_RDONLY|os.O_CREATE, 0o600)
+		if err == nil {
+			err = flockShared(int(f.Fd()))
+			if err != nil {
+				_ = f.Close()
+			}
+		}
+		if err != nil {
+			n.log.Warn("cannot register as a watcher; changes other than posts show at the safety poll", logkey.Err, err)
+			return
+		}
+		n.watching = f
+	})
+}
+
+// watched reports whether a Board in some process runs Wait (or the probe
+// failed, when it is safer to say yes).
+func (n *notifier) watched() bool {
+	fd := int(n.probe.Fd())
+	if unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) != nil {
+		return true
+	}
+	_ = unix.Flock(fd, unix.LOCK_UN)
+	return false
+}
+
+func flockShared(fd int) error {
+	for {
+		err := unix.Flock(fd, unix.LOCK_SH)
+		if !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
+}
+
 // touch tells every process watching the board about a commit, and the
 // local waiters at once. The file is opened afresh each time so that a
 // replaced file is written, not the old one. A failed touch is logged:
-// waiters elsewhere fall back to the safety poll.
+// waiters elsewhere fall back to the safety poll. A change that makes
+// nothing claimable is told to other processes only when one runs Wait.
 func (n *notifier) touch(claimable bool) {
 	n.broadcast(claimable)
 	name := changeFile
 	if claimable {
 		name = wakeFile
+	} else if !n.watched() {
+		return
 	}
 	path := filepath.Join(n.dir, name)
 	err := touchFile(path)
@@ -168,4 +235,10 @@ func touchFile(path string) error {
 	return err
 }
 
-func (n *notifier) close() error { return n.w.Close() }
+func (n *notifier) close() error {
+	errs := []error{n.w.Close(), n.probe.Close()}
+	if n.watching != nil {
+		errs = append(errs, n.watching.Close())
+	}
+	return errors.Join(errs...)
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -15,6 +16,7 @@ import (
 	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/logkey"
 	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // ErrBadText: a title, body or result is not valid UTF-8, or a title holds
@@ -91,26 +93,81 @@ func (b *Board) write(ctx context.Context, op string, fn func(t wtx) error) (err
 	if err != nil {
 		return b.waitErr(ctx, op, err)
 	}
-	defer release()
-	// Only BEGIN can wait long (for a writer that ignores the lock file).
-	if _, err := b.wconn.ExecContext(wctx, "BEGIN IMMEDIATE"); err != nil {
-		return b.waitErr(ctx, op, err)
-	}
-	t := wtx{b: b, ctx: quiet(ctx)}
-	if err := fn(t); err != nil {
-		if _, rerr := b.wconn.ExecContext(t.ctx, "ROLLBACK"); rerr != nil {
-			b.log.Error("rollback failed", "op", op, logkey.Err, rerr)
-		}
+	err = b.transact(wctx, fn)
+	release()
+	if err != nil {
 		if isDBErr(err) {
 			return b.waitErr(ctx, op, err)
 		}
 		return err
 	}
-	if _, err := b.wconn.ExecContext(t.ctx, "COMMIT"); err != nil {
-		_, _ = b.wconn.ExecContext(t.ctx, "ROLLBACK")
-		return b.dbErr(op, err)
+	if b.writes.Add(1)%checkpointEvery == 0 {
+		b.checkpoint()
 	}
 	return nil
+}
+
+// transact runs fn between BEGIN IMMEDIATE and COMMIT, or ROLLBACK when
+// either fails.
+func (b *Board) transact(ctx context.Context, fn func(t wtx) error) error {
+	if err := b.begin(ctx); err != nil {
+		return err
+	}
+	t := wtx{b: b, ctx: quiet(ctx)}
+	err := fn(t)
+	if err == nil {
+		_, err = b.wconn.ExecContext(t.ctx, "COMMIT")
+	}
+	if err != nil {
+		if _, rerr := b.wconn.ExecContext(t.ctx, "ROLLBACK"); rerr != nil {
+			b.log.Error("rollback failed", logkey.Err, rerr)
+		}
+	}
+	return err
+}
+
+// checkpointEvery is how many of its writes a Board lets pass between WAL
+// checkpoints.
+const checkpointEvery = 128
+
+// checkpoint copies the WAL back into the database file. SQLite would do
+// this inside a commit, while bee's write lock is held and every writer
+// waits (a checkpoint syncs the disk twice); the write connection turns
+// that off, and each Board checkpoints every checkpointEvery writes
+// instead, outside the lock. A PASSIVE checkpoint does not wait for
+// readers or writers; a failed one is retried at the next turn.
+func (b *Board) checkpoint() {
+	if _, err := b.db.ExecContext(quiet(b.ctx), "PRAGMA wal_checkpoint(PASSIVE)"); err != nil {
+		b.log.Debug("checkpoint failed; retrying later", logkey.Err, err)
+	}
+}
+
+// begin starts the write transaction. The lock file keeps bee's writers
+// apart, so BEGIN nearly always succeeds at once on the write connection,
+// whose busy timeout is 0. Only a writer that ignores the lock file (the
+// sqlite3 shell, say) makes it fail with SQLITE_BUSY; then begin waits, up
+// to the busy timeout and no longer than ctx allows.
+func (b *Board) begin(ctx context.Context) error {
+	q := quiet(ctx)
+	_, err := b.wconn.ExecContext(q, "BEGIN IMMEDIATE")
+	if !isBusy(err) {
+		return err
+	}
+	if _, err := b.wconn.ExecContext(q, "PRAGMA busy_timeout = "+strconv.FormatInt(b.opts.BusyTimeout.Milliseconds(), 10)); err != nil {
+		return err
+	}
+	// A context that can end costs a goroutine per statement in the
+	// driver; this is the one statement where it is worth it.
+	_, err = b.wconn.ExecContext(ctx, "BEGIN IMMEDIATE")
+	if _, perr := b.wconn.ExecContext(q, "PRAGMA busy_timeout = 0"); perr != nil {
+		b.log.Error("cannot reset the write connection's busy timeout", logkey.Err, perr)
+	}
+	return err
+}
+
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
 }
 
 // isDBErr reports whether err came from the database or the waits around
@@ -384,6 +441,8 @@ type peekResult struct {
 	expiry    int64 // earliest lease end (ms) among others' claims; 0 when none
 	head      int64 // the highest seq posted
 	departed  bool  // who has departed
+	member    bool  // who has a live member row (joined, not departed)
+	lease     int64 // who's lease end (ms), when member
 }
 
 // peek looks, without writing, whether a claim attempt could succeed now
@@ -393,14 +452,16 @@ func (b *Board) peek(ctx context.Context, who identity.ID) (peekResult, error) {
 		p        peekResult
 		expiry   sql.NullInt64
 		departed sql.NullBool
+		lease    sql.NullInt64
 	)
 	err := b.read(ctx, "look for actions", func(ctx context.Context) error {
 		return b.row(ctx, `SELECT
 			EXISTS (SELECT 1 FROM actions WHERE state = 'open' AND to_whom IN ('', ?2, ?1)),
 			(`+earliestLease+`),
 			(SELECT coalesce(max(seq), 0) FROM actions),
-			(SELECT departed_at IS NOT NULL FROM members WHERE identity = ?1)`,
-			string(who), who.Agent()).Scan(&p.claimable, &expiry, &p.head, &departed)
+			(SELECT departed_at IS NOT NULL FROM members WHERE identity = ?1),
+			(SELECT lease_until FROM members WHERE identity = ?1)`,
+			string(who), who.Agent()).Scan(&p.claimable, &expiry, &p.head, &departed, &lease)
 	})
 	if err != nil {
 		return peekResult{}, err
@@ -409,6 +470,8 @@ func (b *Board) peek(ctx context.Context, who identity.ID) (peekResult, error) {
 		p.expiry = max(expiry.Int64, 1) // 0 means "none"; an unknown holder is already expired
 	}
 	p.departed = departed.Valid && departed.Bool
+	p.member = departed.Valid && !departed.Bool
+	p.lease = lease.Int64
 	return p, nil
 }
 
@@ -475,7 +538,7 @@ func (b *Board) Next(ctx context.Context, who identity.ID, after actions.Cursor,
 			return actions.Page{}, fmt.Errorf("next for %s: %w; join it again or use a new identity", who, ErrDeparted)
 		}
 		if p.claimable || (p.expiry != 0 && p.expiry <= nowMS()) {
-			rec, ok, leaseEnd, err := b.claim(wctx, who)
+			rec, ok, leaseEnd, err := b.claim(wctx, who, p)
 			if err != nil {
 				if errors.Is(err, ErrDeparted) {
 					return actions.Page{}, err
@@ -545,7 +608,13 @@ func (b *Board) giveBack(ctx context.Context, who identity.ID, rec actions.Recor
 // in one write transaction. ok is false when there was nothing to take;
 // leaseEnd is then the earliest lease end among others' claims, when known
 // (0 when not).
-func (b *Board) claim(ctx context.Context, who identity.ID) (rec actions.Record, ok bool, leaseEnd int64, err error) {
+//
+// p, the caller's latest look, picks the path: when who is a live member
+// with a fresh lease and no other claim's lease has run out, a single
+// statement claims (the common case, kept short because the write lock is
+// held meanwhile); otherwise the transaction looks again and also reclaims,
+// joins who or refreshes its lease.
+func (b *Board) claim(ctx context.Context, who identity.ID, p peekResult) (rec actions.Record, ok bool, leaseEnd int64, err error) {
 	var (
 		joined    bool
 		reclaimed []string
@@ -562,6 +631,33 @@ func (b *Board) claim(ctx context.Context, who identity.ID) (rec actions.Record,
 		SELECT min(seq) AS s FROM actions WHERE state = 'open' AND to_whom = ''
 		UNION ALL SELECT min(seq) FROM actions WHERE state = 'open' AND to_whom = ?3
 		UNION ALL SELECT min(seq) FROM actions WHERE state = 'open' AND to_whom = ?1)`
+	// Claim it (?2 is the time), unless who departed meanwhile.
+	const take = `UPDATE actions SET state = 'claimed', holder = ?1, claimed_at = ?2, rev = ` + nextRev + `
+		WHERE state = 'open' AND seq = (` + oldest + `)
+		AND EXISTS (SELECT 1 FROM members WHERE identity = ?1 AND departed_at IS NULL)
+		RETURNING ` + recordCols
+
+	now := nowMS()
+	if p.member && (p.expiry == 0 || p.expiry > now) && p.lease > now+b.opts.Lease.Milliseconds()/2 {
+		err = b.write(ctx, "claim", func(t wtx) error {
+			var err error
+			rec, err = scanRecord(t.row(take, string(who), nowMS(), who.Agent()))
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil
+			}
+			ok = err == nil
+			return err
+		})
+		if err != nil {
+			return actions.Record{}, false, 0, err
+		}
+		if ok {
+			b.notify.touch(false)
+			b.log.Info("action claimed", logkey.ActionID, rec.ID, logkey.Identity, string(who))
+			return rec, true, 0, nil
+		}
+		return actions.Record{}, false, p.expiry, nil
+	}
 
 	err = b.write(ctx, "claim", func(t wtx) error {
 		now := nowMS()
@@ -632,9 +728,7 @@ func (b *Board) claim(ctx context.Context, who identity.ID) (rec actions.Record,
 			}
 		}
 
-		rec, err = scanRecord(t.row(`UPDATE actions SET state = 'claimed', holder = ?1, claimed_at = ?2, rev = `+nextRev+`
-			WHERE state = 'open' AND seq = (`+oldest+`)
-			RETURNING `+recordCols, string(who), now, who.Agent()))
+		rec, err = scanRecord(t.row(take, string(who), now, who.Agent()))
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}

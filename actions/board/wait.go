@@ -37,6 +37,10 @@ func (b *Board) Wait(ctx context.Context, after actions.Cursor, timeout time.Dur
 	if err != nil {
 		return actions.Page{}, fmt.Errorf("wait: %w", err)
 	}
+	if err := b.closed(); err != nil {
+		return actions.Page{}, err
+	}
+	b.notify.watch()
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cursor := b.revCursor(rev, seq)
