@@ -75,8 +75,8 @@ func newNotifier(dir, watchingPath string, log *slog.Logger, g *group) (*notifie
 		log:          log,
 		w:            w,
 		probe:        probe,
-		wake:   make(chan struct{}),
-		change: make(chan struct{}),
+		wake:         make(chan struct{}),
+		change:       make(chan struct{}),
 	}
 	if !g.Go(n.run) {
 		_ = w.Close()
