@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// AgentsCommand is `bee agents`: the live identities and what they hold.
+type AgentsCommand struct {
+	env *env
+
+	asJSON bool
+}
+
+func (c *AgentsCommand) flagSet() *flag.FlagSet {
+	fs := c.env.flags("agents")
+	fs.BoolVar(&c.asJSON, "json", false, "print a JSON array of the live identities")
+	return fs
+}
+
+// Run lists the live identities: joined, not departed, lease not run out.
+func (c *AgentsCommand) Run(ctx context.Context, args []string) error {
+	fs := c.flagSet()
+	if err := c.env.parse(fs, args, c.Usage); err != nil {
+		return helped(err)
+	}
+	if fs.NArg() > 0 {
+		return usagef("bee agents --help", "bee agents: unexpected argument %q", fs.Arg(0))
+	}
+	b, err := c.env.open()
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	members, err := b.Members(ctx)
+	if err != nil {
+		return fmt.Errorf("bee agents: %w", err)
+	}
+
+	out := c.env.main.Stdout
+	if c.asJSON {
+		return writeJSON(out, members)
+	}
+	if len(members) == 0 {
+		_, err := fmt.Fprintf(out, "no live agents on %s\n", b.Path())
+		return err
+	}
+	now := time.Now()
+	tw := newTable(out)
+	fmt.Fprintln(tw, "IDENTITY\tPID\tCLAUDE PID\tSESSION\tJOINED\tLEASE\tHOLDING")
+	for _, m := range members {
+		claude := "-"
+		if m.ClaudePID != 0 {
+			claude = strconv.Itoa(m.ClaudePID)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s ago\t%s left\t%s\n", m.ID, m.PID, claude, orDash(m.SessionID),
+			age(now, m.JoinedAt), span(m.LeaseUntil.Sub(now)), orDash(strings.Join(m.Holding, " ")))
+	}
+	return tw.Flush()
+}
+
+// Usage prints how to use `bee agents`.
+func (c *AgentsCommand) Usage() {
+	w := c.env.main.Stdout
+	fmt.Fprint(w, `List the live agent identities (joined, not departed, lease not run out),
+their processes and the actions each holds.
+
+Usage:
+
+	bee agents [--json]
+
+Flags:
+
+`)
+	printFlags(w, c.flagSet())
+}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/tractat-us/bee/actions"
+)
+
+// ListCommand is `bee list`: the actions on the board, oldest first.
+type ListCommand struct {
+	env *env
+
+	all    bool
+	state  string
+	asJSON bool
+}
+
+func (c *ListCommand) flagSet() *flag.FlagSet {
+	fs := c.env.flags("list")
+	fs.BoolVar(&c.all, "all", false, "include finished actions")
+	fs.StringVar(&c.state, "state", "", "only actions in this state: open, claimed or done")
+	fs.BoolVar(&c.asJSON, "json", false, "print a JSON array of the actions")
+	return fs
+}
+
+// Run lists the actions: by default those open or claimed.
+func (c *ListCommand) Run(ctx context.Context, args []string) error {
+	fs := c.flagSet()
+	if err := c.env.parse(fs, args, c.Usage); err != nil {
+		return helped(err)
+	}
+	if fs.NArg() > 0 {
+		return usagef("bee list --help", "bee list: unexpected argument %q", fs.Arg(0))
+	}
+	keep := func(r actions.Record) bool { return c.all || r.State != actions.Done }
+	switch actions.State(c.state) {
+	case "":
+	case actions.Open, actions.Claimed, actions.Done:
+		if c.all {
+			return usagef("bee list --help", "bee list: --all and --state cannot go together")
+		}
+		keep = func(r actions.Record) bool { return r.State == actions.State(c.state) }
+	default:
+		return usagef("bee list --state open", "bee list: unknown state %q (open, claimed or done)", c.state)
+	}
+
+	b, err := c.env.open()
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	records := []actions.Record{}
+	for cursor := actions.Cursor(""); ; {
+		page, err := b.List(ctx, cursor)
+		if err != nil {
+			return fmt.Errorf("bee list: %w", err)
+		}
+		if len(page.Records) == 0 {
+			break
+		}
+		for _, r := range page.Records {
+			if keep(r) {
+				records = append(records, r)
+			}
+		}
+		cursor = page.Cursor
+	}
+
+	out := c.env.main.Stdout
+	if c.asJSON {
+		return writeJSON(out, records)
+	}
+	if len(records) == 0 {
+		what := "no open or claimed actions (bee list --all shows finished ones too)"
+		if c.all {
+			what = "no actions"
+		} else if c.state != "" {
+			what = "no " + c.state + " actions"
+		}
+		_, err := fmt.Fprintf(out, "%s on %s\n", what, b.Path())
+		return err
+	}
+	now := time.Now()
+	tw := newTable(out)
+	fmt.Fprintln(tw, "ID\tSTATE\tFOR\tFROM\tHOLDER\tAGE\tTITLE")
+	for _, r := range records {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.State, recipient(r.To), r.From, orDash(r.Holder),
+			age(now, r.PostedAt), oneLine(r.Title, 60))
+	}
+	return tw.Flush()
+}
+
+// Usage prints how to use `bee list`.
+func (c *ListCommand) Usage() {
+	w := c.env.main.Stdout
+	fmt.Fprint(w, `List the actions on the board, oldest first: by default those open or
+claimed.
+
+Usage:
+
+	bee list [--all | --state STATE] [--json]
+
+Flags:
+
+`)
+	printFlags(w, c.flagSet())
+}

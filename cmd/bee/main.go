@@ -1,0 +1,203 @@
+// Command bee is the board's command line for people: post actions for
+// agents, list and show them, watch the board live, and see which agents
+// are live and what they hold.
+//
+//	bee [--board PATH] <command> [flags] [args]
+//
+// The board is $BEE_BOARD, else ~/.bee/board.db, unless --board says
+// otherwise (before or after the command). Tables are for people; --json
+// gives scripts the records as the board reports them. bee writes results to
+// stdout and errors to stderr; it exits 0 on success, 1 on a failure and 2
+// on a usage error.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/tractat-us/bee/actions/board"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(exitCode(NewMain().Run(ctx, os.Args[1:]), os.Stderr))
+}
+
+// exitCode reports err to w the way a person reads it and returns the
+// process's exit code: 0 for none, 2 for a usage error (with a hint), 1
+// otherwise.
+func exitCode(err error, w io.Writer) int {
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintln(w, "Error:", err)
+	var ue *usageError
+	if errors.As(err, &ue) {
+		if ue.hint != "" {
+			fmt.Fprintln(w, "Try:", ue.hint)
+		}
+		return 2
+	}
+	return 1
+}
+
+// A usageError is a command line bee cannot make sense of; hint says what
+// to run instead.
+type usageError struct {
+	msg  string
+	hint string
+}
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(hint, format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...), hint: hint}
+}
+
+// Main is the bee program. Its fields are fixed before Run.
+type Main struct {
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	// Getenv reads the environment (BEE_BOARD, USER).
+	Getenv func(string) string
+}
+
+// NewMain returns a Main on the process's standard streams and environment.
+func NewMain() *Main {
+	return &Main{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
+}
+
+// Run runs the command args names. It returns nil for --help, a
+// *usageError for a command line it cannot parse, and the command's error
+// otherwise. A command that runs until interrupted (watch) returns nil when
+// ctx ends.
+func (m *Main) Run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bee", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var boardPath string
+	fs.StringVar(&boardPath, "board", "", "")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			m.Usage()
+			return nil
+		}
+		return usagef("bee --help", "%v", err)
+	}
+	args = fs.Args()
+	if len(args) == 0 {
+		return usagef("bee --help", "no command given (post, list, show, watch or agents)")
+	}
+	e := &env{main: m, board: boardPath}
+	name, rest := args[0], args[1:]
+	switch name {
+	case "post":
+		return (&PostCommand{env: e}).Run(ctx, rest)
+	case "list":
+		return (&ListCommand{env: e}).Run(ctx, rest)
+	case "show":
+		return (&ShowCommand{env: e}).Run(ctx, rest)
+	case "watch":
+		return (&WatchCommand{env: e}).Run(ctx, rest)
+	case "agents":
+		return (&AgentsCommand{env: e}).Run(ctx, rest)
+	case "help":
+		m.Usage()
+		return nil
+	}
+	return usagef("bee --help", "unknown command %q", name)
+}
+
+// Usage prints the overview.
+func (m *Main) Usage() {
+	fmt.Fprint(m.Stdout, strings.TrimLeft(`
+bee is the command line of bee's action board, shared by every agent on
+this machine.
+
+Usage:
+
+	bee [--board PATH] <command> [flags] [args]
+
+Commands:
+
+	post     post an action for agents
+	list     list the actions on the board
+	show     show one action in full
+	watch    print actions as they change, until interrupted
+	agents   list the live agents and what they hold
+
+The board is $`+board.EnvPath+`, else ~/.bee/board.db; --board (before or
+after the command) overrides both. Run "bee <command> --help" for a
+command's flags.
+`, "\n"))
+}
+
+// env is what every command shares: the streams and the board's location.
+type env struct {
+	main  *Main
+	board string // --board before the command; "" when not given
+}
+
+// flags returns a command's flag set, with --board.
+func (e *env) flags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("bee-"+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&e.board, "board", e.board, "the board's file (default $"+board.EnvPath+", else ~/.bee/board.db)")
+	return fs
+}
+
+// parse parses a command's flags; for --help it prints usage and returns
+// errHelp, which Run turns into success.
+func (e *env) parse(fs *flag.FlagSet, args []string, usage func()) error {
+	err := fs.Parse(args)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, flag.ErrHelp):
+		usage()
+		return errHelp
+	}
+	name := strings.TrimPrefix(fs.Name(), "bee-")
+	return usagef("bee "+name+" --help", "bee %s: %v", name, err)
+}
+
+// errHelp ends a command that printed its usage on request.
+var errHelp = errors.New("help printed")
+
+// helped turns errHelp into success.
+func helped(err error) error {
+	if errors.Is(err, errHelp) {
+		return nil
+	}
+	return err
+}
+
+// open opens the board: --board, else $BEE_BOARD, else ~/.bee/board.db.
+func (e *env) open() (*board.Board, error) {
+	path := e.board
+	if path == "" {
+		path = e.main.Getenv(board.EnvPath)
+	}
+	if path == "" {
+		var err error
+		if path, err = board.DefaultPath(); err != nil {
+			return nil, err
+		}
+	}
+	return board.Open(path, nil)
+}
+
+// printFlags writes a flag set's flags, for a command's usage.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+}

@@ -1,0 +1,326 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/board"
+	"github.com/tractat-us/bee/identity"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// run runs bee in-process against the board at path and returns its
+// stdout, its stderr and its error.
+func run(t *testing.T, path string, stdin string, args ...string) (string, string, error) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	m := &Main{
+		Stdin:  strings.NewReader(stdin),
+		Stdout: &stdout,
+		Stderr: &stderr,
+		Getenv: func(k string) string {
+			if k == "USER" {
+				return "tester"
+			}
+			return ""
+		},
+	}
+	err := m.Run(t.Context(), append([]string{"--board", path}, args...))
+	return stdout.String(), stderr.String(), err
+}
+
+// bee runs bee and requires success.
+func bee(t *testing.T, path string, args ...string) string {
+	t.Helper()
+	out, errOut, err := run(t, path, "", args...)
+	require.NoError(t, err, "bee %v; stderr: %s", args, errOut)
+	return out
+}
+
+func boardPath(t *testing.T) string {
+	return filepath.Join(t.TempDir(), "board.db")
+}
+
+func TestMain_PostListShow(t *testing.T) {
+	path := boardPath(t)
+	out := bee(t, path, "post", "fix the flaky test", "it fails one run in ten")
+	require.Equal(t, "posted a-1 for anyone: fix the flaky test\n", out)
+	out = bee(t, path, "post", "--to", "worker", "--from", "alice", "deploy")
+	require.Equal(t, "posted a-2 for worker: deploy\n", out)
+
+	out = bee(t, path, "list")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 3, out)
+	require.Regexp(t, `^ID\s+STATE\s+FOR\s+FROM\s+HOLDER\s+AGE\s+TITLE$`, lines[0])
+	require.Regexp(t, `^a-1\s+open\s+anyone\s+user:tester\s+-\s+\d+s\s+fix the flaky test$`, lines[1])
+	require.Regexp(t, `^a-2\s+open\s+worker\s+user:alice\s+-\s+\d+s\s+deploy$`, lines[2])
+
+	var recs []actions.Record
+	require.NoError(t, json.Unmarshal([]byte(bee(t, path, "list", "--json")), &recs))
+	require.Len(t, recs, 2)
+	require.Equal(t, "a-1", recs[0].ID)
+	require.Equal(t, "it fails one run in ten", recs[0].Body)
+	require.Equal(t, actions.Open, recs[0].State)
+
+	out = bee(t, path, "show", "a-1")
+	require.Regexp(t, `title:\s+fix the flaky test`, out)
+	require.Regexp(t, `state:\s+open\n`, out)
+	require.Regexp(t, `from:\s+user:tester`, out)
+	require.Contains(t, out, "\nbody:\nit fails one run in ten\n")
+
+	var rec actions.Record
+	require.NoError(t, json.Unmarshal([]byte(bee(t, path, "show", "--json", "a-2")), &rec))
+	require.Equal(t, "worker", rec.To)
+	require.Equal(t, "user:alice", rec.From)
+
+	// --board after the command works too.
+	out, _, err := run(t, filepath.Join(t.TempDir(), "other.db"), "", "list", "--board", path, "--json")
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal([]byte(out), &recs))
+	require.Len(t, recs, 2)
+}
+
+func TestMain_ListFilters(t *testing.T) {
+	path := boardPath(t)
+	bee(t, path, "post", "one")
+	bee(t, path, "post", "two")
+	bee(t, path, "post", "three")
+	b, err := board.Open(path, nil)
+	require.NoError(t, err)
+	defer b.Close()
+	who := identity.ID("agent:w#12345678")
+	p, err := b.Next(t.Context(), who, "", time.Second)
+	require.NoError(t, err)
+	_, err = b.Finish(t.Context(), who, p.Records[0].ID, "ok")
+	require.NoError(t, err)
+	_, err = b.Next(t.Context(), who, "", time.Second)
+	require.NoError(t, err)
+
+	ids := func(args ...string) []string {
+		var recs []actions.Record
+		require.NoError(t, json.Unmarshal([]byte(bee(t, path, append(args, "--json")...)), &recs))
+		var out []string
+		for _, r := range recs {
+			out = append(out, r.ID+":"+string(r.State))
+		}
+		return out
+	}
+	require.Equal(t, []string{"a-2:claimed", "a-3:open"}, ids("list"))
+	require.Equal(t, []string{"a-1:done", "a-2:claimed", "a-3:open"}, ids("list", "--all"))
+	require.Equal(t, []string{"a-1:done"}, ids("list", "--state", "done"))
+	require.Equal(t, []string{"a-2:claimed"}, ids("list", "--state", "claimed"))
+
+	out := bee(t, path, "show", "a-1")
+	require.Regexp(t, `state:\s+done by agent:w#12345678`, out)
+	require.Contains(t, out, "\nresult:\nok\n")
+
+	_, _, err = run(t, path, "", "list", "--state", "lost")
+	requireUsage(t, err, "unknown state")
+}
+
+func TestMain_PostBodyFromStdin(t *testing.T) {
+	path := boardPath(t)
+	out, _, err := run(t, path, "line one\nline two\n", "post", "--json", "piped", "-")
+	require.NoError(t, err)
+	var rec actions.Record
+	require.NoError(t, json.Unmarshal([]byte(out), &rec))
+	require.Equal(t, "line one\nline two\n", rec.Body)
+}
+
+func TestMain_PostRefusals(t *testing.T) {
+	path := boardPath(t)
+	_, _, err := run(t, path, "", "post")
+	requireUsage(t, err, "no title")
+	_, _, err = run(t, path, "", "post", "   ")
+	requireUsage(t, err, "title is empty")
+	_, _, err = run(t, path, "", "post", "--to", "two words", "t")
+	requireUsage(t, err, `"two words"`)
+	_, _, err = run(t, path, "", "post", "--from", "a b", "t")
+	requireUsage(t, err, "cannot post as --from")
+	_, _, err = run(t, path, "", "post", "t", "b", "extra")
+	requireUsage(t, err, "quote the title")
+	_, _, err = run(t, path, "", "post", "--bogus", "t")
+	requireUsage(t, err, "flag provided but not defined")
+	require.Equal(t, "no open or claimed actions (bee list --all shows finished ones too) on "+path+"\n", bee(t, path, "list"))
+}
+
+func TestMain_ShowUnknown(t *testing.T) {
+	path := boardPath(t)
+	_, _, err := run(t, path, "", "show", "a-42")
+	require.ErrorIs(t, err, actions.ErrUnknownAction)
+	var buf bytes.Buffer
+	require.Equal(t, 1, exitCode(err, &buf))
+	require.Contains(t, buf.String(), `Error: bee show: action "a-42": unknown action`)
+	_, _, err = run(t, path, "", "show")
+	requireUsage(t, err, "want one action id")
+}
+
+func TestMain_Agents(t *testing.T) {
+	path := boardPath(t)
+	require.Equal(t, "no live agents on "+path+"\n", bee(t, path, "agents"))
+
+	b, err := board.Open(path, nil)
+	require.NoError(t, err)
+	defer b.Close()
+	who := identity.ID("agent:worker#0491068b")
+	require.NoError(t, b.Join(t.Context(), actions.Member{ID: who, PID: 4242, ClaudePID: 4241, SessionID: "sess-1"}))
+	bee(t, path, "post", "job")
+	_, err = b.Next(t.Context(), who, "", time.Second)
+	require.NoError(t, err)
+
+	out := bee(t, path, "agents")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 2, out)
+	require.Regexp(t, `^IDENTITY\s+PID\s+CLAUDE PID\s+SESSION\s+JOINED\s+LEASE\s+HOLDING$`, lines[0])
+	require.Regexp(t, `^agent:worker#0491068b\s+4242\s+4241\s+sess-1\s+\d+s ago\s+\d+s left\s+a-1$`, lines[1])
+
+	var members []board.MemberInfo
+	require.NoError(t, json.Unmarshal([]byte(bee(t, path, "agents", "--json")), &members))
+	require.Len(t, members, 1)
+	require.Equal(t, who, members[0].ID)
+	require.Equal(t, []string{"a-1"}, members[0].Holding)
+
+	require.NoError(t, b.Depart(t.Context(), who))
+	require.Equal(t, "no live agents on "+path+"\n", bee(t, path, "agents"))
+}
+
+func TestMain_UsageErrors(t *testing.T) {
+	path := boardPath(t)
+	_, _, err := run(t, path, "", "frobnicate")
+	requireUsage(t, err, `unknown command "frobnicate"`)
+	var buf bytes.Buffer
+	require.Equal(t, 2, exitCode(err, &buf))
+	require.Equal(t, "Error: unknown command \"frobnicate\"\nTry: bee --help\n", buf.String())
+
+	m := &Main{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
+	err = m.Run(t.Context(), nil)
+	requireUsage(t, err, "no command given")
+
+	require.Equal(t, 0, exitCode(nil, &buf))
+}
+
+func TestMain_Help(t *testing.T) {
+	path := boardPath(t)
+	out := bee(t, path, "--help")
+	require.Contains(t, out, "Commands:")
+	for _, cmd := range []string{"post", "list", "show", "watch", "agents"} {
+		out := bee(t, path, cmd, "--help")
+		require.Contains(t, out, "Usage:", cmd)
+		require.Contains(t, out, "bee "+cmd, cmd)
+		require.Contains(t, out, "-board", cmd)
+	}
+	_, err := os.Stat(path)
+	require.ErrorIs(t, err, os.ErrNotExist, "--help opens no board")
+}
+
+// lineReader turns what a command writes into lines a test can wait for.
+type lineReader struct {
+	w     *io.PipeWriter
+	lines chan string
+	done  chan struct{}
+}
+
+func newLineReader() *lineReader {
+	r, w := io.Pipe()
+	l := &lineReader{w: w, lines: make(chan string, 100), done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			l.lines <- sc.Text()
+		}
+	}()
+	return l
+}
+
+func (l *lineReader) Write(p []byte) (int, error) { return l.w.Write(p) }
+
+// next returns the next line, failing the test after timeout.
+func (l *lineReader) next(t *testing.T, timeout time.Duration) string {
+	t.Helper()
+	select {
+	case line := <-l.lines:
+		return line
+	case <-time.After(timeout):
+		t.Fatalf("no line within %v", timeout)
+		return ""
+	}
+}
+
+func (l *lineReader) close() {
+	_ = l.w.Close()
+	<-l.done
+}
+
+func TestMain_Watch(t *testing.T) {
+	for _, asJSON := range []bool{false, true} {
+		t.Run(map[bool]string{false: "text", true: "json"}[asJSON], func(t *testing.T) {
+			path := boardPath(t)
+			bee(t, path, "post", "before the watch")
+			stdout, stderr := newLineReader(), newLineReader()
+			m := &Main{Stdin: strings.NewReader(""), Stdout: stdout, Stderr: stderr, Getenv: func(string) string { return "" }}
+			ctx, cancel := context.WithCancel(t.Context())
+			args := []string{"--board", path, "watch"}
+			if asJSON {
+				args = append(args, "--json")
+			}
+			var wg sync.WaitGroup
+			var runErr error
+			wg.Go(func() { runErr = m.Run(ctx, args) })
+
+			require.Contains(t, stderr.next(t, 10*time.Second), "watching "+path)
+			b, err := board.Open(path, nil)
+			require.NoError(t, err)
+			defer b.Close()
+			_, err = b.Post(t.Context(), "user:alice", "worker", "made while watching", "")
+			require.NoError(t, err)
+			line := stdout.next(t, 10*time.Second)
+			if asJSON {
+				var rec actions.Record
+				require.NoError(t, json.Unmarshal([]byte(line), &rec))
+				require.Equal(t, "a-2", rec.ID)
+				require.Equal(t, actions.Open, rec.State)
+			} else {
+				require.Regexp(t, `^\d\d:\d\d:\d\d  a-2 +open +for worker +made while watching$`, line)
+			}
+
+			// A claim elsewhere shows too.
+			who := identity.ID("agent:worker#12345678")
+			_, err = b.Next(t.Context(), who, "", time.Second)
+			require.NoError(t, err)
+			line = stdout.next(t, 10*time.Second)
+			require.Contains(t, line, "a-1")
+			require.Contains(t, line, "claimed")
+
+			cancel()
+			wg.Wait()
+			require.NoError(t, runErr, "watch ends cleanly when interrupted")
+			stdout.close()
+			stderr.close()
+		})
+	}
+}
+
+func requireUsage(t *testing.T, err error, contains string) {
+	t.Helper()
+	var ue *usageError
+	require.ErrorAs(t, err, &ue)
+	require.Contains(t, ue.Error(), contains)
+	require.NotEmpty(t, ue.hint)
+}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tractat-us/bee/actions"
+)
+
+// writeJSON writes v as indented JSON and a newline.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// newTable returns a tabwriter for a table of columns separated by \t.
+func newTable(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+}
+
+// recipient says whom an action is for, for people.
+func recipient(to string) string {
+	if to == "" {
+		return "anyone"
+	}
+	return to
+}
+
+// orDash shows an empty value as "-".
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// oneLine makes s fit one table cell: line breaks and tabs become spaces,
+// and it is cut to at most n characters.
+func oneLine(s string, n int) string {
+	s = strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\r' || r == '\t' {
+			return ' '
+		}
+		return r
+	}, s)
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+// age says how long ago t was, compactly: "12s", "3m", "5h", "2d".
+func age(now, t time.Time) string {
+	return span(now.Sub(t))
+}
+
+// span writes a duration compactly, rounded down to its largest unit.
+func span(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "-" + span(-d)
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+// stamp writes a time for people: local, to the second.
+func stamp(t time.Time) string { return t.Local().Format("2006-01-02 15:04:05") }
+
+// describe says where an action stands, for people: "open", "claimed by
+// agent:x#12345678", "done by agent:x#12345678".
+func describe(r actions.Record) string {
+	switch r.State {
+	case actions.Claimed:
+		return "claimed by " + r.Holder
+	case actions.Done:
+		return "done by " + r.Holder
+	}
+	return string(r.State)
+}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// ShowCommand is `bee show`: one action in full.
+type ShowCommand struct {
+	env *env
+
+	asJSON bool
+}
+
+func (c *ShowCommand) flagSet() *flag.FlagSet {
+	fs := c.env.flags("show")
+	fs.BoolVar(&c.asJSON, "json", false, "print the action as JSON")
+	return fs
+}
+
+// Run shows the action whose id args holds.
+func (c *ShowCommand) Run(ctx context.Context, args []string) error {
+	fs := c.flagSet()
+	if err := c.env.parse(fs, args, c.Usage); err != nil {
+		return helped(err)
+	}
+	if fs.NArg() != 1 {
+		return usagef("bee show a-7", "bee show: want one action id, got %d arguments", fs.NArg())
+	}
+	b, err := c.env.open()
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	r, err := b.Get(ctx, fs.Arg(0))
+	if err != nil {
+		return fmt.Errorf("bee show: %w (bee list --all shows the ids)", err)
+	}
+
+	out := c.env.main.Stdout
+	if c.asJSON {
+		return writeJSON(out, r)
+	}
+	now := time.Now()
+	tw := newTable(out)
+	fmt.Fprintf(tw, "id:\t%s\n", r.ID)
+	fmt.Fprintf(tw, "title:\t%s\n", r.Title)
+	fmt.Fprintf(tw, "state:\t%s\n", describe(r))
+	fmt.Fprintf(tw, "for:\t%s\n", recipient(r.To))
+	fmt.Fprintf(tw, "from:\t%s\n", r.From)
+	fmt.Fprintf(tw, "posted:\t%s (%s ago)\n", stamp(r.PostedAt), age(now, r.PostedAt))
+	if r.ClaimedAt != nil {
+		fmt.Fprintf(tw, "claimed:\t%s (%s ago)\n", stamp(*r.ClaimedAt), age(now, *r.ClaimedAt))
+	}
+	if r.DoneAt != nil {
+		fmt.Fprintf(tw, "done:\t%s (%s ago)\n", stamp(*r.DoneAt), age(now, *r.DoneAt))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, part := range []struct{ name, text string }{{"body", r.Body}, {"result", r.Result}} {
+		if part.text != "" {
+			fmt.Fprintf(out, "\n%s:\n%s\n", part.name, strings.TrimRight(part.text, "\n"))
+		}
+	}
+	return nil
+}
+
+// Usage prints how to use `bee show`.
+func (c *ShowCommand) Usage() {
+	w := c.env.main.Stdout
+	fmt.Fprint(w, `Show one action in full: its state, who holds or finished it, its body and
+its result.
+
+Usage:
+
+	bee show [--json] ID
+
+Flags:
+
+`)
+	printFlags(w, c.flagSet())
+}
