@@ -164,8 +164,11 @@ func (e *Env) dumpAll() {
 		}
 		t.Logf("---- run dir %s: %v", e.RunDir, names)
 	}
-	if out, err := e.BeeRun("list", "--json"); err == nil {
-		t.Logf("---- bee list --json ----\n%s", out)
+	if out, err := e.BeeRun("list", "--all", "--json"); err == nil {
+		t.Logf("---- bee list --all --json ----\n%s", out)
+	}
+	if out, err := e.BeeRun("agents", "--json"); err == nil {
+		t.Logf("---- bee agents --json ----\n%s", out)
 	}
 	e.mu.Lock()
 	dumps := append([]func() string(nil), e.dumps...)
@@ -372,20 +375,41 @@ func decodeRecords(data []byte) ([]Record, error) {
 	return page.Actions, nil
 }
 
-// List is `bee list --json`.
+// List is `bee list --all --json`: every action, done ones included.
 func (e *Env) List() []Record {
 	e.t.Helper()
-	recs, err := decodeRecords([]byte(e.Bee("list", "--json")))
+	recs, err := decodeRecords([]byte(e.Bee("list", "--all", "--json")))
 	if err != nil {
-		e.t.Fatalf("bee list --json: %v", err)
+		e.t.Fatalf("bee list --all --json: %v", err)
 	}
 	return recs
 }
 
-// Show is `bee show ID --json`.
+// Agent is one live identity as `bee agents --json` shows it.
+type Agent struct {
+	Identity  string   `json:"identity"`
+	Agent     string   `json:"agent"`
+	Pid       int      `json:"pid"`
+	ClaudePid int      `json:"claudePid"`
+	SessionID string   `json:"sessionId"`
+	Holding   []string `json:"holding"`
+}
+
+// Agents is `bee agents --json`.
+func (e *Env) Agents() []Agent {
+	e.t.Helper()
+	out := e.Bee("agents", "--json")
+	var agents []Agent
+	if err := json.Unmarshal([]byte(out), &agents); err != nil {
+		e.t.Fatalf("bee agents --json: %v: %q", err, out)
+	}
+	return agents
+}
+
+// Show is `bee show --json ID` (bee's flags go before its arguments).
 func (e *Env) Show(id string) Record {
 	e.t.Helper()
-	out := e.Bee("show", id, "--json")
+	out := e.Bee("show", "--json", id)
 	var rec Record
 	if err := json.Unmarshal([]byte(out), &rec); err != nil || len(rec.ID) == 0 {
 		var wrap struct {
@@ -398,7 +422,7 @@ func (e *Env) Show(id string) Record {
 			}
 			return *wrap.Action
 		}
-		e.t.Fatalf("bee show %s --json: cannot read %q: %v", id, out, err)
+		e.t.Fatalf("bee show --json %s: cannot read %q: %v", id, out, err)
 	}
 	return rec
 }

@@ -213,6 +213,9 @@ func expectCleanEnd(t *testing.T, e *Env) {
 			t.Errorf("action %s still %s by %q after claude ended", r.IDString(), r.State, r.Holder)
 		}
 	}
+	if agents := e.Agents(); len(agents) != 0 {
+		t.Errorf("bee agents after claude ended: %+v, want none", agents)
+	}
 	expectHealthyMCP(t, e)
 }
 

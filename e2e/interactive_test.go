@@ -55,6 +55,9 @@ func TestInteractiveClearRetires(t *testing.T) {
 	if rec := e.Show(posted.IDString()); rec.State != "claimed" || rec.Holder != who1.Identity {
 		t.Fatalf("before /clear the board shows %s %s by %q, want claimed by %s", rec.IDString(), rec.State, rec.Holder, who1.Identity)
 	}
+	if agents := e.Agents(); len(agents) != 1 || agents[0].Identity != who1.Identity || len(agents[0].Holding) != 1 || agents[0].Holding[0] != posted.IDString() {
+		t.Errorf("bee agents before /clear: %+v, want %s holding %s", agents, who1.Identity, posted.IDString())
+	}
 
 	// /clear: the hook reaches the bridge, which retires its identity.
 	logOff := len(e.BridgeLogText())
@@ -121,6 +124,10 @@ func TestInteractiveClearRetires(t *testing.T) {
 	}
 	if who2.SessionID != whoReq2.SessionID || (clearInput.SessionID != "" && who2.SessionID != clearInput.SessionID) {
 		t.Errorf("after /clear sessionId = %q, want the new session %q (hook said %q)", who2.SessionID, whoReq2.SessionID, clearInput.SessionID)
+	}
+	agents := e.Agents()
+	if len(agents) != 1 || agents[0].Identity != who2.Identity || agents[0].SessionID != who2.SessionID {
+		t.Errorf("bee agents after /clear: %+v, want only %s in session %s", agents, who2.Identity, who2.SessionID)
 	}
 	waitReq2 := e.MustToolCall(toolWait, 2, 30*time.Second)
 	_, tr = e.ToolResult(waitReq2, 30*time.Second)

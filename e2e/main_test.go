@@ -97,28 +97,12 @@ func setup() error {
 // buildBee builds every command of the checkout into binDir.
 func buildBee() error {
 	cmd := exec.Command("go", "build", "-o", binDir+string(os.PathSeparator), "./cmd/...")
-	if os.Getenv("BEE_E2E_DEV_FAKEBEE") != "" {
-		// Harness development only: a throwaway bridge, never the real thing.
-		cmd = exec.Command("go", "build", "-o", filepath.Join(binDir, "bee-mcp"), "./e2e/testdata/fakebee")
-	}
 	cmd.Dir = repoRoot
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("building the bee commands (%s): %v\n%s", strings.Join(cmd.Args, " "), err, out)
 	}
-	if os.Getenv("BEE_E2E_DEV_BEE") != "" {
-		// Harness development only: a stand-in for cmd/bee.
-		dev := exec.Command("go", "build", "-o", filepath.Join(binDir, "bee"), "./e2e/testdata/devbee")
-		dev.Dir = repoRoot
-		if out, err := dev.CombinedOutput(); err != nil {
-			return fmt.Errorf("building devbee: %v\n%s", err, out)
-		}
-	}
 	for _, name := range []string{"bee-mcp", "bee-hook", "bee"} {
 		if _, err := os.Stat(filepath.Join(binDir, name)); err != nil {
-			if os.Getenv("BEE_E2E_DEV_PARTIAL") != "" {
-				fmt.Fprintf(os.Stderr, "e2e: DEV: %s missing\n", name)
-				continue
-			}
 			return fmt.Errorf("the build did not produce %s: %v", name, err)
 		}
 	}
