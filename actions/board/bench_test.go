@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tractat-us/bee/actions"
 )
 
 // Benchmarks across processes. Run them without -race, for example:
@@ -87,6 +89,7 @@ func BenchmarkClaimRate(b *testing.B) {
 			}
 			const round = 2 * time.Second
 			var total, lo, hi float64
+			var departMax time.Duration
 			for range b.N {
 				path := filepath.Join(b.TempDir(), "board.db")
 				board, err := Open(path, &Options{noWriteLock: mode.noLock})
@@ -108,6 +111,12 @@ func BenchmarkClaimRate(b *testing.B) {
 				for _, w := range workers {
 					w.send("go")
 				}
+				// Meanwhile, depart identities holding two claims each, as a
+				// bridge does at its end, and time it under this load.
+				departs := departUnderLoad(b, board, round)
+				b.Logf("%s: Depart under load: %d departures, median %v, max %v", mode.name, len(departs),
+					quantile(departs, 0.5), departs[len(departs)-1])
+				departMax = max(departMax, departs[len(departs)-1])
 				counts := make([]float64, procs)
 				for i, w := range workers {
 					f := strings.Fields(w.expect("count ", round+30*time.Second))
@@ -131,9 +140,80 @@ func BenchmarkClaimRate(b *testing.B) {
 			b.ReportMetric(total/n, "claims/s")
 			b.ReportMetric(lo/n, "min-proc-claims/s")
 			b.ReportMetric(hi/n, "max-proc-claims/s")
+			b.ReportMetric(float64(departMax.Microseconds()), "depart-max-µs")
 			b.ReportMetric(0, "ns/op")
 		})
 	}
+}
+
+// departUnderLoad joins an identity, claims two actions for it and
+// departs it, again and again for d, and returns how long each Depart
+// took, sorted.
+func departUnderLoad(tb testing.TB, b *Board, d time.Duration) []time.Duration {
+	tb.Helper()
+	var took []time.Duration
+	for end := time.Now().Add(d - 200*time.Millisecond); time.Now().Before(end); {
+		who := mint(tb, "departing")
+		if err := b.Join(tb.Context(), actions.Member{ID: who, PID: os.Getpid()}); err != nil {
+			tb.Fatal(err)
+		}
+		for range 2 {
+			if _, err := b.Next(tb.Context(), who, "", time.Second); err != nil {
+				tb.Fatal(err)
+			}
+		}
+		start := time.Now()
+		if err := b.Depart(tb.Context(), who); err != nil {
+			tb.Fatal(err)
+		}
+		took = append(took, time.Since(start))
+		time.Sleep(50 * time.Millisecond)
+	}
+	slices.Sort(took)
+	return took
+}
+
+// BenchmarkDepart measures Depart of an identity holding three claims and
+// with two more actions addressed to it, on a board nobody else uses.
+func BenchmarkDepart(b *testing.B) {
+	board, err := Open(filepath.Join(b.TempDir(), "board.db"), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer board.Close()
+	ctx := b.Context()
+	var took []time.Duration
+	for range b.N {
+		b.StopTimer()
+		who := mint(b, "departing")
+		if err := board.Join(ctx, actions.Member{ID: who, PID: os.Getpid()}); err != nil {
+			b.Fatal(err)
+		}
+		for i := range 5 {
+			to := ""
+			if i >= 3 {
+				to = string(who)
+			}
+			if _, err := board.Post(ctx, "user:bench", to, "job", ""); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for range 3 {
+			if _, err := board.Next(ctx, who, "", time.Second); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+		start := time.Now()
+		if err := board.Depart(ctx, who); err != nil {
+			b.Fatal(err)
+		}
+		took = append(took, time.Since(start))
+	}
+	b.StopTimer()
+	slices.Sort(took)
+	b.ReportMetric(float64(quantile(took, 0.5).Microseconds()), "p50-µs")
+	b.ReportMetric(float64(quantile(took, 0.99).Microseconds()), "p99-µs")
 }
 
 // bulkPost adds n open actions for anyone in one transaction.
@@ -148,8 +228,9 @@ func bulkPost(tb testing.TB, b *Board, n int) {
 }
 
 // BenchmarkIdleCPU measures the CPU time 50 processes, each waiting in Next
-// with the default options, use in 30 s of nothing happening (utime+stime
-// from /proc/<pid>/stat, in clock ticks of 10 ms).
+// with the default options (a safety poll every 5 s, a lease renewal every
+// 10 s), use in 30 s of nothing happening: the run time of all their
+// threads, from /proc/<pid>/task/*/schedstat, in nanoseconds.
 func BenchmarkIdleCPU(b *testing.B) {
 	if os.Getenv("BEE_BOARD_BENCH_IDLE") != "1" {
 		b.Skip("takes 30 s; set BEE_BOARD_BENCH_IDLE=1")
@@ -170,42 +251,47 @@ func BenchmarkIdleCPU(b *testing.B) {
 		w.expect("sleeping", 60*time.Second)
 	}
 	time.Sleep(2 * time.Second) // let start-up work (GC, page faults) settle
-	before := make([]int, procs)
+	before := make([]time.Duration, procs)
 	for i, w := range waiters {
-		before[i] = cpuTicks(b, w.cmd.Process.Pid)
+		before[i] = cpuTime(b, w.cmd.Process.Pid)
 	}
 	b.ResetTimer()
 	time.Sleep(span)
 	b.StopTimer()
-	var total, worst int
+	var total, worst time.Duration
 	for i, w := range waiters {
-		d := cpuTicks(b, w.cmd.Process.Pid) - before[i]
+		d := cpuTime(b, w.cmd.Process.Pid) - before[i]
 		total += d
 		worst = max(worst, d)
 	}
-	ms := func(ticks int) float64 { return float64(ticks) * 10 }
-	b.Logf("%d idle waiters over %v: %.0f ms CPU in all (%.3f%% of one core), worst process %.0f ms", procs, span, ms(total),
-		100*ms(total)/float64(span.Milliseconds()), ms(worst))
-	b.ReportMetric(ms(total), "cpu-ms-total")
-	b.ReportMetric(ms(total)/procs, "cpu-ms-per-proc")
-	b.ReportMetric(ms(worst), "cpu-ms-worst-proc")
+	b.Logf("%d idle waiters over %v: %v CPU in all (%.4f%% of one core), %v per process, worst %v",
+		procs, span, total, 100*total.Seconds()/span.Seconds(), total/procs, worst)
+	b.ReportMetric(float64(total.Microseconds())/1000, "cpu-ms-total")
+	b.ReportMetric(float64(total.Microseconds())/1000/procs, "cpu-ms-per-proc")
+	b.ReportMetric(float64(worst.Microseconds())/1000, "cpu-ms-worst-proc")
 	for _, w := range waiters {
 		w.finish(30 * time.Second)
 	}
 }
 
-// cpuTicks returns utime+stime of pid, in clock ticks.
-func cpuTicks(tb testing.TB, pid int) int {
+// cpuTime returns the time all threads of pid have run on a CPU.
+func cpuTime(tb testing.TB, pid int) time.Duration {
 	tb.Helper()
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		tb.Fatal(err)
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	if err != nil || len(tasks) == 0 {
+		tb.Fatalf("no schedstat for %d: %v", pid, err)
 	}
-	// Fields after the command name, which is in parentheses and may hold
-	// spaces: state is field 3, utime 14, stime 15.
-	rest := string(raw[strings.LastIndexByte(string(raw), ')')+2:])
-	f := strings.Fields(rest)
-	utime, _ := strconv.Atoi(f[11])
-	stime, _ := strconv.Atoi(f[12])
-	return utime + stime
+	var sum time.Duration
+	for _, task := range tasks {
+		raw, err := os.ReadFile(task)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		ns, err := strconv.ParseInt(strings.Fields(string(raw))[0], 10, 64)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		sum += time.Duration(ns)
+	}
+	return sum
 }

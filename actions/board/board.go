@@ -112,6 +112,9 @@ var (
 	ErrBadPoster = errors.New("bad poster")
 	// ErrTooLong: a title, body or result is over its bound.
 	ErrTooLong = errors.New("too long")
+	// ErrBadText: a title, body or result is not valid UTF-8, or a title
+	// holds a line break.
+	ErrBadText = errors.New("bad text")
 )
 
 // UserPrefix starts the poster name of a person, as in "user:alice".

@@ -19,10 +19,6 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// ErrBadText: a title, body or result is not valid UTF-8, or a title holds
-// a line break.
-var ErrBadText = errors.New("bad text")
-
 // Log attribute keys the board adds to logkey's.
 const (
 	logKeyHolder = "holder"
