@@ -238,34 +238,18 @@ func (f *FakeAPI) Pending() int {
 	return len(f.steps)
 }
 
-// Requests returns a copy of every request so far.
-func (f *FakeAPI) Requests() []*APIRequest {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]*APIRequest(nil), f.reqs...)
-}
-
-// Main returns the requests of the main conversation so far.
-func (f *FakeAPI) Main() []*APIRequest {
-	var out []*APIRequest
-	for _, r := range f.Requests() {
-		if !r.Side {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
 // WaitFor polls cond over the requests until it holds or the timeout passes;
-// it wakes on every request and answer.
+// it wakes on every request and answer. cond runs with the fake's lock held,
+// so it may read every field of the requests; a request it returns may be
+// read afterwards once answered (nothing changes it after that).
 func (f *FakeAPI) WaitFor(timeout time.Duration, cond func(reqs []*APIRequest) bool) bool {
 	deadline := time.After(timeout)
 	for {
 		f.mu.Lock()
-		reqs := append([]*APIRequest(nil), f.reqs...)
+		ok := cond(f.reqs)
 		ch := f.notify
 		f.mu.Unlock()
-		if cond(reqs) {
+		if ok {
 			return true
 		}
 		select {
@@ -317,8 +301,10 @@ func (f *FakeAPI) WaitResultFor(timeout time.Duration, toolUseID string) (*APIRe
 
 // Dump describes every request, for failure output.
 func (f *FakeAPI) Dump() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	var b strings.Builder
-	for _, r := range f.Requests() {
+	for _, r := range f.reqs {
 		fmt.Fprintf(&b, "#%d %s side=%v session=%s scripted=%v", r.N, r.At.Format("15:04:05.000"), r.Side, r.SessionID, r.Scripted)
 		if trs := r.ToolResults(); len(trs) > 0 {
 			for _, tr := range trs {
@@ -391,12 +377,13 @@ func (f *FakeAPI) serve(w http.ResponseWriter, req *http.Request) {
 	f.mu.Lock()
 	closed := f.closed
 	f.mu.Unlock()
+	scripted := false
 	switch {
 	case closed:
 		turn = Turn{Text: "(fake API: the test is over)"}
 	case step != nil:
 		turn = step(r)
-		r.Scripted = true
+		scripted = true
 	case r.Side:
 		turn = Turn{Text: "ok"}
 	default:
@@ -405,6 +392,7 @@ func (f *FakeAPI) serve(w http.ResponseWriter, req *http.Request) {
 	}
 
 	f.mu.Lock()
+	r.Scripted = scripted
 	if turn.Tool != "" {
 		r.ToolUseID = fmt.Sprintf("toolu_e2e_%04d", r.N)
 	}
