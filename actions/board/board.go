@@ -205,8 +205,9 @@ type Board struct {
 	cancel context.CancelFunc
 	g      group // every goroutine the Board starts
 
-	mu       sync.Mutex // guards renewals
+	mu       sync.Mutex // guards renewals and hot
 	renewals map[identity.ID]*renewal
+	hot      map[identity.ID]hot // identities that claimed a moment ago
 
 	closeOnce sync.Once
 	closeErr  error
@@ -268,6 +269,7 @@ func Open(path string, opts *Options) (_ *Board, err error) {
 		ctx:      ctx,
 		cancel:   cancel,
 		renewals: make(map[identity.ID]*renewal),
+		hot:      make(map[identity.ID]hot),
 	}
 	defer func() {
 		if err != nil {

@@ -853,3 +853,58 @@ func TestBoard_WaitSeesOtherBoardsClaims(t *testing.T) {
 	require.Equal(t, actions.Claimed, p.Records[0].State)
 	require.Less(t, time.Since(start), 2*time.Second, "woken by the change file, not the 10 s safety poll")
 }
+
+func TestBoard_ListPageBoundedByBytes(t *testing.T) {
+	b := openTest(t, "", nil)
+	body := strings.Repeat("x", 60<<10)
+	for range 20 {
+		_, err := b.Post(t.Context(), "user:alice", "", "big", body)
+		require.NoError(t, err)
+	}
+	p, err := b.List(t.Context(), "")
+	require.NoError(t, err)
+	require.NotEmpty(t, p.Records)
+	require.Less(t, len(p.Records), 20, "a page stops near 1 MiB of text")
+	n := len(p.Records)
+	for len(p.Records) > 0 {
+		p, err = b.List(t.Context(), p.Cursor)
+		require.NoError(t, err)
+		n += len(p.Records)
+	}
+	require.Equal(t, 20, n, "paging reaches every action")
+}
+
+// An identity draining a queue claims without looking first, yet a claim
+// whose lease has run out still goes back, and is taken (being oldest),
+// before the next claim.
+func TestBoard_DrainingClaimerReclaimsFirst(t *testing.T) {
+	const lease = 400 * time.Millisecond
+	path := filepath.Join(t.TempDir(), "board.db")
+	b := openTest(t, path, &Options{Lease: lease})
+	gone, err := Open(path, &Options{Lease: lease})
+	require.NoError(t, err)
+	holder := mint(t, "holder")
+	first := post(t, b, "user:alice", "", "first")
+	require.Equal(t, first.ID, next(t, gone, holder).ID)
+	require.NoError(t, gone.Close()) // no Depart: the lease runs out
+	var leaseEnd int64
+	require.NoError(t, b.db.QueryRow(`SELECT lease_until FROM members WHERE identity = ?`, string(holder)).Scan(&leaseEnd))
+	for range 40 {
+		post(t, b, "user:alice", "", "later")
+	}
+
+	w := mint(t, "drainer")
+	for range 40 {
+		p, err := b.Next(t.Context(), w, "", time.Second)
+		require.NoError(t, err)
+		require.Len(t, p.Records, 1)
+		claimedAt := p.Records[0].ClaimedAt.UnixMilli()
+		if p.Records[0].ID == first.ID {
+			t.Logf("reclaimed %dms after the lease ran out", claimedAt-leaseEnd)
+			return
+		}
+		require.LessOrEqual(t, claimedAt, leaseEnd, "claimed %s after the lease of %s ran out, before reclaiming it", p.Records[0].ID, first.ID)
+		time.Sleep(25 * time.Millisecond) // pace the drain across the lease's end
+	}
+	t.Fatalf("%s was never reclaimed", first.ID)
+}

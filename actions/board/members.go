@@ -206,6 +206,7 @@ func (b *Board) startRenewal(m actions.Member) {
 func (b *Board) stopRenewal(who identity.ID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	delete(b.hot, who)
 	if r, ok := b.renewals[who]; ok {
 		close(r.stop)
 		delete(b.renewals, who)

@@ -326,7 +326,7 @@ func (b *Board) List(ctx context.Context, since actions.Cursor) (actions.Page, e
 		}
 		defer rows.Close()
 		size := 0
-		for rows.Next() && size < maxPageBytes {
+		for size < maxPageBytes && rows.Next() {
 			rec, err := scanRecord(rows)
 			if err != nil {
 				return err
@@ -523,6 +523,35 @@ func (b *Board) Next(ctx context.Context, who identity.ID, after actions.Cursor,
 		return actions.Page{}, fmt.Errorf("next for %s: %w", who, err)
 	}
 
+	// claimed answers with a claim, or gives it back if nobody is left to
+	// receive it.
+	claimed := func(rec actions.Record) (actions.Page, error) {
+		if b.opts.afterClaim != nil {
+			b.opts.afterClaim(rec)
+		}
+		if ctx.Err() != nil {
+			return actions.Page{}, b.giveBack(ctx, who, rec)
+		}
+		return actions.Page{Records: []actions.Record{rec}, Cursor: b.seqCursor(max(head, rec.Seq))}, nil
+	}
+
+	// An identity that claimed through this Board a moment ago is likely
+	// draining a queue: it claims at once, without looking first. Idle
+	// waiters look first, so that a post waking them all does not send
+	// them all to the write lock.
+	if h, ok := b.hotLook(who); ok {
+		rec, ok, _, lease, err := b.claim(wctx, who, peekResult{member: true, lease: h.lease, expiry: h.expiry})
+		switch {
+		case errors.Is(err, ErrDeparted):
+			return actions.Page{}, err
+		case err != nil:
+			return fail(err)
+		case ok:
+			b.markHot(who, lease, h.expiry, false)
+			return claimed(rec)
+		}
+	}
+
 	for {
 		wake := b.notify.wakeCh() // before looking, so no wake-up is missed
 		p, err := b.peek(wctx, who)
@@ -534,7 +563,7 @@ func (b *Board) Next(ctx context.Context, who identity.ID, after actions.Cursor,
 			return actions.Page{}, fmt.Errorf("next for %s: %w; join it again or use a new identity", who, ErrDeparted)
 		}
 		if p.claimable || (p.expiry != 0 && p.expiry <= nowMS()) {
-			rec, ok, leaseEnd, err := b.claim(wctx, who, p)
+			rec, ok, leaseEnd, lease, err := b.claim(wctx, who, p)
 			if err != nil {
 				if errors.Is(err, ErrDeparted) {
 					return actions.Page{}, err
@@ -542,13 +571,8 @@ func (b *Board) Next(ctx context.Context, who identity.ID, after actions.Cursor,
 				return fail(err)
 			}
 			if ok {
-				if b.opts.afterClaim != nil {
-					b.opts.afterClaim(rec)
-				}
-				if ctx.Err() != nil {
-					return actions.Page{}, b.giveBack(ctx, who, rec)
-				}
-				return actions.Page{Records: []actions.Record{rec}, Cursor: b.seqCursor(max(head, rec.Seq))}, nil
+				b.markHot(who, lease, p.expiry, true)
+				return claimed(rec)
 			}
 			// Someone else was faster. The transaction has just looked, so
 			// sleep; a change since the look has already closed wake.
@@ -603,19 +627,14 @@ func (b *Board) giveBack(ctx context.Context, who identity.ID, rec actions.Recor
 // claim reclaims expired claims and claims the oldest action who may take,
 // in one write transaction. ok is false when there was nothing to take;
 // leaseEnd is then the earliest lease end among others' claims, when known
-// (0 when not).
+// (0 when not). lease is who's own lease end as far as claim knows.
 //
 // p, the caller's latest look, picks the path: when who is a live member
 // with a fresh lease and no other claim's lease has run out, a single
 // statement claims (the common case, kept short because the write lock is
 // held meanwhile); otherwise the transaction looks again and also reclaims,
 // joins who or refreshes its lease.
-func (b *Board) claim(ctx context.Context, who identity.ID, p peekResult) (rec actions.Record, ok bool, leaseEnd int64, err error) {
-	var (
-		joined    bool
-		reclaimed []string
-		holders   []string
-	)
+func (b *Board) claim(ctx context.Context, who identity.ID, p peekResult) (rec actions.Record, ok bool, leaseEnd, lease int64, err error) {
 	// Claims whose holder is departed, unknown or out of lease (?1 is who,
 	// ?2 the time).
 	const expired = `state = 'claimed' AND holder <> ?1 AND NOT EXISTS (SELECT 1 FROM members m
@@ -633,106 +652,107 @@ func (b *Board) claim(ctx context.Context, who identity.ID, p peekResult) (rec a
 		AND EXISTS (SELECT 1 FROM members WHERE identity = ?1 AND departed_at IS NULL)
 		RETURNING ` + recordCols
 
-	now := nowMS()
-	if p.member && (p.expiry == 0 || p.expiry > now) && p.lease > now+b.opts.Lease.Milliseconds()/2 {
+	agent := who.Agent()
+	leaseMS := b.opts.Lease.Milliseconds()
+	var (
+		joined    bool
+		reclaimed []string
+		holders   []string
+	)
+	if now := nowMS(); p.member && (p.expiry == 0 || p.expiry > now) && p.lease > now+leaseMS/2 {
+		// The common case: one statement.
+		lease = p.lease
 		err = b.write(ctx, "claim", func(t wtx) error {
 			var err error
-			rec, err = scanRecord(t.row(take, string(who), nowMS(), who.Agent()))
+			rec, err = scanRecord(t.row(take, string(who), nowMS(), agent))
 			if errors.Is(err, sql.ErrNoRows) {
 				return nil
 			}
 			ok = err == nil
 			return err
 		})
-		if err != nil {
-			return actions.Record{}, false, 0, err
-		}
-		if ok {
-			b.notify.touch(false)
-			b.log.Info("action claimed", logkey.ActionID, rec.ID, logkey.Identity, string(who))
-			return rec, true, 0, nil
-		}
-		return actions.Record{}, false, p.expiry, nil
-	}
-
-	err = b.write(ctx, "claim", func(t wtx) error {
-		now := nowMS()
-		lease := now + b.opts.Lease.Milliseconds()
-
-		// Look before writing: when waiters race for one action, the losers
-		// find nothing here and end without writing to the database.
-		var (
-			departed   sql.NullBool
-			leaseUntil sql.NullInt64
-			earliest   sql.NullInt64
-			candidate  sql.NullInt64
-		)
-		err := t.row(`SELECT
-				(SELECT departed_at IS NOT NULL FROM members WHERE identity = ?1),
-				(SELECT lease_until FROM members WHERE identity = ?1),
-				(`+earliestLease+`),
-				(`+oldest+`)`,
-			string(who), now, who.Agent()).Scan(&departed, &leaseUntil, &earliest, &candidate)
-		anyExpired := earliest.Valid && earliest.Int64 <= now
-		if earliest.Valid && !anyExpired {
-			leaseEnd = earliest.Int64
-		}
-		switch {
-		case err != nil:
-			return err
-		case departed.Valid && departed.Bool:
-			return fmt.Errorf("next for %s: %w; join it again or use a new identity", who, ErrDeparted)
-		case !anyExpired && !candidate.Valid:
-			return nil
-		}
-
-		switch {
-		case !departed.Valid:
-			joined = true
-			_, err = t.exec(`INSERT INTO members (identity, agent, pid, joined_at, renewed_at, lease_until)
-				VALUES (?, ?, ?, ?, ?, ?)`, string(who), who.Agent(), os.Getpid(), now, now, lease)
-		case leaseUntil.Int64 < now+b.opts.Lease.Milliseconds()/2:
-			// Renewal is late (the process was stopped, say): a claimant's
-			// lease must not run out just after its claim.
-			_, err = t.exec(`UPDATE members SET lease_until = ? WHERE identity = ?`, lease, string(who))
-		}
-		if err != nil {
-			return err
-		}
-
-		if anyExpired {
-			rows, err := t.rows(`SELECT seq, holder FROM actions WHERE `+expired, string(who), now)
+		leaseEnd = p.expiry
+	} else {
+		err = b.write(ctx, "claim", func(t wtx) error {
+			now := nowMS()
+			// Look before writing: when waiters race for one action, the
+			// losers find nothing here and end without writing.
+			var (
+				departed   sql.NullBool
+				leaseUntil sql.NullInt64
+				earliest   sql.NullInt64
+				candidate  sql.NullInt64
+			)
+			err := t.row(`SELECT
+					(SELECT departed_at IS NOT NULL FROM members WHERE identity = ?1),
+					(SELECT lease_until FROM members WHERE identity = ?1),
+					(`+earliestLease+`),
+					(`+oldest+`)`,
+				string(who), now, agent).Scan(&departed, &leaseUntil, &earliest, &candidate)
 			if err != nil {
 				return err
 			}
-			for rows.Next() {
-				var seq int64
-				var holder string
-				if err := rows.Scan(&seq, &holder); err != nil {
-					rows.Close()
+			anyExpired := earliest.Valid && earliest.Int64 <= now
+			if earliest.Valid && !anyExpired {
+				leaseEnd = earliest.Int64
+			}
+			switch {
+			case departed.Valid && departed.Bool:
+				return fmt.Errorf("next for %s: %w; join it again or use a new identity", who, ErrDeparted)
+			case !anyExpired && !candidate.Valid:
+				return nil
+			}
+
+			lease = leaseUntil.Int64
+			switch {
+			case !departed.Valid:
+				joined, lease = true, now+leaseMS
+				_, err = t.exec(`INSERT INTO members (identity, agent, pid, joined_at, renewed_at, lease_until)
+					VALUES (?, ?, ?, ?, ?, ?)`, string(who), agent, os.Getpid(), now, now, lease)
+			case lease < now+leaseMS/2:
+				// Renewal is late (the process was stopped, say): a
+				// claimant's lease must not run out just after its claim.
+				lease = now + leaseMS
+				_, err = t.exec(`UPDATE members SET lease_until = ? WHERE identity = ?`, lease, string(who))
+			}
+			if err != nil {
+				return err
+			}
+
+			if anyExpired {
+				rows, err := t.rows(`SELECT seq, holder FROM actions WHERE `+expired, string(who), now)
+				if err != nil {
 					return err
 				}
-				reclaimed = append(reclaimed, actionID(seq))
-				holders = append(holders, holder)
+				for rows.Next() {
+					var seq int64
+					var holder string
+					if err := rows.Scan(&seq, &holder); err != nil {
+						rows.Close()
+						return err
+					}
+					reclaimed = append(reclaimed, actionID(seq))
+					holders = append(holders, holder)
+				}
+				if err := rows.Close(); err != nil {
+					return err
+				}
+				if _, err := t.exec(`UPDATE actions SET state = 'open', holder = '', claimed_at = NULL, rev = `+nextRev+`
+					WHERE `+expired, string(who), now); err != nil {
+					return err
+				}
 			}
-			if err := rows.Close(); err != nil {
-				return err
-			}
-			if _, err := t.exec(`UPDATE actions SET state = 'open', holder = '', claimed_at = NULL, rev = `+nextRev+`
-				WHERE `+expired, string(who), now); err != nil {
-				return err
-			}
-		}
 
-		rec, err = scanRecord(t.row(take, string(who), now, who.Agent()))
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil
-		}
-		ok = err == nil
-		return err
-	})
+			rec, err = scanRecord(t.row(take, string(who), now, agent))
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil
+			}
+			ok = err == nil
+			return err
+		})
+	}
 	if err != nil {
-		return actions.Record{}, false, 0, err
+		return actions.Record{}, false, 0, 0, err
 	}
 	if len(reclaimed) > 0 {
 		slices.Sort(holders)
@@ -743,9 +763,52 @@ func (b *Board) claim(ctx context.Context, who identity.ID, p peekResult) (rec a
 		b.log.Info("member joined by its first claim", logkey.Identity, string(who))
 		b.startRenewal(actions.Member{ID: who, PID: os.Getpid()})
 	}
-	if ok {
-		b.notify.touch(false)
-		b.log.Info("action claimed", logkey.ActionID, rec.ID, logkey.Identity, string(who))
+	if !ok {
+		return actions.Record{}, false, leaseEnd, lease, nil
 	}
-	return rec, ok, leaseEnd, nil
+	b.notify.touch(false)
+	b.log.Info("action claimed", logkey.ActionID, rec.ID, logkey.Identity, string(who))
+	return rec, true, 0, lease, nil
+}
+
+// hotFor is how long after a claim that followed a look an identity counts
+// as draining a queue, and claims without looking first (see Next). Its
+// claims in that time reuse what the look found, so it looks again at
+// least this often. It is at most half a lease: a claimant's lease has at
+// least that long to run when it claims, so no claim made after the look
+// can run out before the identity looks again, and expired claims still go
+// back before any claim.
+func (b *Board) hotFor() time.Duration { return min(time.Second, b.opts.Lease/2) }
+
+// hot is what Next remembers of an identity's last look.
+type hot struct {
+	at     time.Time // when it looked
+	lease  int64     // its own lease end (ms)
+	expiry int64     // the earliest lease end among others' claims (ms), 0 for none
+}
+
+// markHot records that who has just claimed; looked says whether a fresh
+// look (rather than a remembered one) led to the claim.
+func (b *Board) markHot(who identity.ID, lease, expiry int64, looked bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	h := b.hot[who]
+	if looked {
+		h.at, h.expiry = time.Now(), expiry
+	}
+	h.lease = lease
+	b.hot[who] = h
+}
+
+// hotLook returns what who's last look found, if who claimed after looking
+// within hotFor.
+func (b *Board) hotLook(who identity.ID) (hot, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	h, ok := b.hot[who]
+	if ok && time.Since(h.at) > b.hotFor() {
+		delete(b.hot, who)
+		ok = false
+	}
+	return h, ok
 }

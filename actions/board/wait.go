@@ -58,7 +58,7 @@ func (b *Board) Wait(ctx context.Context, after actions.Cursor, timeout time.Dur
 			}
 			defer rows.Close()
 			size := 0
-			for rows.Next() && size < maxPageBytes {
+			for size < maxPageBytes && rows.Next() {
 				var r int64
 				rec, err := scanRecord(rows, &r)
 				if err != nil {
