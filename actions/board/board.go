@@ -18,9 +18,11 @@
 //   - A process that dies without departing (SIGKILL) loses its claims once
 //     its lease runs out ([Options.Lease], 30 s by default).
 //   - Waiters in every process wake within milliseconds of a change that
-//     makes an action claimable, and cost no CPU while nothing changes: the
-//     writer touches a file that each Board watches with one fsnotify
-//     watcher, with a slow safety poll behind it.
+//     makes an action claimable: the writer touches a file that each Board
+//     watches with one fsnotify watcher. While nothing changes a waiter only
+//     looks at the database at its slow safety poll ([Options.SafetyPoll])
+//     and a joined member renews its lease ([Options.Renew]); nothing polls
+//     in a tight loop.
 //   - Write transactions are serialized across processes by a lock file, so
 //     competing writers queue in the kernel instead of backing off in
 //     SQLite's busy handler, where some would starve.
@@ -31,6 +33,9 @@
 // The board does not delete finished actions (the file keeps the history),
 // does not work across machines, and makes no promise for a file on a
 // network filesystem, where SQLite's WAL mode and the lock file do not hold.
+// Leases compare the wall clock of processes on one machine, so a clock
+// set forward by more than a lease ends leases early (their holders keep
+// working, but may find their actions taken when they finish).
 //
 // # Files
 //
