@@ -155,6 +155,12 @@ func (b *Board) begin(ctx context.Context) error {
 	// A context that can end costs a goroutine per statement in the
 	// driver; this is the one statement where it is worth it.
 	_, err = b.wconn.ExecContext(ctx, "BEGIN IMMEDIATE")
+	if err != nil {
+		// When ctx ends just as BEGIN succeeds, the driver reports ctx's
+		// error with the transaction open (and SQLite's write lock held):
+		// make sure it is not.
+		_, _ = b.wconn.ExecContext(q, "ROLLBACK")
+	}
 	if _, perr := b.wconn.ExecContext(q, "PRAGMA busy_timeout = 0"); perr != nil {
 		b.log.Error("cannot reset the write connection's busy timeout", logkey.Err, perr)
 	}
