@@ -85,12 +85,16 @@ func TestInteractiveClearRetires(t *testing.T) {
 	} else {
 		t.Logf("after /clear: action %s is open again", posted.IDString())
 	}
+	// The recorder hook runs beside bee-hook and may finish after it.
 	var clearInput HookInput
-	for _, in := range e.RecordedHookInputs() {
-		if in.Source == "clear" {
-			clearInput = in
+	eventually(10*time.Second, func() bool {
+		for _, in := range e.RecordedHookInputs() {
+			if in.Source == "clear" {
+				clearInput = in
+			}
 		}
-	}
+		return clearInput.SessionID != ""
+	})
 	if clearInput.SessionID == "" {
 		t.Errorf("the recorder hook saw no SessionStart/clear input: %q", readFile(e.HookInputs()))
 	}
