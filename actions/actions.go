@@ -82,6 +82,8 @@ var (
 	ErrEmptyTitle = errors.New("action title is empty")
 	// ErrReadOnly: the Source does not take posts, finishes or releases.
 	ErrReadOnly = errors.New("source does not hold actions")
+	// ErrDeparted: the identity has departed; Next will not claim for it.
+	ErrDeparted = errors.New("identity has departed")
 )
 
 // A Source is where a bridge finds actions. Implementations are safe for
@@ -100,17 +102,20 @@ type Source interface {
 	// Next waits for the oldest open action who may take, claims it for who
 	// and returns it with the cursor to resume from. It must return within
 	// timeout: on timeout the page has no records and its cursor is where to
-	// resume (it may have moved past actions others took). When ctx ends
-	// first it returns ctx's error and leaves nothing claimed. It returns
-	// ErrBadCursor for a cursor it did not make.
+	// resume (it may have moved past actions others took). after marks a
+	// position; it does not filter, so an action released or reclaimed
+	// behind it is offered again. When ctx ends first it returns ctx's error
+	// and leaves nothing claimed. It returns ErrBadCursor for a cursor it did
+	// not make and ErrDeparted for an identity that has departed.
 	Next(ctx context.Context, who identity.ID, after Cursor, timeout time.Duration) (Page, error)
 
 	// List returns actions after since, oldest first, with the cursor to
 	// page on from. It returns ErrBadCursor for a cursor it did not make.
 	List(ctx context.Context, since Cursor) (Page, error)
 
-	// Post adds an open action from who. to is "" (anyone), an agent name
-	// or an identity. It returns ErrEmptyTitle for an empty title.
+	// Post adds an open action from who: an identity, or "user:<name>" for
+	// a person. to is "" (anyone), an agent name or an identity. It returns
+	// ErrEmptyTitle for an empty title.
 	Post(ctx context.Context, who identity.ID, to, title, body string) (Record, error)
 
 	// Finish marks an action who holds as done with an optional result. It

@@ -78,8 +78,8 @@ const EnvPath = "BEE_BOARD"
 
 // Defaults for the zero values of Options.
 const (
-	DefaultLease       = 30 * time.Second
-	DefaultSafetyPoll  = 5 * time.Second
+	DefaultLease       = 60 * time.Second
+	DefaultSafetyPoll  = 30 * time.Second
 	DefaultBusyTimeout = 5 * time.Second
 	DefaultPageSize    = 100
 )
@@ -109,7 +109,7 @@ var (
 	// ErrDeparted: the identity has departed; Next refuses to claim for it
 	// so that a stale caller cannot take work for an identity nobody speaks
 	// for any more. Join it again to take work under it.
-	ErrDeparted = errors.New("identity has departed")
+	ErrDeparted = actions.ErrDeparted
 	// ErrBadRecipient: Post's to is neither "", an agent name nor an
 	// identity.
 	ErrBadRecipient = errors.New("bad recipient")
@@ -154,15 +154,18 @@ type Options struct {
 	// Logger receives the board's logs. Nil discards them.
 	Logger *slog.Logger
 	// Lease is how long a member's claims survive without a renewal: a
-	// process that dies without departing loses its claims this long after
-	// its last renewal. Zero means DefaultLease (30 s).
+	// process that dies without departing (SIGKILL) loses its claims this
+	// long after its last renewal. Zero means DefaultLease (60 s): a clean
+	// end gives claims back at once, so the lease only bounds the rare
+	// crash, and each renewal costs CPU in every idle bridge.
 	Lease time.Duration
 	// Renew is how often a joined member's lease is extended. Zero means
 	// Lease/3. It must be shorter than Lease, or Open refuses the options.
 	Renew time.Duration
 	// SafetyPoll bounds how long a waiter sleeps without looking at the
 	// database, in case a wake-up was lost. Zero means DefaultSafetyPoll
-	// (5 s).
+	// (30 s): wake-ups come from the notify files, so the poll is only a
+	// backstop, and each look costs CPU in every idle bridge.
 	SafetyPoll time.Duration
 	// BusyTimeout bounds how long one operation waits for another process
 	// holding the board's lock before it fails with ErrLocked. Zero means

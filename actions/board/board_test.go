@@ -908,3 +908,20 @@ func TestBoard_DrainingClaimerReclaimsFirst(t *testing.T) {
 	}
 	t.Fatalf("%s was never reclaimed", first.ID)
 }
+
+func TestOpen_NewBoardIsPrivate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sub", "board.db")
+	b, err := Open(path, nil)
+	require.NoError(t, err)
+	defer b.Close()
+	_, err = b.Post(t.Context(), "user:me", "", "a title", "a body")
+	require.NoError(t, err)
+	for _, p := range []string{path, path + "-wal"} {
+		fi, err := os.Stat(p)
+		require.NoError(t, err, p)
+		require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), p)
+	}
+	di, err := os.Stat(filepath.Dir(path))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o700), di.Mode().Perm())
+}

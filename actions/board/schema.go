@@ -83,10 +83,9 @@ var sqliteHeader = []byte("SQLite format 3\x00")
 // checkHeader refuses an existing, non-empty file that is not a SQLite
 // database, before SQLite sees it. A missing or empty file is a new board.
 func checkHeader(path string) error {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
+	// A new board is created here, private to its owner, before SQLite
+	// creates it with the umask's mode (its -wal and -shm files copy it).
+	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("open board %s: %w", path, err)
 	}
