@@ -15,9 +15,11 @@ import (
 )
 
 const (
-	toolWhoami = "mcp__bee__bee_whoami"
-	toolWait   = "mcp__bee__bee_wait_action"
-	toolFinish = "mcp__bee__bee_finish_action"
+	toolWhoami  = "mcp__bee__bee_whoami"
+	toolWait    = "mcp__bee__bee_wait_action"
+	toolFinish  = "mcp__bee__bee_finish_action"
+	toolPost    = "mcp__bee__bee_post_action"
+	toolRelease = "mcp__bee__bee_release_action"
 )
 
 // Scenario a: headless `claude -p`, bee registered with `claude mcp add`
@@ -277,4 +279,55 @@ func ptrStr(p *int) string {
 		return "null"
 	}
 	return fmt.Sprint(*p)
+}
+
+// The other board tools through the real client: the model posts an action
+// for another agent (people see it with bee), then claims the action a
+// person posted and releases it: it is open again for someone else.
+func TestHeadlessPostAndRelease(t *testing.T) {
+	e := NewEnv(t)
+	e.AddBeeWithCLI()
+	pre := e.Post("e2e: to be released", "claim me, then let go")
+	e.API.Push(
+		Call(toolPost, map[string]any{"to": "reviewer", "title": "e2e: for the reviewer", "body": "posted by the model"}),
+		Call(toolWait, map[string]any{"timeoutSeconds": 10}),
+		func(r *APIRequest) Turn {
+			tr, _ := r.LastToolResult()
+			var p Page
+			if !parseResult(t, "bee_wait_action", tr, &p) || len(p.Records) != 1 {
+				t.Errorf("bee_wait_action returned %q, want the posted action", tr.Text)
+				return Turn{Text: "nothing to release"}
+			}
+			return Turn{Tool: toolRelease, Input: map[string]any{"id": p.Records[0].IDValue()}}
+		},
+		Call(toolRelease, map[string]any{"id": pre.IDValue()}), // not held any more: a tool error
+		Say("released"),
+	)
+	run := e.StartHeadless(claudeBin, "Post for the reviewer, then take and release an action.", "--allowedTools", "mcp__bee")
+	if err := run.Wait(t, 90*time.Second); err != nil {
+		t.Errorf("claude -p: %v", err)
+	}
+
+	postReq := e.MustToolCall(toolPost, 1, time.Second)
+	_, tr := e.ToolResult(postReq, time.Second)
+	if tr.IsError {
+		t.Errorf("bee_post_action: tool error %s", tr.Text)
+	}
+	mine, ok := e.FindByTitle("e2e: for the reviewer")
+	if !ok {
+		t.Fatalf("the model's post is not on the board")
+	}
+	t.Logf("model's post: %s to=%q from=%q state=%s", mine.IDString(), mine.To, mine.From, mine.State)
+	if mine.To != "reviewer" || mine.State != "open" || !identityRE.MatchString(mine.From) {
+		t.Errorf("the model's post is %+v, want open, to reviewer, from the bridge's identity", mine)
+	}
+	if rec := e.Show(pre.IDString()); rec.State != "open" || rec.Holder != "" {
+		t.Errorf("after bee_release_action %s is %s held by %q, want open", pre.IDString(), rec.State, rec.Holder)
+	}
+	_, tr = e.ToolResult(e.MustToolCall(toolRelease, 2, time.Second), time.Second)
+	t.Logf("releasing an action not held: is_error=%v %q", tr.IsError, tr.Text)
+	if !tr.IsError || !strings.Contains(tr.Text, pre.IDString()) {
+		t.Errorf("releasing an action this identity does not hold: want a tool error naming %s, got is_error=%v %q", pre.IDString(), tr.IsError, tr.Text)
+	}
+	expectCleanEnd(t, e)
 }
