@@ -371,3 +371,32 @@ func TestClear_SignalsDuringAWaitCleanUp(t *testing.T) {
 	require.Empty(t, holder)
 	require.NotContains(t, s.mcp.Stderr(), "did not end within the cleanup bound")
 }
+
+func TestBridge_EndsWhenRunFileTakenOver(t *testing.T) {
+	s := start(t, "board")
+	rec := s.postAndClaim()
+	// A newer bridge of the same Claude process (a /mcp reconnect) writes
+	// its own run file; the old one, stdin still open, must let go.
+	require.NoError(t, runfile.Write(s.runDir, s.claudePID, runfile.Entry{Port: 1, Token: strings.Repeat("ab", 32), PID: os.Getpid()}))
+	s.mcp.WaitStderr(10*time.Second, "bee-mcp ends")
+	require.Contains(t, s.mcp.Stderr(), "taken over")
+	state, _ := s.boardState(rec.ID)
+	require.Equal(t, actions.Open, state, "the abandoned bridge's claim is back on the board")
+	e, err := runfile.Read(s.runDir, s.claudePID)
+	require.NoError(t, err, "the newer bridge's run file survives the old one's end")
+	require.Equal(t, os.Getpid(), e.PID)
+}
+
+func TestBridge_EndsWhenClaudeIsGone(t *testing.T) {
+	s := start(t, "board")
+	rec := s.postAndClaim()
+	// Claude dies without a word; the bridge's stdin stays open (the test
+	// holds it), so only the bridge's own check can end it.
+	require.NoError(t, syscall.Kill(s.claudePID, syscall.SIGKILL))
+	s.mcp.WaitStderr(10*time.Second, "bee-mcp ends")
+	require.Contains(t, s.mcp.Stderr(), "gone")
+	state, _ := s.boardState(rec.ID)
+	require.Equal(t, actions.Open, state)
+	_, err := os.Stat(s.runFile())
+	require.True(t, os.IsNotExist(err), "run file removed")
+}
