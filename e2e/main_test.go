@@ -34,6 +34,9 @@ var (
 
 func TestMain(m *testing.M) {
 	if err := setup(); err != nil {
+		if binDir != "" {
+			_ = os.RemoveAll(filepath.Dir(binDir))
+		}
 		fmt.Fprintf(os.Stderr, "e2e: FAIL: %v\n", err)
 		fmt.Println("FAIL")
 		os.Exit(1)
