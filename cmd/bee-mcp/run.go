@@ -197,20 +197,24 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdin io.Reader, s
 			}
 		},
 	}
-	serveCtx, stopServing := context.WithCancel(ctx)
-	defer stopServing()
+	ss, err := srv.Connect(ctx, transport, nil)
+	if err != nil {
+		return fmt.Errorf("serve MCP on stdio: %w", err)
+	}
 	// served is closed when the MCP session has ended; serveErr says why.
 	served := make(chan struct{})
 	var serveErr error
 	go func() {
 		defer close(served)
-		serveErr = srv.Run(serveCtx, transport)
+		serveErr = ss.Wait()
 	}()
 	log.Info("bee-mcp serving", logkey.Elapsed, time.Since(start))
+	// Say when the session is ready, or why it never will be; this ends
+	// when the setup does (the board's busy timeout bounds it).
 	go func() {
-		if s, err := pending.Wait(serveCtx); err == nil {
+		if s, err := pending.Wait(ctx); err == nil {
 			log.Info("session ready", logkey.Identity, s.Identity(), logkey.Source, cfg.source, logkey.Elapsed, time.Since(start))
-		} else if serveCtx.Err() == nil {
+		} else {
 			log.Error("bee cannot serve actions; every tool call will say why", logkey.Err, err)
 		}
 	}()
@@ -235,7 +239,7 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdin io.Reader, s
 		defer s.Close()
 	}
 	ch.close(log)
-	stopServing()
+	ss.Close()
 	select {
 	case <-served:
 	case <-cctx.Done():

@@ -154,10 +154,11 @@ func (e *env) flags(name string) *flag.FlagSet {
 	return fs
 }
 
-// parse parses a command's flags; for --help it prints usage and returns
-// errHelp, which Run turns into success.
+// parse parses a command's flags, before or after its arguments (people
+// type "bee show a-1 --json" as often as "bee show --json a-1"); for
+// --help it prints usage and returns errHelp, which Run turns into success.
 func (e *env) parse(fs *flag.FlagSet, args []string, usage func()) error {
-	err := fs.Parse(args)
+	err := parseInterspersed(fs, args)
 	switch {
 	case err == nil:
 		return nil
@@ -167,6 +168,29 @@ func (e *env) parse(fs *flag.FlagSet, args []string, usage func()) error {
 	}
 	name := strings.TrimPrefix(fs.Name(), "bee-")
 	return usagef("bee "+name+" --help", "bee %s: %v", name, err)
+}
+
+// parseInterspersed parses flags wherever they stand among the arguments;
+// everything after "--" is an argument. fs.Args() then holds the arguments
+// in order.
+func parseInterspersed(fs *flag.FlagSet, args []string) error {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if len(rest) < len(args) && args[len(args)-len(rest)-1] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+	return fs.Parse(append([]string{"--"}, pos...))
 }
 
 // errHelp ends a command that printed its usage on request.

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"io"
 	"os"
 	"path/filepath"
@@ -323,4 +324,25 @@ func requireUsage(t *testing.T, err error, contains string) {
 	require.ErrorAs(t, err, &ue)
 	require.Contains(t, ue.Error(), contains)
 	require.NotEmpty(t, ue.hint)
+}
+
+func TestParseInterspersed(t *testing.T) {
+	for _, tc := range []struct {
+		args     []string
+		wantJSON bool
+		wantArgs []string
+	}{
+		{[]string{"--json", "a-1"}, true, []string{"a-1"}},
+		{[]string{"a-1", "--json"}, true, []string{"a-1"}},
+		{[]string{"a-1"}, false, []string{"a-1"}},
+		{[]string{"title", "-"}, false, []string{"title", "-"}},
+		{[]string{"--", "--json", "x"}, false, []string{"--json", "x"}},
+		{[]string{"t", "--", "--json"}, false, []string{"t", "--json"}},
+	} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		j := fs.Bool("json", false, "")
+		require.NoError(t, parseInterspersed(fs, tc.args), "%q", tc.args)
+		require.Equal(t, tc.wantJSON, *j, "%q", tc.args)
+		require.Equal(t, tc.wantArgs, fs.Args(), "%q", tc.args)
+	}
 }
