@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"unicode/utf8"
 )
 
 // args holds a tool call's arguments by name, still undecoded, so that
@@ -77,11 +78,12 @@ func describe(v json.RawMessage) string {
 	return truncate(string(v), 40)
 }
 
+// truncate cuts s to at most n runes, marking the cut.
 func truncate(s string, n int) string {
-	if len(s) <= n {
+	if utf8.RuneCountInString(s) <= n {
 		return s
 	}
-	return s[:n] + "..."
+	return string([]rune(s)[:n]) + "..."
 }
 
 // integer returns the named argument as an integer in [min, max], or def

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -129,6 +130,8 @@ func TestWait_Progress(t *testing.T) {
 		mu.Lock()
 		got = append(got, req.Params.Progress)
 		mu.Unlock()
+		// None in the last 500 ms of the wait.
+		assert.LessOrEqual(t, req.Params.Progress, req.Params.Total-0.5, "progress inside the quiet stretch")
 	}}
 	_, cs := connect(t, nil, &ServerOptions{ProgressInterval: 100 * time.Millisecond}, copts)
 	params := &mcp.CallToolParams{Name: ToolWait, Arguments: map[string]any{"timeoutSeconds": 1}}
@@ -228,15 +231,20 @@ func TestSession_ConcurrentRetiresEachRetireOne(t *testing.T) {
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	results := make(chan clearctl.RetireResponse, 8)
+	errs := make(chan error, 8)
 	for range 8 {
 		wg.Go(func() {
 			res, err := s.Retire(t.Context(), clearctl.RetireRequest{})
-			require.NoError(t, err)
+			errs <- err
 			results <- res
 		})
 	}
 	wg.Wait()
 	close(results)
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
 	seen := map[string]bool{}
 	for r := range results {
 		require.False(t, seen[r.Retired], "identity %s retired twice", r.Retired)
@@ -246,7 +254,13 @@ func TestSession_ConcurrentRetiresEachRetireOne(t *testing.T) {
 }
 
 func TestWait_RetireEndsWaitUnderOldIdentity(t *testing.T) {
-	s, cs := connect(t, nil, nil, nil)
+	waiting := make(chan struct{})
+	src := &actionstest.Source{NextFunc: func(ctx context.Context, _ identity.ID, _ actions.Cursor, _ time.Duration) (actions.Page, error) {
+		close(waiting)
+		<-ctx.Done()
+		return actions.Page{}, ctx.Err()
+	}}
+	s, cs := connect(t, src, nil, nil)
 	old := s.Identity()
 	done := make(chan *mcp.CallToolResult, 1)
 	go func() {
@@ -256,7 +270,7 @@ func TestWait_RetireEndsWaitUnderOldIdentity(t *testing.T) {
 		}
 		close(done)
 	}()
-	time.Sleep(100 * time.Millisecond) // let the wait start; the assertion below does not depend on it
+	<-waiting
 	_, err := s.Retire(t.Context(), clearctl.RetireRequest{})
 	require.NoError(t, err)
 	select {
@@ -376,4 +390,25 @@ func TestPending_WaitHonoursContext(t *testing.T) {
 	s, err := p.Wait(t.Context())
 	require.NoError(t, err)
 	require.Regexp(t, `^agent:x#`, string(s.Identity()))
+}
+
+func TestWait_BoundCountsTheBoardOpening(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	p := Start(t.Context(), Config{Agent: "x"}, func() (actions.Source, error) {
+		<-release // a board that takes longer to open than the wait may last
+		return actions.NoActions{}, nil
+	})
+	srv := NewServer(p, nil)
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(t.Context(), st, nil)
+	require.NoError(t, err)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "0"}, nil).Connect(t.Context(), ct, nil)
+	require.NoError(t, err)
+	defer func() { cs.Close(); ss.Wait() }()
+	start := time.Now()
+	res := call(t, cs, ToolWait, map[string]any{"timeoutSeconds": 1})
+	require.Less(t, time.Since(start), 3*time.Second, "a wait returns within its bound")
+	require.True(t, res.IsError)
+	require.Contains(t, text(res), "still opening")
 }

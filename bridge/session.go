@@ -60,6 +60,9 @@ type Session struct {
 	transcript string
 	retired    int
 	departed   bool
+	// undeparted holds retired identities whose departure could not be
+	// reported; Depart reports them again.
+	undeparted []identity.ID
 	// idCtx ends when id stops being this session's identity (retire or
 	// depart), so that a wait under it ends and claims nothing for it.
 	idCtx    context.Context
@@ -192,9 +195,14 @@ func (s *Session) Retire(ctx context.Context, req clearctl.RetireRequest) (clear
 	res := clearctl.RetireResponse{Retired: string(old), Current: string(next)}
 	var errs []error
 	if err := s.source.Join(ctx, s.member(next, sessionID)); err != nil {
-		errs = append(errs, fmt.Errorf("join %s: %w", next, err))
+		errs = append(errs, err)
 	}
 	if err := s.source.Depart(ctx, old); err != nil {
+		// Depart tries it again: the old identity's claims must not wait
+		// out a lease because a retire was cut short.
+		s.mu.Lock()
+		s.undeparted = append(s.undeparted, old)
+		s.mu.Unlock()
 		errs = append(errs, fmt.Errorf("report departure of %s: %w", old, err))
 	}
 	err = errors.Join(errs...)
@@ -219,15 +227,31 @@ func (s *Session) Depart(ctx context.Context) error {
 		return nil
 	}
 	s.departed = true
-	id := s.id
+	ids := append([]identity.ID{s.id}, s.undeparted...)
+	s.undeparted = nil
 	s.idCancel()
 	s.mu.Unlock()
 	start := time.Now()
-	if err := s.source.Depart(ctx, id); err != nil {
-		return fmt.Errorf("depart %s: %w", id, err)
+	var errs []error
+	for _, id := range ids {
+		if err := s.source.Depart(ctx, id); err != nil {
+			errs = append(errs, fmt.Errorf("depart %s: %w", id, err))
+			continue
+		}
+		s.log.Info("identity departed", logkey.Identity, id, logkey.Elapsed, time.Since(start))
 	}
-	s.log.Info("identity departed", logkey.Identity, id, logkey.Elapsed, time.Since(start))
-	return nil
+	return errors.Join(errs...)
+}
+
+// endedWhileWaiting explains to the model why a wait under who ended: the
+// session was cleared (who was retired), or the bridge is shutting down.
+func (s *Session) endedWhileWaiting(who identity.ID) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.departed {
+		return fmt.Errorf("%w: the wait as %s ended; the bridge is shutting down", ErrDeparted, who)
+	}
+	return fmt.Errorf("identity %s was retired while waiting (the session was cleared); call %s again to wait as %s", who, ToolWait, s.id)
 }
 
 // Close ends the source's background work. Call it after Depart; Close may

@@ -90,7 +90,7 @@ func NewServer(p *Pending, opts *ServerOptions) *mcp.Server {
 			"On an empty result, call bee_wait_action again, passing the returned cursor. Never build a cursor yourself.",
 		InputSchema:  waitInputSchema,
 		OutputSchema: pageOutputSchema,
-	}, t.logged(t.wait))
+	}, t.logged(t.wait, waitBound))
 	srv.AddTool(&mcp.Tool{
 		Name:  ToolList,
 		Title: "List actions on the board",
@@ -99,7 +99,7 @@ func NewServer(p *Pending, opts *ServerOptions) *mcp.Server {
 		InputSchema:  listInputSchema,
 		OutputSchema: pageOutputSchema,
 		Annotations:  readOnly,
-	}, t.logged(t.list))
+	}, t.logged(t.list, setupBound))
 	srv.AddTool(&mcp.Tool{
 		Name:  ToolWhoami,
 		Title: "Who am I on the board",
@@ -108,7 +108,7 @@ func NewServer(p *Pending, opts *ServerOptions) *mcp.Server {
 		InputSchema:  emptyInputSchema,
 		OutputSchema: whoamiOutputSchema,
 		Annotations:  readOnly,
-	}, t.logged(t.whoami))
+	}, t.logged(t.whoami, setupBound))
 	srv.AddTool(&mcp.Tool{
 		Name:  ToolPost,
 		Title: "Post an action",
@@ -116,7 +116,7 @@ func NewServer(p *Pending, opts *ServerOptions) *mcp.Server {
 			"to is optional: omit it for anyone, give an agent name, or one identity. Returns {action}.",
 		InputSchema:  postInputSchema,
 		OutputSchema: actionOutputSchema,
-	}, t.logged(t.post))
+	}, t.logged(t.post, setupBound))
 	srv.AddTool(&mcp.Tool{
 		Name:  ToolFinish,
 		Title: "Finish an action",
@@ -125,7 +125,7 @@ func NewServer(p *Pending, opts *ServerOptions) *mcp.Server {
 		InputSchema:  finishInputSchema,
 		OutputSchema: actionOutputSchema,
 		Annotations:  &mcp.ToolAnnotations{IdempotentHint: false},
-	}, t.logged(t.finish))
+	}, t.logged(t.finish, setupBound))
 	srv.AddTool(&mcp.Tool{
 		Name:  ToolRelease,
 		Title: "Release an action",
@@ -133,27 +133,54 @@ func NewServer(p *Pending, opts *ServerOptions) *mcp.Server {
 			"Pass the id exactly as it was returned. Returns {action}.",
 		InputSchema:  releaseInputSchema,
 		OutputSchema: actionOutputSchema,
-	}, t.logged(t.release))
+	}, t.logged(t.release, setupBound))
 	return srv
 }
 
-// A toolHandler is a tool's handler, given the session.
-type toolHandler func(ctx context.Context, s *Session, req *mcp.CallToolRequest) (*mcp.CallToolResult, error)
+// A toolHandler is a tool's handler, given the session and the time by
+// which the call must be answered.
+type toolHandler func(ctx context.Context, s *Session, req *mcp.CallToolRequest, deadline time.Time) (*mcp.CallToolResult, error)
+
+// setupBound is how long a tool call other than a wait may wait for the
+// session to be set up (the board opened) before it says so.
+func setupBound(*mcp.CallToolRequest) time.Duration { return 10 * time.Second }
+
+// waitBound is a wait's own bound, so that the time spent waiting for the
+// session counts against it: a wait always returns within timeoutSeconds.
+// Arguments the wait will refuse count as the default.
+func waitBound(req *mcp.CallToolRequest) time.Duration {
+	a, err := parseArgs(req.Params.Arguments, "timeoutSeconds", "cursor")
+	if err != nil {
+		return DefaultWait
+	}
+	secs, err := a.integer("timeoutSeconds", 1, int(MaxWait/time.Second), int(DefaultWait/time.Second))
+	if err != nil {
+		return DefaultWait
+	}
+	return time.Duration(secs) * time.Second
+}
 
 // logged turns a toolHandler into an mcp.ToolHandler that waits for the
-// session and logs a debug line for each call and its end.
-func (t *tools) logged(h toolHandler) mcp.ToolHandler {
+// session, within the tool's bound, and logs a debug line for each call
+// and its end.
+func (t *tools) logged(h toolHandler, bound func(*mcp.CallToolRequest) time.Duration) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		start := time.Now()
+		deadline := start.Add(bound(req))
 		t.log.Debug("tool call", logkey.Tool, req.Params.Name)
-		s, err := t.p.Wait(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
+		sctx, cancel := context.WithDeadline(ctx, deadline)
+		s, err := t.p.Wait(sctx)
+		cancel()
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case errors.Is(err, context.DeadlineExceeded):
+			return toolError(fmt.Errorf("%w (its board is still opening); call %s again", err, req.Params.Name)), nil
+		default:
 			return toolError(fmt.Errorf("bee could not start: %w; fix it and restart the session (or run /mcp to reconnect)", err)), nil
 		}
-		res, err := h(ctx, s, req)
+		res, err := h(ctx, s, req, deadline)
 		t.log.Debug("tool call done", logkey.Tool, req.Params.Name, logkey.Elapsed, time.Since(start),
 			"is_error", res != nil && res.IsError, logkey.Err, err)
 		return res, err
@@ -183,13 +210,13 @@ func sourceError(err error) *mcp.CallToolResult {
 	switch {
 	case errors.Is(err, actions.ErrBadCursor):
 		return toolError(fmt.Errorf("%w; pass a cursor exactly as a bee tool returned it, or omit it to start over", err))
-	case errors.Is(err, ErrDeparted):
+	case errors.Is(err, ErrDeparted), errors.Is(err, actions.ErrDeparted):
 		return toolError(fmt.Errorf("%w; the bridge is shutting down", err))
 	}
 	return toolError(err)
 }
 
-func (t *tools) wait(ctx context.Context, s *Session, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (t *tools) wait(ctx context.Context, s *Session, req *mcp.CallToolRequest, deadline time.Time) (*mcp.CallToolResult, error) {
 	a, err := parseArgs(req.Params.Arguments, "timeoutSeconds", "cursor")
 	if err != nil {
 		return toolError(err), nil
@@ -213,24 +240,30 @@ func (t *tools) wait(ctx context.Context, s *Session, req *mcp.CallToolRequest) 
 	stopRetireWatch := context.AfterFunc(idCtx, cancel)
 	defer stopRetireWatch()
 
-	timeout := time.Duration(secs) * time.Second
-	stopProgress := t.startProgress(wctx, req, timeout)
+	// What the session's setup took counts against the bound.
+	timeout := max(time.Until(deadline), time.Millisecond)
+	stopProgress := t.startProgress(wctx, req, deadline)
 	page, err := s.source.Next(wctx, who, actions.Cursor(cursor), timeout)
 	stopProgress()
-	if err != nil {
-		if ctx.Err() == nil && idCtx.Err() != nil {
-			return toolError(fmt.Errorf("identity %s was retired while waiting (the session was cleared); call %s again to wait as %s", who, ToolWait, s.Identity())), nil
+	switch {
+	case ctx.Err() != nil:
+		// Cancelled: nobody will read the answer, so give back anything
+		// claimed at the last moment.
+		if err == nil {
+			s.giveBack(page.Records)
 		}
-		if ctx.Err() != nil {
-			t.log.Debug("wait cancelled", logkey.Identity, who)
-			return nil, ctx.Err()
-		}
-		return sourceError(err), nil
-	}
-	if ctx.Err() != nil {
-		// Claimed, but nobody will read the answer: give it back.
-		s.giveBack(page.Records)
+		t.log.Debug("wait cancelled", logkey.Identity, who)
 		return nil, ctx.Err()
+	case idCtx.Err() != nil:
+		// Retired or departed while waiting: what was claimed for the old
+		// identity has gone back (or goes back now); the model must not
+		// believe it holds it.
+		if err == nil {
+			s.giveBack(page.Records)
+		}
+		return toolError(s.endedWhileWaiting(who)), nil
+	case err != nil:
+		return sourceError(err), nil
 	}
 	for _, r := range page.Records {
 		t.log.Info("action claimed", logkey.Identity, who, logkey.ActionID, r.ID)
@@ -242,7 +275,7 @@ func (t *tools) wait(ctx context.Context, s *Session, req *mcp.CallToolRequest) 
 // runs, when the call carries a progress token. The returned stop func
 // returns only after the sender goroutine has ended, so no notification
 // can follow the call's result.
-func (t *tools) startProgress(ctx context.Context, req *mcp.CallToolRequest, timeout time.Duration) (stop func()) {
+func (t *tools) startProgress(ctx context.Context, req *mcp.CallToolRequest, deadline time.Time) (stop func()) {
 	token := req.Params.GetProgressToken()
 	if token == nil {
 		return func() {}
@@ -250,7 +283,7 @@ func (t *tools) startProgress(ctx context.Context, req *mcp.CallToolRequest, tim
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	start := time.Now()
-	deadline := start.Add(timeout)
+	timeout := deadline.Sub(start)
 	wg.Go(func() {
 		tick := time.NewTicker(t.progressEvery)
 		defer tick.Stop()
@@ -260,11 +293,13 @@ func (t *tools) startProgress(ctx context.Context, req *mcp.CallToolRequest, tim
 				return
 			case <-ctx.Done():
 				return
-			case now := <-tick.C:
-				if deadline.Sub(now) < progressQuiet {
+			case <-tick.C:
+				// Judge the quiet stretch by the clock now, not by when the
+				// tick fired: a late tick must not land next to the result.
+				if time.Until(deadline) < progressQuiet {
 					return
 				}
-				elapsed := now.Sub(start).Seconds()
+				elapsed := time.Since(start).Seconds()
 				err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
 					ProgressToken: token,
 					Progress:      elapsed,
@@ -307,7 +342,7 @@ func forWhom(to string) string {
 	return to
 }
 
-func (t *tools) list(ctx context.Context, s *Session, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (t *tools) list(ctx context.Context, s *Session, req *mcp.CallToolRequest, _ time.Time) (*mcp.CallToolResult, error) {
 	a, err := parseArgs(req.Params.Arguments, "since")
 	if err != nil {
 		return toolError(err), nil
@@ -338,7 +373,7 @@ func (t *tools) list(ctx context.Context, s *Session, req *mcp.CallToolRequest) 
 	return result(page, b.String()), nil
 }
 
-func (t *tools) whoami(_ context.Context, s *Session, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (t *tools) whoami(_ context.Context, s *Session, req *mcp.CallToolRequest, _ time.Time) (*mcp.CallToolResult, error) {
 	if _, err := parseArgs(req.Params.Arguments); err != nil {
 		return toolError(err), nil
 	}
@@ -363,7 +398,7 @@ type actionResult struct {
 	Action actions.Record `json:"action"`
 }
 
-func (t *tools) post(ctx context.Context, s *Session, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (t *tools) post(ctx context.Context, s *Session, req *mcp.CallToolRequest, _ time.Time) (*mcp.CallToolResult, error) {
 	a, err := parseArgs(req.Params.Arguments, "to", "title", "body")
 	if err != nil {
 		return toolError(err), nil
@@ -395,7 +430,7 @@ func (t *tools) post(ctx context.Context, s *Session, req *mcp.CallToolRequest) 
 	return result(actionResult{rec}, fmt.Sprintf("Posted action %s for %s: %s", rec.ID, forWhom(rec.To), rec.Title)), nil
 }
 
-func (t *tools) finish(ctx context.Context, s *Session, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (t *tools) finish(ctx context.Context, s *Session, req *mcp.CallToolRequest, _ time.Time) (*mcp.CallToolResult, error) {
 	a, err := parseArgs(req.Params.Arguments, "id", "result")
 	if err != nil {
 		return toolError(err), nil
@@ -420,7 +455,7 @@ func (t *tools) finish(ctx context.Context, s *Session, req *mcp.CallToolRequest
 	return result(actionResult{rec}, fmt.Sprintf("Action %s is done.", rec.ID)), nil
 }
 
-func (t *tools) release(ctx context.Context, s *Session, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (t *tools) release(ctx context.Context, s *Session, req *mcp.CallToolRequest, _ time.Time) (*mcp.CallToolResult, error) {
 	a, err := parseArgs(req.Params.Arguments, "id")
 	if err != nil {
 		return toolError(err), nil
