@@ -27,6 +27,8 @@ import (
 )
 
 func main() {
+	// A closed stderr must not turn "exits 0 always" into death by SIGPIPE.
+	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()

@@ -19,7 +19,7 @@ type channel struct {
 	dir       string
 	claudePID int
 	token     string
-	entry     runfile.Entry
+	vanished  bool // the run file was found missing (warned once)
 }
 
 // openChannel starts the /retire server and writes the run file for
@@ -45,18 +45,20 @@ func openChannel(dir string, claudePID int, r clearctl.Retirer, log *slog.Logger
 		return nil, err
 	}
 	log.Info("retire channel ready", logkey.Port, entry.Port, logkey.Path, runfile.Path(dir, claudePID))
-	return &channel{srv: srv, dir: dir, claudePID: claudePID, token: token, entry: entry}, nil
+	return &channel{srv: srv, dir: dir, claudePID: claudePID, token: token}, nil
 }
 
 // takenOver reports whether the run file now belongs to another bridge of
 // the same Claude process (a /mcp reconnect can abandon this one with its
-// stdin open). A run file that has vanished is written again.
+// stdin open). A run file that has vanished is not written again: a newer
+// bridge may be about to write its own, which must win.
 func (c *channel) takenOver(log *slog.Logger) bool {
 	e, err := runfile.Read(c.dir, c.claudePID)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		if err := runfile.Write(c.dir, c.claudePID, c.entry); err != nil {
-			log.Warn("run file vanished and cannot be written again", logkey.Err, err)
+		if !c.vanished {
+			c.vanished = true
+			log.Warn("run file removed by someone else; /clear cannot reach this bridge until it restarts", logkey.Path, runfile.Path(c.dir, c.claudePID))
 		}
 		return false
 	case err != nil:

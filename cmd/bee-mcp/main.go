@@ -21,5 +21,8 @@ func main() {
 	// bridge before it has cleaned up; run decides what each one means.
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	// A closed stdout or stderr (claude gone) must fail a write, not kill
+	// the bridge halfway through its cleanup.
+	signal.Ignore(syscall.SIGPIPE)
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr, sigs))
 }

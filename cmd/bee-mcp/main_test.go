@@ -90,7 +90,7 @@ func TestBridge_DiscoverHandshake(t *testing.T) {
 	require.NotEqual(t, lines[4], call)
 	start := time.Now()
 	p.Send(call)
-	time.Sleep(200 * time.Millisecond)
+	p.WaitStderr(5*time.Second, `msg="tool call" claude_pid=0 tool=bee_wait_action`)
 	p.Send(lines[5]) // notifications/cancelled for id 2
 	p.WaitStderr(5*time.Second, "wait cancelled")
 	require.Less(t, time.Since(start), 5*time.Second, "the cancel ends the wait well before its 10 s bound")

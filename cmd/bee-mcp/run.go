@@ -52,10 +52,25 @@ const (
 	envSession = "CLAUDE_CODE_SESSION_ID"
 )
 
-// cleanupBound is how long the bridge gives its cleanup after the first
-// signal. Claude Code sends SIGTERM 100 ms after SIGINT and SIGKILL 400 ms
-// after that; departing and removing the run file take a few milliseconds.
-const cleanupBound = 300 * time.Millisecond
+// Bounds on the steps of the bridge's cleanup. Claude Code sends SIGTERM
+// 100 ms after SIGINT and SIGKILL 400 ms after that; removing the run file
+// and departing take a few milliseconds on a healthy board.
+const (
+	departBound = 200 * time.Millisecond
+	stepBound   = 50 * time.Millisecond
+)
+
+// within reports whether done is closed within d.
+func within(done <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
 
 // watchEvery is how often the bridge checks that its Claude process is
 // alive and that its run file is still its own.
@@ -227,23 +242,38 @@ func serve(ctx context.Context, cfg config, log *slog.Logger, stdin io.Reader, s
 		}
 	}
 
-	// Clean up within the bound, whatever else arrives: further signals
-	// land in sigs and are ignored.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupBound)
-	defer cancel()
+	// Clean up within Claude Code's grace (SIGTERM 100 ms after SIGINT,
+	// SIGKILL 400 ms later), whatever else arrives: further signals land in
+	// sigs and are ignored. Each step has its own bound, so a slow one
+	// cannot starve the others.
 	began := time.Now()
-	if s, err := pending.Wait(cctx); err == nil {
-		if err := s.Depart(cctx); err != nil {
+	// The run file first: it is cheap, and once it is gone no hook starts a
+	// retire. Closing the channel also ends a retire in flight, so the
+	// departure below never queues behind one.
+	ch.close(log)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), departBound)
+	defer cancel()
+	sess, err := pending.Wait(dctx)
+	if err == nil {
+		if err := sess.Depart(dctx); err != nil {
 			log.Error("departure not recorded; the board will reclaim this identity's claims when its lease runs out", logkey.Err, err)
 		}
-		defer s.Close()
 	}
-	ch.close(log)
 	ss.Close()
-	select {
-	case <-served:
-	case <-cctx.Done():
-		log.Warn("MCP session did not end within the cleanup bound")
+	if !within(served, stepBound) {
+		log.Warn("MCP session did not end within its bound; exiting anyway")
+	}
+	if sess != nil {
+		// Closing the board can wait on another process's lock; the exit
+		// does not.
+		closed := make(chan struct{})
+		go func() {
+			defer close(closed)
+			sess.Close()
+		}()
+		if !within(closed, stepBound) {
+			log.Warn("board did not close within its bound; exiting anyway")
+		}
 	}
 	log.Info("bee-mcp ends", logkey.Reason, reason, logkey.Elapsed, time.Since(began))
 	return nil

@@ -216,10 +216,17 @@ func (p *Proc) Stderr() string {
 // WaitStderr waits up to d for the bridge's log to contain substr.
 func (p *Proc) WaitStderr(d time.Duration, substr string) {
 	p.t.Helper()
+	p.WaitStderrCount(d, substr, 1)
+}
+
+// WaitStderrCount waits up to d for the bridge's log to contain substr at
+// least n times.
+func (p *Proc) WaitStderrCount(d time.Duration, substr string, n int) {
+	p.t.Helper()
 	deadline := time.Now().Add(d)
-	for !strings.Contains(p.Stderr(), substr) {
+	for strings.Count(p.Stderr(), substr) < n {
 		if time.Now().After(deadline) {
-			p.t.Fatalf("bridge did not log %q within %v\nstderr:\n%s", substr, d, p.Stderr())
+			p.t.Fatalf("bridge did not log %q %d times within %v\nstderr:\n%s", substr, n, d, p.Stderr())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

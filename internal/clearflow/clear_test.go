@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -80,7 +81,18 @@ func standInClaude() int {
 	// Reap the bridge as soon as it ends, as Claude Code does, so a killed
 	// bridge is gone rather than a zombie that signal 0 still finds.
 	reaped := make(chan struct{})
-	go func() { bridge.Wait(); close(reaped) }()
+	go func() {
+		defer close(reaped)
+		bridge.Wait()
+		// Report how the bridge ended, for the tests of its endings.
+		if f := os.Getenv("BEE_TEST_EXIT_FILE"); f != "" {
+			st := bridge.ProcessState
+			ws, _ := st.Sys().(syscall.WaitStatus)
+			b, _ := json.Marshal(bridgeExit{Code: st.ExitCode(), Signaled: ws.Signaled(), Signal: ws.Signal().String()})
+			os.WriteFile(f+".tmp", b, 0o600)
+			os.Rename(f+".tmp", f)
+		}
+	}()
 	enc := json.NewEncoder(answers)
 	enc.Encode(map[string]any{"bridgePid": bridge.Process.Pid})
 	sc := bufio.NewScanner(ctl)
@@ -105,6 +117,13 @@ func standInClaude() int {
 	return 0
 }
 
+// bridgeExit is how the bridge under the stand-in claude ended.
+type bridgeExit struct {
+	Code     int
+	Signaled bool
+	Signal   string
+}
+
 type hookCommand struct {
 	Command string // run by /bin/sh -c
 	Input   string // the hook's stdin
@@ -124,6 +143,7 @@ type session struct {
 	bridgePID int
 	runDir    string
 	board     string
+	exitFile  string
 	mcp       *bridgetest.Proc
 	ctl       io.WriteCloser
 	answers   *bufio.Scanner
@@ -133,7 +153,7 @@ type session struct {
 func start(t testing.TB, source string) *session {
 	t.Helper()
 	dir := t.TempDir()
-	s := &session{t: t, runDir: filepath.Join(dir, "run"), board: filepath.Join(dir, "board.db")}
+	s := &session{t: t, runDir: filepath.Join(dir, "run"), board: filepath.Join(dir, "board.db"), exitFile: filepath.Join(dir, "bridge-exit.json")}
 	ctlR, ctlW, err := os.Pipe()
 	require.NoError(t, err)
 	ansR, ansW, err := os.Pipe()
@@ -141,7 +161,8 @@ func start(t testing.TB, source string) *session {
 	cmd := exec.Command(filepath.Join(bin, "claude"))
 	cmd.Env = append(os.Environ(),
 		"BEE_TEST_ROLE=claude", "BEE_TEST_BIN="+bin,
-		"BEE_RUN_DIR="+s.runDir, "BEE_BOARD="+s.board, "BEE_SOURCE="+source, "BEE_LOG_LEVEL=debug")
+		"BEE_RUN_DIR="+s.runDir, "BEE_BOARD="+s.board, "BEE_SOURCE="+source, "BEE_LOG_LEVEL=debug",
+		"BEE_TEST_EXIT_FILE="+s.exitFile)
 	cmd.ExtraFiles = []*os.File{ctlR, ansW}
 	s.mcp = bridgetest.Start(t, cmd)
 	ctlR.Close()
@@ -352,24 +373,94 @@ func TestClear_ClaimsGoBackToTheBoard(t *testing.T) {
 	require.Equal(t, after.Identity, page.Records[0].Holder)
 }
 
-func TestClear_SignalsDuringAWaitCleanUp(t *testing.T) {
+// bridgeExited waits for the bridge to end and says how it did.
+func (s *session) bridgeExited(d time.Duration) bridgeExit {
+	s.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		data, err := os.ReadFile(s.exitFile)
+		if err == nil {
+			var e bridgeExit
+			require.NoError(s.t, json.Unmarshal(data, &e))
+			return e
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("bridge did not end within %v\nstderr:\n%s", d, s.mcp.Stderr())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// cleanupTook reads how long the bridge says its cleanup took.
+func (s *session) cleanupTook() time.Duration {
+	s.t.Helper()
+	m := regexp.MustCompile(`msg="bee-mcp ends".* elapsed=(\S+)`).FindStringSubmatch(s.mcp.Stderr())
+	require.NotNil(s.t, m, "no end line in:\n%s", s.mcp.Stderr())
+	d, err := time.ParseDuration(m[1])
+	require.NoError(s.t, err)
+	return d
+}
+
+// TestBridge_CleanEndsWithAWaitInFlight ends a bridge that holds a claim
+// and is waiting for more, each way it can end, and checks that it exits 0
+// (not killed by a later signal), removes its run file and gives its claim
+// back, with its cleanup well inside the 500 ms before Claude Code's
+// SIGKILL.
+func TestBridge_CleanEndsWithAWaitInFlight(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		end  func(s *session)
+	}{
+		{"stdin closed", func(s *session) { s.mcp.CloseStdin() }},
+		{"SIGHUP", func(s *session) { syscall.Kill(s.bridgePID, syscall.SIGHUP) }},
+		{"SIGINT then SIGTERM 100 ms later", func(s *session) {
+			syscall.Kill(s.bridgePID, syscall.SIGINT)
+			time.Sleep(100 * time.Millisecond)
+			syscall.Kill(s.bridgePID, syscall.SIGTERM)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := start(t, "board")
+			rec := s.postAndClaim()
+			s.nextID++
+			s.mcp.Call(s.nextID, "tools/call", bridgetest.ToolCall("bee_wait_action", map[string]any{"timeoutSeconds": 60}, nil))
+			s.mcp.WaitStderrCount(5*time.Second, `msg="tool call" claude_pid=`+strconv.Itoa(s.claudePID)+` tool=bee_wait_action`, 2)
+			tc.end(s)
+			exit := s.bridgeExited(5 * time.Second)
+			require.False(t, exit.Signaled, "killed by %s", exit.Signal)
+			require.Equal(t, 0, exit.Code)
+			_, err := os.Stat(s.runFile())
+			require.True(t, os.IsNotExist(err), "run file removed")
+			state, holder := s.boardState(rec.ID)
+			require.Equal(t, actions.Open, state, "the departed identity's claim is back on the board")
+			require.Empty(t, holder)
+			require.Less(t, s.cleanupTook(), 400*time.Millisecond)
+		})
+	}
+}
+
+// TestBridge_SecondSignalDoesNotCutCleanupShort holds the board's write
+// lock so that the departure is slow, and sends SIGTERM right after
+// SIGINT: the bridge still finishes its bounded cleanup and exits 0.
+func TestBridge_SecondSignalDoesNotCutCleanupShort(t *testing.T) {
 	s := start(t, "board")
-	rec := s.postAndClaim()
-	// A second wait is in flight when Claude Code ends the bridge the way
-	// it does: SIGINT, then SIGTERM 100 ms later.
-	s.nextID++
-	s.mcp.Call(s.nextID, "tools/call", bridgetest.ToolCall("bee_wait_action", map[string]any{"timeoutSeconds": 60}, nil))
-	s.mcp.WaitStderr(5*time.Second, `msg="tool call" claude_pid=`)
+	s.postAndClaim()
+	lock, err := os.OpenFile(s.board+"-lock", os.O_RDWR, 0)
+	require.NoError(t, err)
+	defer lock.Close()
+	require.NoError(t, syscall.Flock(int(lock.Fd()), syscall.LOCK_EX))
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+
 	require.NoError(t, syscall.Kill(s.bridgePID, syscall.SIGINT))
-	time.Sleep(100 * time.Millisecond)
-	_ = syscall.Kill(s.bridgePID, syscall.SIGTERM)
-	s.mcp.WaitStderr(5*time.Second, "bee-mcp ends")
-	_, err := os.Stat(s.runFile())
-	require.True(t, os.IsNotExist(err), "run file removed")
-	state, holder := s.boardState(rec.ID)
-	require.Equal(t, actions.Open, state, "the departed identity's claim is back on the board")
-	require.Empty(t, holder)
-	require.NotContains(t, s.mcp.Stderr(), "did not end within the cleanup bound")
+	time.Sleep(10 * time.Millisecond)
+	require.NoError(t, syscall.Kill(s.bridgePID, syscall.SIGTERM))
+	exit := s.bridgeExited(5 * time.Second)
+	require.False(t, exit.Signaled, "killed by %s", exit.Signal)
+	require.Equal(t, 0, exit.Code)
+	_, err = os.Stat(s.runFile())
+	require.True(t, os.IsNotExist(err), "the run file goes first, whatever the board does")
+	require.Contains(t, s.mcp.Stderr(), "departure not recorded")
+	require.Less(t, s.cleanupTook(), 400*time.Millisecond, "each cleanup step is bounded")
 }
 
 func TestBridge_EndsWhenRunFileTakenOver(t *testing.T) {
