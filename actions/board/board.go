@@ -16,7 +16,7 @@
 //     was addressed to that identity exactly to its agent name, so the
 //     agent's next identity (after /clear, say) receives it.
 //   - A process that dies without departing (SIGKILL) loses its claims once
-//     its lease runs out ([Options.Lease], 30 s by default).
+//     its lease runs out ([Options.Lease], 60 s by default).
 //   - Waiters in every process wake within milliseconds of a change that
 //     makes an action claimable: the writer touches a file that each Board
 //     watches with one fsnotify watcher. While nothing changes a waiter only
