@@ -1,0 +1,254 @@
+// Package lifecycle runs one bee-mcp process from start to clean end: it
+// finds the Claude process, sets the session up on its action source,
+// serves MCP on stdio and the /retire channel, watches for every way the
+// bridge can end, and cleans up within Claude Code's grace.
+//
+// It promises that every clean end (stdin closed, a signal on Signals, the
+// parent or the Claude process gone, the run file taken over by a newer
+// bridge) removes the run file first, then departs the identity so its
+// claims go back, each step with its own bound, and that a later signal
+// does not cut that short. Run returns only when all of that is done or
+// its bound has passed.
+package lifecycle
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/board"
+	"github.com/tractat-us/bee/ancestry"
+	"github.com/tractat-us/bee/bridge"
+	"github.com/tractat-us/bee/logkey"
+	"github.com/tractat-us/bee/stdio"
+)
+
+// Config is one bridge's configuration. The zero value of each field is
+// documented.
+type Config struct {
+	// Agent is the agent name identities are minted for. Required.
+	Agent string
+	// Source is "board" or "none"; "" means "board".
+	Source string
+	// BoardPath is the board file; "" means board.DefaultPath().
+	BoardPath string
+	// RunDir is the run directory; "" means runfile.DefaultDir().
+	RunDir string
+	// SessionID is the Claude Code session at start, "" when unknown.
+	SessionID string
+	// Version is the bridge's version as MCP reports it.
+	Version string
+	// ProgressInterval is how often a wait reports progress; 0 means
+	// bridge.DefaultProgressInterval.
+	ProgressInterval time.Duration
+	// WatchEvery is how often the bridge checks that its parent and Claude
+	// process live and that its run file is still its own; 0 means 2 s.
+	WatchEvery time.Duration
+	// Stdin and Stdout carry MCP. Required. Stdout carries JSON-RPC only.
+	Stdin  io.Reader
+	Stdout io.Writer
+	// Signals ends the bridge on its first value; later values are
+	// absorbed. nil means none.
+	Signals <-chan os.Signal
+	// Logger receives every log line; nil discards them.
+	Logger *slog.Logger
+}
+
+// Bounds on the steps of the bridge's cleanup. Claude Code sends SIGTERM
+// 100 ms after SIGINT and SIGKILL 400 ms after that; removing the run file
+// and departing take a few milliseconds on a healthy board.
+const (
+	departBound = 200 * time.Millisecond
+	stepBound   = 50 * time.Millisecond
+)
+
+// within reports whether done is closed within d.
+func within(done <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+const defaultWatchEvery = 2 * time.Second
+
+// openSource opens the action source cfg names: the shared board (the
+// default) or NoActions.
+func openSource(cfg Config, log *slog.Logger) (actions.Source, error) {
+	if cfg.Source == "none" {
+		return actions.NoActions{}, nil
+	}
+	path := cfg.BoardPath
+	if path == "" {
+		var err error
+		if path, err = board.DefaultPath(); err != nil {
+			return nil, err
+		}
+	}
+	return board.Open(path, &board.Options{Logger: log})
+}
+
+// Run serves one bridge until it ends and has cleaned up. It returns an
+// error only when it could not start serving at all.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.WatchEvery <= 0 {
+		cfg.WatchEvery = defaultWatchEvery
+	}
+	if cfg.Source == "" {
+		cfg.Source = "board"
+	}
+	return serve(ctx, cfg, cfg.Logger)
+}
+
+func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
+	start := time.Now()
+	claudePID, found, err := ancestry.ClaudePID(ctx)
+	if err != nil {
+		log.Warn("cannot walk the process tree", logkey.Err, err)
+	}
+	if !found {
+		claudePID = 0
+		log.Warn("no claude process above this bridge; serving without the /retire channel, so /clear cannot retire this identity")
+	}
+	log = log.With(logkey.ClaudePID, claudePID)
+
+	// The handshake does not wait for the board: the session is set up
+	// while the client talks, and each tool call waits for it.
+	pending := bridge.Start(ctx, bridge.Config{
+		Agent:     cfg.Agent,
+		ClaudePID: claudePID,
+		SessionID: cfg.SessionID,
+		Logger:    log,
+	}, func() (actions.Source, error) { return openSource(cfg, log) })
+
+	var ch *channel
+	if found {
+		ch, err = openChannel(cfg.RunDir, claudePID, pending, log)
+		if err != nil {
+			log.Warn("serving without the /retire channel", logkey.Err, err)
+		}
+	}
+
+	srv := bridge.NewServer(pending, &bridge.ServerOptions{Version: cfg.Version, ProgressInterval: cfg.ProgressInterval, Logger: log})
+	transport := &stdio.Transport{
+		In:     cfg.Stdin,
+		Out:    cfg.Stdout,
+		Logger: log,
+		OnDropped: func(_ jsonrpc.ID, result json.RawMessage) {
+			// Only a call that got as far as claiming has a result to undo,
+			// so the session is set up by now.
+			if s, err := pending.Wait(ctx); err == nil {
+				s.GiveBackUndelivered(result)
+			}
+		},
+	}
+	ss, err := srv.Connect(ctx, transport, nil)
+	if err != nil {
+		return fmt.Errorf("serve MCP on stdio: %w", err)
+	}
+	// served is closed when the MCP session has ended; serveErr says why.
+	served := make(chan struct{})
+	var serveErr error
+	go func() {
+		defer close(served)
+		serveErr = ss.Wait()
+	}()
+	log.Info("bee-mcp serving", logkey.Elapsed, time.Since(start))
+	// Say when the session is ready, or why it never will be; this ends
+	// when the setup does (the board's busy timeout bounds it).
+	go func() {
+		if s, err := pending.Wait(ctx); err == nil {
+			log.Info("session ready", logkey.Identity, s.Identity(), logkey.Source, cfg.Source, logkey.Elapsed, time.Since(start))
+		} else {
+			log.Error("bee cannot serve actions; every tool call will say why", logkey.Err, err)
+		}
+	}()
+
+	reason := waitForEnd(ctx, cfg.Signals, cfg.WatchEvery, served, claudePID, ch, log)
+	if reason == "" {
+		reason = "stdin closed"
+		if serveErr != nil && !errors.Is(serveErr, io.EOF) {
+			reason = "MCP session ended: " + serveErr.Error()
+		}
+	}
+
+	// Clean up within Claude Code's grace (SIGTERM 100 ms after SIGINT,
+	// SIGKILL 400 ms later), whatever else arrives: further signals land in
+	// sigs and are ignored. Each step has its own bound, so a slow one
+	// cannot starve the others.
+	began := time.Now()
+	// The run file first: it is cheap, and once it is gone no hook starts a
+	// retire. Closing the channel also ends a retire in flight, so the
+	// departure below never queues behind one.
+	ch.close(log)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), departBound)
+	defer cancel()
+	sess, err := pending.Wait(dctx)
+	if err == nil {
+		if err := sess.Depart(dctx); err != nil {
+			log.Error("departure not recorded; the board will reclaim this identity's claims when its lease runs out", logkey.Err, err)
+		}
+	}
+	ss.Close()
+	if !within(served, stepBound) {
+		log.Warn("MCP session did not end within its bound; exiting anyway")
+	}
+	if sess != nil {
+		// Closing the board can wait on another process's lock; the exit
+		// does not.
+		closed := make(chan struct{})
+		go func() {
+			defer close(closed)
+			sess.Close()
+		}()
+		if !within(closed, stepBound) {
+			log.Warn("board did not close within its bound; exiting anyway")
+		}
+	}
+	log.Info("bee-mcp ends", logkey.Reason, reason, logkey.Elapsed, time.Since(began))
+	return nil
+}
+
+// waitForEnd blocks until something ends the bridge and says what it was;
+// "" means the MCP session itself ended (served was closed).
+func waitForEnd(ctx context.Context, sigs <-chan os.Signal, every time.Duration, served <-chan struct{}, claudePID int, ch *channel, log *slog.Logger) string {
+	ppid := os.Getppid()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return "context ended"
+		case sig := <-sigs:
+			return "signal " + sig.String()
+		case <-served:
+			return ""
+		case <-tick.C:
+			if os.Getppid() != ppid {
+				return "parent process gone"
+			}
+			if claudePID != 0 && syscall.Kill(claudePID, 0) == syscall.ESRCH {
+				return "claude process gone"
+			}
+			if ch != nil && ch.takenOver(log) {
+				return "run file taken over by a newer bridge"
+			}
+		}
+	}
+}

@@ -1,0 +1,190 @@
+package lifecycle
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/board"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// proc is an in-process Run with pipes for stdin and stdout.
+type proc struct {
+	t      *testing.T
+	in     *io.PipeWriter
+	lines  chan string
+	sigs   chan os.Signal
+	done   chan error
+	board  string
+	logBuf *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func startBridge(t *testing.T) *proc {
+	t.Helper()
+	dir := t.TempDir()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	b := &proc{t: t, in: inW, lines: make(chan string, 100), sigs: make(chan os.Signal, 4), done: make(chan error, 1),
+		board: filepath.Join(dir, "board.db"), logBuf: &syncBuffer{}}
+	go func() {
+		defer close(b.lines)
+		sc := bufio.NewScanner(outR)
+		for sc.Scan() {
+			b.lines <- sc.Text()
+		}
+	}()
+	go func() {
+		b.done <- Run(context.Background(), Config{
+			Agent:      "lifecycle",
+			BoardPath:  b.board,
+			RunDir:     filepath.Join(dir, "run"),
+			Stdin:      inR,
+			Stdout:     outW,
+			Signals:    b.sigs,
+			WatchEvery: 50 * time.Millisecond,
+			Logger:     slogTo(b.logBuf),
+		})
+		outW.Close()
+	}()
+	t.Cleanup(func() {
+		inW.Close()
+		for range b.lines {
+		}
+	})
+	return b
+}
+
+func (b *proc) send(line string) {
+	b.t.Helper()
+	_, err := io.WriteString(b.in, line+"\n")
+	require.NoError(b.t, err)
+}
+
+// await returns the first stdout line holding want.
+func (b *proc) await(want string) string {
+	b.t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case l, ok := <-b.lines:
+			require.True(b.t, ok, "stdout closed before %q\nlog:\n%s", want, b.logBuf)
+			if strings.Contains(l, want) {
+				return l
+			}
+		case <-timeout:
+			b.t.Fatalf("no %q on stdout\nlog:\n%s", want, b.logBuf)
+		}
+	}
+}
+
+func (b *proc) ended() {
+	b.t.Helper()
+	select {
+	case err := <-b.done:
+		require.NoError(b.t, err)
+	case <-time.After(5 * time.Second):
+		b.t.Fatalf("Run did not return\nlog:\n%s", b.logBuf)
+	}
+}
+
+func (b *proc) claimOne() actions.Record {
+	b.t.Helper()
+	b.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`)
+	b.await(`"id":1`)
+	b.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	b.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"bee_post_action","arguments":{"title":"t","body":"b"}}}`)
+	b.await(`"id":2`)
+	b.send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"bee_wait_action","arguments":{"timeoutSeconds":5}}}`)
+	var resp struct {
+		Result struct {
+			StructuredContent actions.Page `json:"structuredContent"`
+		} `json:"result"`
+	}
+	require.NoError(b.t, json.Unmarshal([]byte(b.await(`"id":3`)), &resp))
+	require.Len(b.t, resp.Result.StructuredContent.Records, 1)
+	return resp.Result.StructuredContent.Records[0]
+}
+
+func (b *proc) state(id string) actions.State {
+	b.t.Helper()
+	bd, err := board.Open(b.board, nil)
+	require.NoError(b.t, err)
+	defer bd.Close()
+	r, err := bd.Get(context.Background(), id)
+	require.NoError(b.t, err)
+	return r.State
+}
+
+// Each end leaves no goroutine behind (TestMain checks) and gives the claim
+// back.
+func TestRun_Ends(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		end  func(b *proc)
+	}{
+		{"stdin closed", func(b *proc) { b.in.Close() }},
+		{"signal", func(b *proc) { b.sigs <- syscall.SIGINT }},
+		{"two signals", func(b *proc) { b.sigs <- syscall.SIGINT; b.sigs <- syscall.SIGTERM }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := startBridge(t)
+			rec := b.claimOne()
+			// A wait in flight when the end comes.
+			b.send(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"bee_wait_action","arguments":{"timeoutSeconds":60}}}`)
+			tc.end(b)
+			b.ended()
+			require.Equal(t, actions.Open, b.state(rec.ID))
+			require.Contains(t, b.logBuf.String(), "bee-mcp ends")
+		})
+	}
+}
+
+func TestRun_BoardUnusable(t *testing.T) {
+	b := startBridge(t)
+	require.NoError(t, os.WriteFile(b.board, []byte("this is not a database, it is a note"), 0o600))
+	// The handshake still works, and a tool says what is wrong.
+	b.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`)
+	b.await(`"id":1`)
+	b.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"bee_whoami"}}`)
+	line := b.await(`"id":2`)
+	require.Contains(t, line, `"isError":true`)
+	require.Contains(t, line, b.board)
+	b.sigs <- syscall.SIGTERM
+	b.ended()
+}
+
+func slogTo(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
