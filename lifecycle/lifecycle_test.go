@@ -188,3 +188,21 @@ func TestRun_BoardUnusable(t *testing.T) {
 func slogTo(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
+
+// A cancel that arrives after the wait's answer was written (Esc pressed as
+// the claim came back) means Claude Code discards the answer: the claim
+// goes back to the board rather than sitting with a live identity whose
+// model never heard of it.
+func TestRun_LateCancelGivesTheClaimBack(t *testing.T) {
+	b := startBridge(t)
+	rec := b.claimOne() // the answer to id 3 has been read
+	require.Equal(t, actions.Claimed, b.state(rec.ID))
+	b.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3,"reason":"AbortError: user-cancel"}}`)
+	deadline := time.Now().Add(5 * time.Second)
+	for b.state(rec.ID) != actions.Open {
+		require.True(t, time.Now().Before(deadline), "the claim was not given back\nlog:\n%s", b.logBuf)
+		time.Sleep(10 * time.Millisecond)
+	}
+	b.sigs <- syscall.SIGTERM
+	b.ended()
+}

@@ -20,6 +20,9 @@
 //     does.
 //   - A request cancelled by notifications/cancelled gets no response: the
 //     server's response is withheld and handed to [Transport.OnDropped].
+//     A cancel that crosses its response on the wire (it arrives within
+//     [Transport.LateCancelWindow] after the response was written) means
+//     the client discards that response, so it is handed to OnDropped too.
 //   - A notifications/progress is written only while the request that carried
 //     its progress token is live (read, not cancelled, not yet answered).
 //     Progress after the response, after a cancel, or for a token no live
@@ -49,6 +52,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -106,9 +110,21 @@ type Transport struct {
 	// runs on the goroutine whose Write withheld the response, before that
 	// Write returns.
 	OnDropped func(id jsonrpc.ID, result json.RawMessage)
+	// LateCancelWindow is how long after a response is written a
+	// notifications/cancelled for its request still counts: the client
+	// cancelled before it read the response and discards it (Claude Code
+	// logs an unknown id), so OnDropped is called for it too, on the reading
+	// goroutine. Zero means DefaultLateCancelWindow; negative turns it off.
+	LateCancelWindow time.Duration
 
 	connected atomic.Bool
 }
+
+// DefaultLateCancelWindow is the LateCancelWindow used when it is zero.
+const DefaultLateCancelWindow = 10 * time.Second
+
+// maxRecent bounds the written responses kept for a late cancel.
+const maxRecent = 8
 
 var _ mcp.Transport = (*Transport)(nil)
 
@@ -136,6 +152,10 @@ func (t *Transport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	window := t.LateCancelWindow
+	if window == 0 {
+		window = DefaultLateCancelWindow
+	}
 	items := make(chan item)
 	c := &conn{
 		in:         t.In,
@@ -143,6 +163,7 @@ func (t *Transport) Connect(ctx context.Context) (mcp.Connection, error) {
 		maxLine:    maxLine,
 		logger:     logger,
 		onDropped:  t.OnDropped,
+		lateWindow: window,
 		items:      items,
 		readDone:   make(chan struct{}),
 		closed:     make(chan struct{}),
@@ -160,7 +181,8 @@ type conn struct {
 	out       io.Writer
 	maxLine   int
 	logger    *slog.Logger
-	onDropped func(jsonrpc.ID, json.RawMessage)
+	onDropped  func(jsonrpc.ID, json.RawMessage)
+	lateWindow time.Duration // negative: late cancels are ignored
 
 	// items carries each non-empty line, classified, from readLoop to Read.
 	items <-chan item
@@ -185,6 +207,16 @@ type conn struct {
 	// liveTokens counts, per progress token key, the in-flight requests that
 	// carry that token and are not cancelled.
 	liveTokens map[string]int
+	// recent holds the last successful responses written (at most
+	// maxRecent, oldest first), for a cancel that crosses one on the wire.
+	recent []written
+}
+
+// A written is a response on the wire, kept for a late cancel.
+type written struct {
+	id     jsonrpc.ID
+	result json.RawMessage
+	at     time.Time
 }
 
 // A call is a request from the client that has been read and not answered.
@@ -250,6 +282,7 @@ func (c *conn) accept(it item) (jsonrpc.Message, error) {
 			c.mu.Lock()
 			_, dup := c.inFlight[msg.ID]
 			if !dup {
+				c.forgetRecentLocked(msg.ID)
 				c.inFlight[msg.ID] = &call{token: it.token}
 				if it.token != "" {
 					c.liveTokens[it.token]++
@@ -277,8 +310,10 @@ func (c *conn) accept(it item) (jsonrpc.Message, error) {
 }
 
 // markCancelled records that the client cancelled the in-flight request id,
-// so that its response is withheld and its progress dropped. An id not in
-// flight is ignored (its response may already be on the wire).
+// so that its response is withheld and its progress dropped. A cancel for a
+// response written within the late-cancel window means the client will
+// discard that response: OnDropped is called for it. Any other id is
+// ignored.
 func (c *conn) markCancelled(id jsonrpc.ID) {
 	c.mu.Lock()
 	cl, ok := c.inFlight[id]
@@ -286,9 +321,57 @@ func (c *conn) markCancelled(id jsonrpc.ID) {
 		cl.cancelled = true
 		c.releaseTokenLocked(cl.token)
 	}
+	var late *written
+	if !ok {
+		late = c.takeRecentLocked(id)
+	}
 	c.mu.Unlock()
 	if ok {
 		c.logger.Debug("request cancelled by client", logKeyID, id.Raw())
+	}
+	if late != nil {
+		c.logger.Debug("request cancelled after its response was written; the client discards it", logKeyID, id.Raw())
+		if c.onDropped != nil {
+			c.onDropped(late.id, late.result)
+		}
+	}
+}
+
+// rememberLocked keeps a written response for a late cancel. c.mu must be
+// held.
+func (c *conn) rememberLocked(id jsonrpc.ID, result json.RawMessage) {
+	if c.lateWindow < 0 || c.onDropped == nil {
+		return
+	}
+	if len(c.recent) == maxRecent {
+		c.recent = append(c.recent[:0], c.recent[1:]...)
+	}
+	c.recent = append(c.recent, written{id: id, result: result, at: time.Now()})
+}
+
+// takeRecentLocked removes and returns the response written for id within
+// the window, or nil. c.mu must be held.
+func (c *conn) takeRecentLocked(id jsonrpc.ID) *written {
+	for i, w := range c.recent {
+		if w.id == id {
+			c.recent = append(c.recent[:i], c.recent[i+1:]...)
+			if time.Since(w.at) > c.lateWindow {
+				return nil
+			}
+			return &w
+		}
+	}
+	return nil
+}
+
+// forgetRecentLocked drops a kept response whose id the client reuses: a
+// cancel naming the id now means the new request. c.mu must be held.
+func (c *conn) forgetRecentLocked(id jsonrpc.ID) {
+	for i, w := range c.recent {
+		if w.id == id {
+			c.recent = append(c.recent[:i], c.recent[i+1:]...)
+			return
+		}
 	}
 }
 
@@ -374,6 +457,9 @@ func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 				withheld = m
 			} else {
 				c.releaseTokenLocked(cl.token)
+				if m.Error == nil {
+					c.rememberLocked(m.ID, m.Result)
+				}
 			}
 		}
 	case *jsonrpc.Request:

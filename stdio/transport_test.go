@@ -479,12 +479,74 @@ func TestConnection_WriteWithholdsCancelledResponse(t *testing.T) {
 	require.Equal(t, 10.0, h.out.next(t)["id"])
 	require.True(t, hasLog(h.logs, "response withheld: request was cancelled"))
 
-	// A cancellation for an id not in flight changes nothing.
-	h.send(cancelLine("10"), callLine("9", "9"))
+	// A cancellation for an id never seen changes nothing.
+	h.send(cancelLine("77"), callLine("9", "9"))
 	h.readRequest("notifications/cancelled", nil)
 	h.readRequest("tools/call", 9) // the withheld id is free again
 	h.write(response(t, 9, `{}`))
 	require.Equal(t, 9.0, h.out.next(t)["id"])
+	select {
+	case d := <-h.dropped:
+		require.FailNow(t, "unexpected OnDropped", "%v", d)
+	default:
+	}
+}
+
+// A cancel that crosses its response on the wire: the client discards the
+// response it reads after cancelling, so the response counts as dropped.
+func TestConnection_LateCancelDropsWrittenResponse(t *testing.T) {
+	h := newHarness(t, 0)
+	h.send(callLine("5", "5"), callLine("6", "6"))
+	h.readRequest("tools/call", 5)
+	h.readRequest("tools/call", 6)
+	h.write(response(t, 5, `{"structuredContent":{"records":[{"id":"a-1"}]}}`))
+	h.write(response(t, 6, `{}`))
+	require.Equal(t, 5.0, h.out.next(t)["id"])
+	require.Equal(t, 6.0, h.out.next(t)["id"])
+
+	h.send(cancelLine("5"))
+	h.readRequest("notifications/cancelled", nil)
+	d := h.nextDropped()
+	require.Equal(t, mustID(t, 5), d.id)
+	require.JSONEq(t, `{"structuredContent":{"records":[{"id":"a-1"}]}}`, string(d.result))
+
+	// Once only: a second cancel for the same id changes nothing.
+	h.send(cancelLine("5"), callLine("7", "7"))
+	h.readRequest("notifications/cancelled", nil)
+	h.readRequest("tools/call", 7)
+	select {
+	case d := <-h.dropped:
+		require.FailNow(t, "unexpected OnDropped", "%v", d)
+	default:
+	}
+
+	// The client reuses id 6: a late cancel of 6 now means the new answer.
+	h.send(callLine("6", "6"))
+	h.readRequest("tools/call", 6)
+	h.write(response(t, 6, `{"second":true}`))
+	require.Equal(t, 6.0, h.out.next(t)["id"])
+	h.send(cancelLine("6"))
+	h.readRequest("notifications/cancelled", nil)
+	d = h.nextDropped()
+	require.Equal(t, mustID(t, 6), d.id)
+	require.JSONEq(t, `{"second":true}`, string(d.result))
+}
+
+func TestConnection_LateCancelWindowOff(t *testing.T) {
+	r := newRig(t)
+	tr := r.transport(0)
+	tr.LateCancelWindow = -1
+	conn, err := tr.Connect(t.Context())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	h := &harness{rig: r, conn: conn}
+	h.send(callLine("5", "5"))
+	h.readRequest("tools/call", 5)
+	h.write(response(t, 5, `{}`))
+	require.Equal(t, 5.0, h.out.next(t)["id"])
+	h.send(cancelLine("5"), callLine("8", "8"))
+	h.readRequest("notifications/cancelled", nil)
+	h.readRequest("tools/call", 8)
 	select {
 	case d := <-h.dropped:
 		require.FailNow(t, "unexpected OnDropped", "%v", d)
