@@ -177,10 +177,10 @@ func (t *Transport) Connect(ctx context.Context) (mcp.Connection, error) {
 // A conn is the mcp.Connection made by Transport.Connect.
 type conn struct {
 	// Fixed at creation.
-	in        io.Reader
-	out       io.Writer
-	maxLine   int
-	logger    *slog.Logger
+	in         io.Reader
+	out        io.Writer
+	maxLine    int
+	logger     *slog.Logger
 	onDropped  func(jsonrpc.ID, json.RawMessage)
 	lateWindow time.Duration // negative: late cancels are ignored
 
