@@ -227,10 +227,11 @@ func bulkPost(tb testing.TB, b *Board, n int) {
 	}
 }
 
-// BenchmarkIdleCPU measures the CPU time 50 processes, each waiting in Next
-// with the default options (a safety poll every 5 s, a lease renewal every
-// 10 s), use in 30 s of nothing happening: the run time of all their
-// threads, from /proc/<pid>/task/*/schedstat, in nanoseconds.
+// BenchmarkIdleCPU measures the CPU time 50 processes, each joined and
+// waiting in Next with the default options (a safety poll every 60 s; no
+// lease renewal while holding nothing), use in 30 s of nothing happening:
+// the run time of all their threads, from /proc/<pid>/task/*/schedstat, in
+// nanoseconds.
 func BenchmarkIdleCPU(b *testing.B) {
 	if os.Getenv("BEE_BOARD_BENCH_IDLE") != "1" {
 		b.Skip("takes 30 s; set BEE_BOARD_BENCH_IDLE=1")

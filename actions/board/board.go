@@ -79,7 +79,7 @@ const EnvPath = "BEE_BOARD"
 // Defaults for the zero values of Options.
 const (
 	DefaultLease       = 60 * time.Second
-	DefaultSafetyPoll  = 30 * time.Second
+	DefaultSafetyPoll  = 60 * time.Second
 	DefaultBusyTimeout = 5 * time.Second
 	DefaultPageSize    = 100
 )
@@ -157,15 +157,18 @@ type Options struct {
 	// process that dies without departing (SIGKILL) loses its claims this
 	// long after its last renewal. Zero means DefaultLease (60 s): a clean
 	// end gives claims back at once, so the lease only bounds the rare
-	// crash, and each renewal costs CPU in every idle bridge.
+	// crash. A member renews only while it holds a claim (made through this
+	// Board); claiming refreshes a lease that has run low.
 	Lease time.Duration
 	// Renew is how often a joined member's lease is extended. Zero means
 	// Lease/3. It must be shorter than Lease, or Open refuses the options.
 	Renew time.Duration
 	// SafetyPoll bounds how long a waiter sleeps without looking at the
 	// database, in case a wake-up was lost. Zero means DefaultSafetyPoll
-	// (30 s): wake-ups come from the notify files, so the poll is only a
-	// backstop, and each look costs CPU in every idle bridge.
+	// (60 s): wake-ups come from the notify files, so the poll is only a
+	// backstop, and each look costs CPU in every idle bridge. A bridge's
+	// waits last at most 60 s and each new one looks first, so for bridges
+	// the wait's own bound is the backstop.
 	SafetyPoll time.Duration
 	// BusyTimeout bounds how long one operation waits for another process
 	// holding the board's lock before it fails with ErrLocked. Zero means
@@ -213,9 +216,16 @@ type Board struct {
 	cancel context.CancelFunc
 	g      group // every goroutine the Board starts
 
-	mu       sync.Mutex // guards renewals and hot
+	mu       sync.Mutex // guards renewals, hot and held
 	renewals map[identity.ID]*renewal
 	hot      map[identity.ID]hot // identities that claimed a moment ago
+	// held counts, per identity, the claims made through this Board and
+	// not finished or released through it since. A lease matters only
+	// while its member holds a claim, so renewals write only then: an idle
+	// bridge costs no CPU. The count can only be too high (a claim
+	// reclaimed or departed elsewhere), which costs a renewal, never a
+	// claim.
+	held map[identity.ID]int
 
 	closeOnce sync.Once
 	closeErr  error
@@ -278,6 +288,7 @@ func Open(path string, opts *Options) (_ *Board, err error) {
 		cancel:   cancel,
 		renewals: make(map[identity.ID]*renewal),
 		hot:      make(map[identity.ID]hot),
+		held:     make(map[identity.ID]int),
 	}
 	defer func() {
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -924,4 +925,54 @@ func TestOpen_NewBoardIsPrivate(t *testing.T) {
 	di, err := os.Stat(filepath.Dir(path))
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o700), di.Mode().Perm())
+}
+
+// A lease guards claims only: an idle member does not renew it (an idle
+// bridge costs no CPU), stays listed while its process runs, and its next
+// claim refreshes the lease, which renewals then keep.
+func TestBoard_IdleMemberRenewsOnlyWhileHolding(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "board.db")
+	opts := &Options{Lease: 300 * time.Millisecond, Renew: 100 * time.Millisecond}
+	b := openTest(t, path, opts)
+	other := openTest(t, path, opts)
+	w := mint(t, "idle")
+	require.NoError(t, b.Join(t.Context(), actions.Member{ID: w, PID: os.Getpid()}))
+	lease := func() time.Time {
+		t.Helper()
+		ms, err := other.Members(t.Context())
+		require.NoError(t, err)
+		require.Len(t, ms, 1, "the idle member is listed while its process runs")
+		return ms[0].LeaseUntil
+	}
+	joined := lease()
+	time.Sleep(500 * time.Millisecond) // several renewal intervals; no event to wait for
+	require.Equal(t, joined, lease(), "no renewal while holding nothing")
+	require.True(t, joined.Before(time.Now()), "the lease has run out")
+
+	// Claiming refreshes the lease, and renewals keep the claim.
+	a := post(t, other, "user:alice", "", "job")
+	require.Equal(t, a.ID, next(t, b, w).ID)
+	time.Sleep(700 * time.Millisecond) // more than two leases
+	nothingFor(t, other, mint(t, "thief"))
+	require.True(t, lease().After(time.Now()), "renewed while holding")
+
+	// Once it is finished, renewals stop again.
+	_, err := b.Finish(t.Context(), w, a.ID, "")
+	require.NoError(t, err)
+	time.Sleep(150 * time.Millisecond) // let a renewal in flight land
+	settled := lease()
+	time.Sleep(300 * time.Millisecond)
+	require.Equal(t, settled, lease())
+}
+
+// A member whose lease has run out and whose process is gone is not live.
+func TestBoard_MembersDropsDeadProcesses(t *testing.T) {
+	b := openTest(t, "", &Options{Lease: 100 * time.Millisecond, Renew: 50 * time.Millisecond})
+	dead := exec.Command("true")
+	require.NoError(t, dead.Run())
+	require.NoError(t, b.Join(t.Context(), actions.Member{ID: mint(t, "gone"), PID: dead.Process.Pid}))
+	require.Eventually(t, func() bool {
+		ms, err := b.Members(t.Context())
+		return err == nil && len(ms) == 0
+	}, 5*time.Second, 20*time.Millisecond)
 }

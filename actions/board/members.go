@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"syscall"
 	"strconv"
 	"strings"
 	"time"
@@ -135,15 +136,17 @@ func collectIDs(rows *sql.Rows, err error) ([]string, error) {
 	return ids, rows.Err()
 }
 
-// Members returns the live identities (joined, not departed, lease not run
-// out), oldest first, with the actions each holds.
+// Members returns the live identities (joined, not departed, and either
+// within their lease or with their process still running: a member renews
+// its lease only while it holds a claim), oldest first, with the actions
+// each holds.
 func (b *Board) Members(ctx context.Context) ([]MemberInfo, error) {
 	members := []MemberInfo{}
 	err := b.read(ctx, "members", func(ctx context.Context) error {
 		rows, err := b.rows(ctx, `SELECT m.identity, m.agent, m.pid, m.claude_pid, m.session_id, m.joined_at, m.renewed_at, m.lease_until,
 				(SELECT group_concat(a.seq) FROM actions a WHERE a.state = 'claimed' AND a.holder = m.identity)
-			FROM members m WHERE m.departed_at IS NULL AND m.lease_until > ?
-			ORDER BY m.joined_at, m.identity`, nowMS())
+			FROM members m WHERE m.departed_at IS NULL
+			ORDER BY m.joined_at, m.identity`)
 		if err != nil {
 			return err
 		}
@@ -158,6 +161,9 @@ func (b *Board) Members(ctx context.Context) ([]MemberInfo, error) {
 			if err := rows.Scan(&id, &mi.Agent, &mi.PID, &mi.ClaudePID, &mi.SessionID, &joined, &renewed, &leaseEnd, &held); err != nil {
 				return err
 			}
+			if leaseEnd <= nowMS() && !processAlive(mi.PID) {
+				continue
+			}
 			mi.ID = identity.ID(id)
 			mi.JoinedAt, mi.RenewedAt, mi.LeaseUntil = fromMS(joined), fromMS(renewed), fromMS(leaseEnd)
 			mi.Holding = heldIDs(held.String)
@@ -169,6 +175,16 @@ func (b *Board) Members(ctx context.Context) ([]MemberInfo, error) {
 		return nil, fmt.Errorf("members: %w", err)
 	}
 	return members, nil
+}
+
+// processAlive reports whether process pid runs (signal 0 succeeds, or is
+// refused for lack of permission).
+func processAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // heldIDs turns group_concat's "7,3,12" into ["a-3", "a-7", "a-12"].
@@ -207,6 +223,7 @@ func (b *Board) stopRenewal(who identity.ID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.hot, who)
+	delete(b.held, who)
 	if r, ok := b.renewals[who]; ok {
 		close(r.stop)
 		delete(b.renewals, who)
@@ -229,6 +246,11 @@ func (b *Board) renew(r *renewal, m actions.Member) {
 			return
 		case <-t.C:
 		}
+		if !b.holds(m.ID) {
+			// Nothing to keep: a lease guards claims only. The next claim
+			// refreshes it.
+			continue
+		}
 		departed, err := b.renewOnce(m)
 		switch {
 		case err != nil && b.ctx.Err() == nil:
@@ -243,6 +265,24 @@ func (b *Board) renew(r *renewal, m actions.Member) {
 			return
 		}
 	}
+}
+
+// addHeld counts a claim made (+1) or settled (-1) through this Board.
+func (b *Board) addHeld(who identity.ID, n int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if h := b.held[who] + n; h > 0 {
+		b.held[who] = h
+	} else {
+		delete(b.held, who)
+	}
+}
+
+// holds reports whether who holds a claim made through this Board.
+func (b *Board) holds(who identity.ID) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.held[who] > 0
 }
 
 // renewOnce extends m's lease. A member row that has gone (forgotten) is

@@ -362,6 +362,7 @@ func (b *Board) Finish(ctx context.Context, who identity.ID, id, result string) 
 	if err != nil {
 		return actions.Record{}, err
 	}
+	b.addHeld(who, -1)
 	b.notify.touch(false)
 	b.log.Info("action finished", logkey.ActionID, rec.ID, logkey.Identity, string(who))
 	return rec, nil
@@ -375,6 +376,7 @@ func (b *Board) Release(ctx context.Context, who identity.ID, id string) (action
 	if err != nil {
 		return actions.Record{}, err
 	}
+	b.addHeld(who, -1)
 	b.notify.touch(true)
 	b.log.Info("action released", logkey.ActionID, rec.ID, logkey.Identity, string(who))
 	return rec, nil
@@ -532,6 +534,7 @@ func (b *Board) Next(ctx context.Context, who identity.ID, after actions.Cursor,
 	// claimed answers with a claim, or gives it back if nobody is left to
 	// receive it.
 	claimed := func(rec actions.Record) (actions.Page, error) {
+		b.addHeld(who, 1)
 		if b.opts.afterClaim != nil {
 			b.opts.afterClaim(rec)
 		}
