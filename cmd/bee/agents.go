@@ -31,7 +31,7 @@ func (c *AgentsCommand) Run(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return usagef("bee agents --help", "bee agents: unexpected argument %q", fs.Arg(0))
 	}
-	b, err := c.env.open()
+	b, err := c.env.open(false)
 	if err != nil {
 		return err
 	}

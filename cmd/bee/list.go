@@ -47,7 +47,7 @@ func (c *ListCommand) Run(ctx context.Context, args []string) error {
 		return usagef("bee list --state open", "bee list: unknown state %q (open, claimed or done)", c.state)
 	}
 
-	b, err := c.env.open()
+	b, err := c.env.open(false)
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"strings"
@@ -205,7 +206,9 @@ func helped(err error) error {
 }
 
 // open opens the board: --board, else $BEE_BOARD, else ~/.bee/board.db.
-func (e *env) open() (*board.Board, error) {
+// Only post and watch create a missing board; reading one that is not
+// there is an error, so that a mistyped path never shows an empty board.
+func (e *env) open(create bool) (*board.Board, error) {
 	path := e.board
 	if path == "" {
 		path = e.main.Getenv(board.EnvPath)
@@ -214,6 +217,11 @@ func (e *env) open() (*board.Board, error) {
 		var err error
 		if path, err = board.DefaultPath(); err != nil {
 			return nil, err
+		}
+	}
+	if !create {
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("no board at %s: nothing has been posted there yet (check --board and $%s; bee post creates it)", path, board.EnvPath)
 		}
 	}
 	return board.Open(path, nil)

@@ -161,8 +161,32 @@ func TestMain_PostRefusals(t *testing.T) {
 	require.Equal(t, "no open or claimed actions (bee list --all shows finished ones too) on "+path+"\n", bee(t, path, "list"))
 }
 
-func TestMain_ShowUnknown(t *testing.T) {
+// newBoard creates an empty board file and returns its path.
+func newBoard(t *testing.T) string {
+	t.Helper()
 	path := boardPath(t)
+	b, err := board.Open(path, nil)
+	require.NoError(t, err)
+	require.NoError(t, b.Close())
+	return path
+}
+
+// Reading a board that is not there is an error naming the path, never an
+// empty board; posting creates it.
+func TestMain_MissingBoard(t *testing.T) {
+	path := boardPath(t)
+	for _, args := range [][]string{{"list"}, {"show", "a-1"}, {"agents"}} {
+		_, _, err := run(t, path, "", args...)
+		require.ErrorContains(t, err, "no board at "+path, "%v", args)
+		require.NoFileExists(t, path, "%v must not create the board", args)
+	}
+	bee(t, path, "post", "first")
+	require.FileExists(t, path)
+	require.Contains(t, bee(t, path, "list"), "first")
+}
+
+func TestMain_ShowUnknown(t *testing.T) {
+	path := newBoard(t)
 	_, _, err := run(t, path, "", "show", "a-42")
 	require.ErrorIs(t, err, actions.ErrUnknownAction)
 	var buf bytes.Buffer
@@ -173,7 +197,7 @@ func TestMain_ShowUnknown(t *testing.T) {
 }
 
 func TestMain_Agents(t *testing.T) {
-	path := boardPath(t)
+	path := newBoard(t)
 	require.Equal(t, "no live agents on "+path+"\n", bee(t, path, "agents"))
 
 	b, err := board.Open(path, nil)

@@ -60,7 +60,7 @@ func (c *PostCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 
-	b, err := c.env.open()
+	b, err := c.env.open(true)
 	if err != nil {
 		return err
 	}

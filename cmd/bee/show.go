@@ -30,7 +30,7 @@ func (c *ShowCommand) Run(ctx context.Context, args []string) error {
 	if fs.NArg() != 1 {
 		return usagef("bee show a-7", "bee show: want one action id, got %d arguments", fs.NArg())
 	}
-	b, err := c.env.open()
+	b, err := c.env.open(false)
 	if err != nil {
 		return err
 	}

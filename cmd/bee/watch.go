@@ -40,7 +40,7 @@ func (c *WatchCommand) Run(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return usagef("bee watch --help", "bee watch: unexpected argument %q", fs.Arg(0))
 	}
-	b, err := c.env.open()
+	b, err := c.env.open(true)
 	if err != nil {
 		return err
 	}
