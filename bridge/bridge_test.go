@@ -28,7 +28,13 @@ func connect(t *testing.T, src actions.Source, opts *ServerOptions, copts *mcp.C
 	t.Helper()
 	s, err := NewSession(t.Context(), Config{Agent: "tester", Source: src, ClaudePID: 4242, SessionID: "s-1"})
 	require.NoError(t, err)
-	srv := NewServer(Ready(s), opts)
+	return s, connectPending(t, Ready(s), opts, copts)
+}
+
+// connectPending serves the session p holds or will hold.
+func connectPending(t *testing.T, p *Pending, opts *ServerOptions, copts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	srv := NewServer(p, opts)
 	st, ct := mcp.NewInMemoryTransports()
 	ctx, cancel := context.WithCancel(context.Background())
 	ss, err := srv.Connect(ctx, st, nil)
@@ -40,7 +46,7 @@ func connect(t *testing.T, src actions.Source, opts *ServerOptions, copts *mcp.C
 		ss.Wait()
 		cancel()
 	})
-	return s, cs
+	return cs
 }
 
 func call(t *testing.T, cs *mcp.ClientSession, name string, args any) *mcp.CallToolResult {
@@ -358,15 +364,9 @@ func TestServer_SourceFailedToOpen(t *testing.T) {
 	p := Start(t.Context(), Config{Agent: "x"}, func() (actions.Source, error) {
 		return nil, errors.New("open board /tmp/b.db: file is not a database; move it aside")
 	})
-	srv := NewServer(p, nil)
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := srv.Connect(t.Context(), st, nil)
-	require.NoError(t, err)
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "0"}, nil).Connect(t.Context(), ct, nil)
-	require.NoError(t, err)
-	defer func() { cs.Close(); ss.Wait() }()
+	cs := connectPending(t, p, nil, nil)
 	// The handshake and the tool list do not wait for the source...
-	_, err = cs.ListTools(t.Context(), nil)
+	_, err := cs.ListTools(t.Context(), nil)
 	require.NoError(t, err)
 	// ...and every tool says why bee could not start.
 	res := call(t, cs, ToolWhoami, nil)
@@ -399,13 +399,7 @@ func TestWait_BoundCountsTheBoardOpening(t *testing.T) {
 		<-release // a board that takes longer to open than the wait may last
 		return actions.NoActions{}, nil
 	})
-	srv := NewServer(p, nil)
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := srv.Connect(t.Context(), st, nil)
-	require.NoError(t, err)
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "0"}, nil).Connect(t.Context(), ct, nil)
-	require.NoError(t, err)
-	defer func() { cs.Close(); ss.Wait() }()
+	cs := connectPending(t, p, nil, nil)
 	start := time.Now()
 	res := call(t, cs, ToolWait, map[string]any{"timeoutSeconds": 1})
 	require.Less(t, time.Since(start), 3*time.Second, "a wait returns within its bound")
