@@ -485,7 +485,13 @@ func (s *Session) giveBack(recs []actions.Record) {
 		if r.State != actions.Claimed || r.Holder == "" {
 			continue
 		}
-		if _, err := s.source.Release(ctx, identity.ID(r.Holder), r.ID); err != nil {
+		_, err := s.source.Release(ctx, identity.ID(r.Holder), r.ID)
+		switch {
+		case errors.Is(err, actions.ErrNotHeld):
+			// A retire's departure put it back already.
+			s.log.Debug("claim already back on the board", logkey.ActionID, r.ID)
+			continue
+		case err != nil:
 			s.log.Warn("claim not given back", logkey.ActionID, r.ID, logkey.Err, err)
 			continue
 		}
