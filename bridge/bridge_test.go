@@ -317,10 +317,33 @@ func TestSession_GiveBackUndelivered(t *testing.T) {
 	}}
 	s, err := NewSession(t.Context(), Config{Agent: "x", Source: src})
 	require.NoError(t, err)
-	s.GiveBackUndelivered(json.RawMessage(`{"content":[],"structuredContent":{"records":[{"id":"a-9","state":"claimed","holder":"agent:x#00000000"}],"cursor":"c"}}`))
+	// A wait's answer marks the claims it hands over: those go back.
+	s.GiveBackUndelivered(json.RawMessage(`{"_meta":{"bee/claims":[{"id":"a-9","holder":"agent:x#00000000"}]},"content":[],"structuredContent":{"records":[{"id":"a-9","state":"claimed","holder":"agent:x#00000000"}],"cursor":"c"}}`))
+	// A list shows claims but hands none over: nothing goes back.
+	s.GiveBackUndelivered(json.RawMessage(`{"content":[],"structuredContent":{"records":[{"id":"a-3","state":"claimed","holder":"agent:other#00000001"}],"cursor":"c"}}`))
 	s.GiveBackUndelivered(json.RawMessage(`{"content":[],"structuredContent":{"identity":"agent:x#00000000"}}`))
 	s.GiveBackUndelivered(json.RawMessage(`not json`))
+	s.GiveBackUndelivered(nil)
 	require.Equal(t, []string{"a-9"}, src.Released())
+}
+
+// The answer a wait gives carries the claims it hands over in _meta, which
+// is what GiveBackUndelivered reads when that answer is dropped.
+func TestWait_MarksTheClaimsItHandsOver(t *testing.T) {
+	src := &actionstest.Source{NextFunc: func(_ context.Context, who identity.ID, _ actions.Cursor, _ time.Duration) (actions.Page, error) {
+		return actions.Page{Records: []actions.Record{{ID: "a-5", State: actions.Claimed, Holder: string(who)}}, Cursor: "c5"}, nil
+	}}
+	s, cs := connect(t, src, nil, nil)
+	res := call(t, cs, ToolWait, map[string]any{"timeoutSeconds": 1})
+	require.False(t, res.IsError, text(res))
+	raw, err := json.Marshal(res)
+	require.NoError(t, err)
+	s.GiveBackUndelivered(raw)
+	require.Equal(t, []string{"a-5"}, src.Released())
+	list := call(t, cs, ToolList, nil)
+	raw, err = json.Marshal(list)
+	require.NoError(t, err)
+	require.NotContains(t, string(raw), claimsMetaKey)
 }
 
 func TestTools_SourceRefusalsByName(t *testing.T) {

@@ -265,10 +265,27 @@ func (t *tools) wait(ctx context.Context, s *Session, req *mcp.CallToolRequest, 
 	case err != nil:
 		return sourceError(err), nil
 	}
+	res := result(page, renderWait(page, secs))
+	var claims []claimRef
 	for _, r := range page.Records {
 		t.log.Info("action claimed", logkey.Identity, who, logkey.ActionID, r.ID)
+		claims = append(claims, claimRef{ID: r.ID, Holder: r.Holder})
 	}
-	return result(page, renderWait(page, secs)), nil
+	if len(claims) > 0 {
+		// Marks the claims this answer hands over, so that if it is never
+		// delivered exactly these go back, and nothing a list showed.
+		res.Meta = mcp.Meta{claimsMetaKey: claims}
+	}
+	return res, nil
+}
+
+// claimsMetaKey names, in a wait result's _meta, the claims it hands over.
+const claimsMetaKey = "bee/claims"
+
+// A claimRef is one claim a wait result hands over.
+type claimRef struct {
+	ID     string `json:"id"`
+	Holder string `json:"holder"`
 }
 
 // startProgress sends a progress notification every interval while a wait
@@ -477,14 +494,22 @@ func (t *tools) release(ctx context.Context, s *Session, req *mcp.CallToolReques
 }
 
 // giveBack releases claimed records whose answer will never be read.
-// It uses a fresh bounded context: the call's own context has ended.
 func (s *Session) giveBack(recs []actions.Record) {
+	var claims []claimRef
+	for _, r := range recs {
+		if r.State == actions.Claimed && r.Holder != "" {
+			claims = append(claims, claimRef{ID: r.ID, Holder: r.Holder})
+		}
+	}
+	s.giveBackClaims(claims)
+}
+
+// giveBackClaims releases claims whose answer will never be read. It uses
+// a fresh bounded context: the call's own context has ended.
+func (s *Session) giveBackClaims(claims []claimRef) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	for _, r := range recs {
-		if r.State != actions.Claimed || r.Holder == "" {
-			continue
-		}
+	for _, r := range claims {
 		_, err := s.source.Release(ctx, identity.ID(r.Holder), r.ID)
 		switch {
 		case errors.Is(err, actions.ErrNotHeld):
@@ -499,16 +524,21 @@ func (s *Session) giveBack(recs []actions.Record) {
 	}
 }
 
-// GiveBackUndelivered releases the claims carried by a tool result that was
-// never delivered (its call was cancelled after it claimed). result is the
-// JSON-RPC result as the transport withheld it; results that carry no
-// claimed records are ignored.
+// GiveBackUndelivered releases the claims handed over by a wait result that
+// was never delivered (its call was cancelled as it claimed). result is the
+// JSON-RPC result as the transport withheld it. Only the claims the result
+// marks as handed over go back: a list that shows claimed actions hands
+// nothing over, so dropping one releases nothing.
 func (s *Session) GiveBackUndelivered(result json.RawMessage) {
 	var r struct {
-		StructuredContent *actions.Page `json:"structuredContent"`
+		Meta map[string]json.RawMessage `json:"_meta"`
 	}
-	if json.Unmarshal(result, &r) != nil || r.StructuredContent == nil {
+	if json.Unmarshal(result, &r) != nil {
 		return
 	}
-	s.giveBack(r.StructuredContent.Records)
+	var claims []claimRef
+	if json.Unmarshal(r.Meta[claimsMetaKey], &claims) != nil {
+		return
+	}
+	s.giveBackClaims(claims)
 }

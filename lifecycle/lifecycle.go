@@ -160,6 +160,14 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	ss, err := srv.Connect(ctx, transport, nil)
 	if err != nil {
+		// Leave nothing behind: no run file, no joined identity.
+		ch.close(log)
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), departBound)
+		defer cancel()
+		if sess, werr := pending.Wait(dctx); werr == nil {
+			sess.Depart(dctx)
+			sess.Close()
+		}
 		return fmt.Errorf("serve MCP on stdio: %w", err)
 	}
 	// served is closed when the MCP session has ended; serveErr says why.

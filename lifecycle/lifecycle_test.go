@@ -206,3 +206,19 @@ func TestRun_LateCancelGivesTheClaimBack(t *testing.T) {
 	b.sigs <- syscall.SIGTERM
 	b.ended()
 }
+
+// Dropping a list's answer (its call cancelled, late or not) gives nothing
+// back: a list shows claims, it does not hand any over.
+func TestRun_CancelledListReleasesNothing(t *testing.T) {
+	b := startBridge(t)
+	rec := b.claimOne()
+	b.send(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"bee_list_actions"}}`)
+	b.await(`"id":7`)
+	b.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"AbortError: user-cancel"}}`)
+	// A ping after the cancel: once it is answered the cancel has been read.
+	b.send(`{"jsonrpc":"2.0","id":8,"method":"ping"}`)
+	b.await(`"id":8`)
+	require.Equal(t, actions.Claimed, b.state(rec.ID))
+	b.sigs <- syscall.SIGTERM
+	b.ended()
+}

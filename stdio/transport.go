@@ -21,8 +21,9 @@
 //   - A request cancelled by notifications/cancelled gets no response: the
 //     server's response is withheld and handed to [Transport.OnDropped].
 //     A cancel that crosses its response on the wire (it arrives within
-//     [Transport.LateCancelWindow] after the response was written) means
-//     the client discards that response, so it is handed to OnDropped too.
+//     [Transport.LateCancelWindow], 1 s by default, after the response was
+//     written) means the client discards that response, so it is handed to
+//     OnDropped too.
 //   - A notifications/progress is written only while the request that carried
 //     its progress token is live (read, not cancelled, not yet answered).
 //     Progress after the response, after a cancel, or for a token no live
@@ -115,13 +116,17 @@ type Transport struct {
 	// cancelled before it read the response and discards it (Claude Code
 	// logs an unknown id), so OnDropped is called for it too, on the reading
 	// goroutine. Zero means DefaultLateCancelWindow; negative turns it off.
+	// Keep it short: a client that sends a cancel for a call it has already
+	// read (Claude Code 2.1.328 does not; some SDK versions may) would
+	// otherwise lose what it read.
 	LateCancelWindow time.Duration
 
 	connected atomic.Bool
 }
 
-// DefaultLateCancelWindow is the LateCancelWindow used when it is zero.
-const DefaultLateCancelWindow = 10 * time.Second
+// DefaultLateCancelWindow is the LateCancelWindow used when it is zero: on
+// a local pipe a response and a cancel cross within milliseconds.
+const DefaultLateCancelWindow = time.Second
 
 // maxRecent bounds the written responses kept for a late cancel.
 const maxRecent = 8
@@ -343,10 +348,19 @@ func (c *conn) rememberLocked(id jsonrpc.ID, result json.RawMessage) {
 	if c.lateWindow < 0 || c.onDropped == nil {
 		return
 	}
+	now := time.Now()
+	// Drop what is past the window, and the oldest beyond maxRecent.
+	keep := c.recent[:0]
+	for _, w := range c.recent {
+		if now.Sub(w.at) <= c.lateWindow {
+			keep = append(keep, w)
+		}
+	}
+	c.recent = keep
 	if len(c.recent) == maxRecent {
 		c.recent = append(c.recent[:0], c.recent[1:]...)
 	}
-	c.recent = append(c.recent, written{id: id, result: result, at: time.Now()})
+	c.recent = append(c.recent, written{id: id, result: result, at: now})
 }
 
 // takeRecentLocked removes and returns the response written for id within

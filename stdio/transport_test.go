@@ -581,3 +581,26 @@ func TestConnection_WriteDropsProgressAfterResponse(t *testing.T) {
 	h.write(progress("2"))
 	h.out.requireNone(t)
 }
+
+func TestConnection_LateCancelAfterTheWindow(t *testing.T) {
+	r := newRig(t)
+	tr := r.transport(0)
+	tr.LateCancelWindow = 50 * time.Millisecond
+	conn, err := tr.Connect(t.Context())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	h := &harness{rig: r, conn: conn}
+	h.send(callLine("5", "5"))
+	h.readRequest("tools/call", 5)
+	h.write(response(t, 5, `{}`))
+	require.Equal(t, 5.0, h.out.next(t)["id"])
+	time.Sleep(100 * time.Millisecond) // past the window
+	h.send(cancelLine("5"), callLine("8", "8"))
+	h.readRequest("notifications/cancelled", nil)
+	h.readRequest("tools/call", 8)
+	select {
+	case d := <-h.dropped:
+		require.FailNow(t, "a cancel past the window dropped a response", "%v", d)
+	default:
+	}
+}
