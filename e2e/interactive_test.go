@@ -249,3 +249,64 @@ func TestInteractiveEscCancelsWait(t *testing.T) {
 	}
 	expectCleanEnd(t, e)
 }
+
+// Esc after bee_wait_action's answer has reached the CLI (the model is
+// thinking about the claim): the claim is the model's, so it must stay
+// held. This pins what the real client sends for a call it has already
+// answered, since the bridge treats a cancel that crosses an answer on the
+// wire as "that answer was discarded".
+func TestInteractiveEscAfterClaimKeepsIt(t *testing.T) {
+	e := NewEnv(t)
+	e.AddBeeWithCLI()
+	x := e.StartTmux(claudeBin, "--settings", e.WriteSettings(false))
+	if !x.WaitReady(45 * time.Second) {
+		t.Fatal("the interactive CLI never showed its prompt")
+	}
+	posted := e.Post("e2e: claim then Esc", "the model receives this, then the user presses Esc")
+
+	thinking := make(chan struct{})
+	release := make(chan struct{})
+	defer close(release)
+	e.API.Push(
+		Call(toolWhoami, map[string]any{}),
+		Call(toolWait, map[string]any{"timeoutSeconds": 10}),
+		func(*APIRequest) Turn {
+			// The model "thinks" about the claim until the test is done.
+			close(thinking)
+			select {
+			case <-release:
+			case <-time.After(20 * time.Second):
+			}
+			return Turn{Text: "thought about it"}
+		},
+	)
+	x.Submit("Take a bee action.")
+	who := e.WhoamiOf(e.MustToolCall(toolWhoami, 1, 60*time.Second))
+	_, tr := e.ToolResult(e.MustToolCall(toolWait, 1, 30*time.Second), 30*time.Second)
+	var page Page
+	if !parseResult(t, "bee_wait_action", tr, &page) || len(page.Records) != 1 || page.Records[0].IDString() != posted.IDString() {
+		t.Fatalf("the wait did not hand over %s: %s", posted.IDString(), tr.Text)
+	}
+	<-thinking
+	time.Sleep(500 * time.Millisecond)
+	logOff := len(e.BridgeLogText())
+	x.Key("Escape")
+	if !x.WaitScreen(10*time.Second, "Interrupted") {
+		t.Errorf("the screen does not show the interrupt")
+	}
+	time.Sleep(2 * time.Second) // anything the CLI sends for the answered call arrives by now
+	if line, _, ok := e.WaitBridgeLog(logOff, 10*time.Millisecond, "cancel"); ok {
+		t.Logf("after Esc the CLI cancelled a call already answered: %q", strings.TrimSpace(line))
+	} else {
+		t.Logf("after Esc the CLI sent no cancel for the answered call")
+	}
+	if rec := e.Show(posted.IDString()); rec.State != "claimed" || rec.Holder != who.Identity {
+		t.Errorf("after Esc the claimed action is %s held by %q, want claimed by %s", rec.State, rec.Holder, who.Identity)
+	}
+
+	x.Submit("/exit")
+	if !eventually(15*time.Second, x.Dead) {
+		t.Fatal("claude did not exit after /exit")
+	}
+	expectCleanEnd(t, e)
+}

@@ -20,9 +20,9 @@
 //   - Waiters in every process wake within milliseconds of a change that
 //     makes an action claimable: the writer touches a file that each Board
 //     watches with one fsnotify watcher. While nothing changes a waiter only
-//     looks at the database at its slow safety poll ([Options.SafetyPoll])
-//     and a joined member renews its lease ([Options.Renew]); nothing polls
-//     in a tight loop.
+//     looks at the database at its slow safety poll ([Options.SafetyPoll]),
+//     and a member renews its lease ([Options.Renew]) only while it holds a
+//     claim; nothing polls in a tight loop.
 //   - Write transactions are serialized across processes by a lock file, so
 //     competing writers queue in the kernel instead of backing off in
 //     SQLite's busy handler, where some would starve.
@@ -160,8 +160,9 @@ type Options struct {
 	// crash. A member renews only while it holds a claim (made through this
 	// Board); claiming refreshes a lease that has run low.
 	Lease time.Duration
-	// Renew is how often a joined member's lease is extended. Zero means
-	// Lease/3. It must be shorter than Lease, or Open refuses the options.
+	// Renew is how often the lease of a joined member that holds a claim is
+	// extended (an idle member's only daily, to keep its row). Zero means
+	// Lease/3. It must be at most Lease/2, or Open refuses the options.
 	Renew time.Duration
 	// SafetyPoll bounds how long a waiter sleeps without looking at the
 	// database, in case a wake-up was lost. Zero means DefaultSafetyPoll
@@ -253,8 +254,8 @@ func Open(path string, opts *Options) (_ *Board, err error) {
 	if o.Renew <= 0 {
 		o.Renew = o.Lease / 3
 	}
-	if o.Renew >= o.Lease {
-		return nil, fmt.Errorf("open board: renew interval %v must be shorter than the lease %v", o.Renew, o.Lease)
+	if o.Renew > o.Lease/2 {
+		return nil, fmt.Errorf("open board: renew interval %v must be at most half the lease %v", o.Renew, o.Lease)
 	}
 	if o.SafetyPoll <= 0 {
 		o.SafetyPoll = DefaultSafetyPoll

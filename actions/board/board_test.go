@@ -169,8 +169,13 @@ func TestOpen_ForeignDatabaseRefused(t *testing.T) {
 }
 
 func TestOpen_BadOptions(t *testing.T) {
-	_, err := Open(filepath.Join(t.TempDir(), "b.db"), &Options{Lease: time.Second, Renew: 2 * time.Second})
-	require.ErrorContains(t, err, "shorter than the lease")
+	for _, renew := range []time.Duration{2 * time.Second, 600 * time.Millisecond} {
+		_, err := Open(filepath.Join(t.TempDir(), "b.db"), &Options{Lease: time.Second, Renew: renew})
+		require.ErrorContains(t, err, "at most half the lease", "renew %v", renew)
+	}
+	ok, err := Open(filepath.Join(t.TempDir(), "b.db"), &Options{Lease: time.Second, Renew: 500 * time.Millisecond})
+	require.NoError(t, err)
+	require.NoError(t, ok.Close())
 	_, err = Open("", nil)
 	require.Error(t, err)
 }
@@ -929,10 +934,11 @@ func TestOpen_NewBoardIsPrivate(t *testing.T) {
 
 // A lease guards claims only: an idle member does not renew it (an idle
 // bridge costs no CPU), stays listed while its process runs, and its next
-// claim refreshes the lease, which renewals then keep.
+// claim refreshes the lease to outlast the wait for the next renewal, which
+// renewals then keep.
 func TestBoard_IdleMemberRenewsOnlyWhileHolding(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "board.db")
-	opts := &Options{Lease: 300 * time.Millisecond, Renew: 100 * time.Millisecond}
+	opts := &Options{Lease: time.Second, Renew: 300 * time.Millisecond}
 	b := openTest(t, path, opts)
 	other := openTest(t, path, opts)
 	w := mint(t, "idle")
@@ -945,24 +951,29 @@ func TestBoard_IdleMemberRenewsOnlyWhileHolding(t *testing.T) {
 		return ms[0].LeaseUntil
 	}
 	joined := lease()
-	time.Sleep(500 * time.Millisecond) // several renewal intervals; no event to wait for
+	time.Sleep(1200 * time.Millisecond) // several renewal intervals; no event to wait for
 	require.Equal(t, joined, lease(), "no renewal while holding nothing")
 	require.True(t, joined.Before(time.Now()), "the lease has run out")
 
-	// Claiming refreshes the lease, and renewals keep the claim.
+	// Claiming refreshes the lease: at least Lease-Renew to run.
 	a := post(t, other, "user:alice", "", "job")
 	require.Equal(t, a.ID, next(t, b, w).ID)
-	time.Sleep(700 * time.Millisecond) // more than two leases
+	require.Greater(t, time.Until(lease()), 500*time.Millisecond, "the claim refreshed the lease")
+	// Renewals keep the claim past two leases.
+	time.Sleep(2200 * time.Millisecond)
 	nothingFor(t, other, mint(t, "thief"))
 	require.True(t, lease().After(time.Now()), "renewed while holding")
 
 	// Once it is finished, renewals stop again.
 	_, err := b.Finish(t.Context(), w, a.ID, "")
 	require.NoError(t, err)
-	time.Sleep(150 * time.Millisecond) // let a renewal in flight land
-	settled := lease()
-	time.Sleep(300 * time.Millisecond)
-	require.Equal(t, settled, lease())
+	var settled time.Time
+	require.Eventually(t, func() bool {
+		l := lease()
+		same := l.Equal(settled)
+		settled = l
+		return same
+	}, 5*time.Second, 400*time.Millisecond, "renewals go on after the claim was finished")
 }
 
 // A member whose lease has run out and whose process is gone is not live.

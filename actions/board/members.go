@@ -17,8 +17,13 @@ import (
 )
 
 // forgetAfter is how long a member row outlives its lease before a Join
-// deletes it. Until then a departed identity stays refused by Next.
-const forgetAfter = 7 * 24 * time.Hour
+// deletes it. Until then a departed identity stays refused by Next. An
+// idle member renews once every idleRenew, so a live one is never
+// forgotten.
+const (
+	forgetAfter = 7 * 24 * time.Hour
+	idleRenew   = 24 * time.Hour
+)
 
 // A MemberInfo is a live identity as Members reports it.
 type MemberInfo struct {
@@ -42,7 +47,8 @@ type renewal struct {
 }
 
 // Join implements actions.Source: the member's identity is live, with a
-// lease this Board renews every Options.Renew until Depart or Close. Joining
+// lease this Board renews every Options.Renew while the member holds a
+// claim made through it (daily otherwise), until Depart or Close. Joining
 // again updates the member's pids and session and, after a Depart, makes
 // the identity live again. m.ID must be an identity.
 func (b *Board) Join(ctx context.Context, m actions.Member) error {
@@ -230,14 +236,17 @@ func (b *Board) stopRenewal(who identity.ID) {
 	}
 }
 
-// renew extends m's lease every Options.Renew until stopped, the Board
-// closes, or m turns out to have departed. A failed renewal is logged and
-// retried at the next tick; the lease (3 renewals long by default) absorbs
-// a few.
+// renew extends m's lease every Options.Renew while m holds a claim made
+// through this Board, and once every idleRenew otherwise, until stopped,
+// the Board closes, or m turns out to have departed. A failed renewal is
+// logged and retried at the next tick; a claim's lease (3 renewals long by
+// default, and at least Lease-Renew to run when it was claimed) absorbs
+// one.
 func (b *Board) renew(r *renewal, m actions.Member) {
 	t := time.NewTicker(b.opts.Renew)
 	defer t.Stop()
 	log := b.log.With(logkey.Identity, string(m.ID))
+	last := time.Now() // Join has just written the lease
 	for {
 		select {
 		case <-r.stop:
@@ -246,11 +255,12 @@ func (b *Board) renew(r *renewal, m actions.Member) {
 			return
 		case <-t.C:
 		}
-		if !b.holds(m.ID) {
-			// Nothing to keep: a lease guards claims only. The next claim
-			// refreshes it.
+		if !b.holds(m.ID) && time.Since(last) < idleRenew {
+			// Nothing to keep: a lease guards claims only, and the next
+			// claim refreshes it. An idle bridge costs no CPU.
 			continue
 		}
+		last = time.Now()
 		departed, err := b.renewOnce(m)
 		switch {
 		case err != nil && b.ctx.Err() == nil:

@@ -28,8 +28,9 @@ import (
 // that finished it.
 //
 // members: one row per identity that joined. lease_until is renewed while
-// the identity's process lives; a claim whose holder has no live row
-// (departed, or lease expired) goes back to open before the next claim.
+// the identity holds a claim (daily otherwise); a claim whose holder has no
+// live row (departed, or lease expired) goes back to open before the next
+// claim.
 //
 // meta: board_id (random, carried in cursors so that a cursor from another
 // board file is refused).

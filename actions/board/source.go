@@ -498,8 +498,8 @@ func (b *Board) peek(ctx context.Context, who identity.ID) (peekResult, error) {
 // and must not be skipped.
 //
 // who must be an identity. If it has not joined, Next joins it for this
-// process (and renews its lease until Depart or Close), so that its claims
-// are covered by a lease. If it has departed, Next returns ErrDeparted.
+// process (and renews its lease while it holds a claim, until Depart or
+// Close), so that its claims are covered by a lease. If it has departed, Next returns ErrDeparted.
 func (b *Board) Next(ctx context.Context, who identity.ID, after actions.Cursor, timeout time.Duration) (actions.Page, error) {
 	if _, err := identity.Parse(string(who)); err != nil {
 		return actions.Page{}, fmt.Errorf("next: %w", err)
@@ -668,7 +668,10 @@ func (b *Board) claim(ctx context.Context, who identity.ID, p peekResult) (rec a
 		reclaimed []string
 		holders   []string
 	)
-	if now := nowMS(); p.member && (p.expiry == 0 || p.expiry > now) && p.lease > now+leaseMS/2 {
+	// A claimant's lease must outlast the wait for its next renewal tick
+	// (an idle member does not renew), with a failed renewal to spare.
+	margin := (b.opts.Lease - b.opts.Renew).Milliseconds()
+	if now := nowMS(); p.member && (p.expiry == 0 || p.expiry > now) && p.lease > now+margin {
 		// The common case: one statement.
 		lease = p.lease
 		err = b.write(ctx, "claim", func(t wtx) error {
@@ -718,9 +721,10 @@ func (b *Board) claim(ctx context.Context, who identity.ID, p peekResult) (rec a
 				joined, lease = true, now+leaseMS
 				_, err = t.exec(`INSERT INTO members (identity, agent, pid, joined_at, renewed_at, lease_until)
 					VALUES (?, ?, ?, ?, ?, ?)`, string(who), agent, os.Getpid(), now, now, lease)
-			case lease < now+leaseMS/2:
-				// Renewal is late (the process was stopped, say): a
-				// claimant's lease must not run out just after its claim.
+			case lease < now+margin:
+				// The member was idle (it renews only while holding a
+				// claim) or its renewal is late: a claimant's lease must
+				// not run out before its next renewal.
 				lease = now + leaseMS
 				_, err = t.exec(`UPDATE members SET lease_until = ? WHERE identity = ?`, lease, string(who))
 			}
@@ -784,9 +788,10 @@ func (b *Board) claim(ctx context.Context, who identity.ID, p peekResult) (rec a
 // as draining a queue, and claims without looking first (see Next). Its
 // claims in that time reuse what the look found, so it looks again at
 // least this often. It is at most half a lease: a claimant's lease has at
-// least that long to run when it claims, so no claim made after the look
-// can run out before the identity looks again, and expired claims still go
-// back before any claim.
+// least Lease-Renew (at least half a lease, since Open refuses a longer
+// Renew) to run when it claims, so no claim made after the look can run
+// out before the identity looks again, and expired claims still go back
+// before any claim.
 func (b *Board) hotFor() time.Duration { return min(time.Second, b.opts.Lease/2) }
 
 // hot is what Next remembers of an identity's last look.

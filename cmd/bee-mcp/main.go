@@ -5,8 +5,9 @@
 //
 // stdout carries MCP JSON-RPC only, from the first byte; every log line goes
 // to stderr. The bridge ends on stdin closed, SIGINT, SIGTERM or SIGHUP, or
-// when its Claude process is gone: it departs from the board (its claims go
-// back), removes its run file and exits 0.
+// when its Claude process is gone: it removes its run file, departs from
+// the board (its claims go back) and exits 0. Package lifecycle holds all
+// of that; this command only reads its flags and environment.
 package main
 
 import (

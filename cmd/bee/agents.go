@@ -22,7 +22,8 @@ func (c *AgentsCommand) flagSet() *flag.FlagSet {
 	return fs
 }
 
-// Run lists the live identities: joined, not departed, lease not run out.
+// Run lists the live identities: joined, not departed, and within their
+// lease or with their process still running.
 func (c *AgentsCommand) Run(ctx context.Context, args []string) error {
 	fs := c.flagSet()
 	if err := c.env.parse(fs, args, c.Usage); err != nil {
@@ -57,8 +58,12 @@ func (c *AgentsCommand) Run(ctx context.Context, args []string) error {
 		if m.ClaudePID != 0 {
 			claude = strconv.Itoa(m.ClaudePID)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s ago\t%s left\t%s\n", m.ID, m.PID, claude, orDash(m.SessionID),
-			age(now, m.JoinedAt), span(m.LeaseUntil.Sub(now)), orDash(strings.Join(m.Holding, " ")))
+		lease := "idle"
+		if left := m.LeaseUntil.Sub(now); left > 0 {
+			lease = span(left) + " left"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s ago\t%s\t%s\n", m.ID, m.PID, claude, orDash(m.SessionID),
+			age(now, m.JoinedAt), lease, orDash(strings.Join(m.Holding, " ")))
 	}
 	return tw.Flush()
 }
@@ -66,8 +71,9 @@ func (c *AgentsCommand) Run(ctx context.Context, args []string) error {
 // Usage prints how to use `bee agents`.
 func (c *AgentsCommand) Usage() {
 	w := c.env.main.Stdout
-	fmt.Fprint(w, `List the live agent identities (joined, not departed, lease not run out),
-their processes and the actions each holds.
+	fmt.Fprint(w, `List the live agent identities (joined, not departed, and within their lease
+or with their process still running), their processes and the actions each
+holds. An idle identity's lease is not renewed, so it may show as run out.
 
 Usage:
 
