@@ -381,6 +381,9 @@ func (b *Board) Await(ctx context.Context, who identity.ID, ids []string, timeou
 			b.markTold(ctx, who, recs)
 			return recs, nil
 		}
+		if b.opts.beforeSleep != nil {
+			b.opts.beforeSleep()
+		}
 		t := time.NewTimer(b.opts.SafetyPoll)
 		select {
 		case <-ended:

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +21,8 @@ import (
 // roleWorker joins one identity of agent "worker" and reports "ready
 // <identity>"; then per line: "claim" claims with Next and reports
 // "claimed <id>"; "finish <id> <result>", "fail <id> <reason>" end it and
-// report "ended <id> <state>"; errors are reported as "error <text>".
+// report "ended <id> <state>" (a result "now" becomes "t0=<unix ns just
+// before the finish>", for measuring latency); errors are reported as "error <text>".
 func roleWorker(ctx context.Context, b *Board, out *roleOut, cmds <-chan string) error {
 	who, err := identity.Mint("worker")
 	if err != nil {
@@ -43,7 +45,11 @@ func roleWorker(ctx context.Context, b *Board, out *roleOut, cmds <-chan string)
 			out.say("claimed %s", p.Records[0].ID)
 			continue
 		case f[0] == "finish" && len(f) == 3:
-			rec, err = b.Finish(ctx, who, f[1], f[2])
+			result := f[2]
+			if result == "now" { // for measuring latency
+				result = "t0=" + strconv.FormatInt(time.Now().UnixNano(), 10)
+			}
+			rec, err = b.Finish(ctx, who, f[1], result)
 		case f[0] == "fail" && len(f) == 3:
 			rec, err = b.Fail(ctx, who, f[1], f[2])
 		default:
