@@ -487,3 +487,31 @@ func TestBoard_MigratesSchema1(t *testing.T) {
 		t.Fatal("unreachable")
 	}
 }
+
+// A holder whose lease ran out without its process being seen to die (here
+// its recorded pid is 1, which lives) departs like a clean departure when
+// its claim is reclaimed: what was addressed to it goes to its agent name.
+func TestBoard_ExpiredLeaseReaddresses(t *testing.T) {
+	const lease = 300 * time.Millisecond
+	path := filepath.Join(t.TempDir(), "board.db")
+	a, err := Open(path, &Options{Lease: lease})
+	require.NoError(t, err)
+	stale := mint(t, "stale")
+	require.NoError(t, a.Join(t.Context(), actions.Member{ID: stale, PID: 1}))
+	job := post(t, a, "user:alice", "", "job")
+	require.Equal(t, job.ID, next(t, a, stale).ID)
+	addressed := post(t, a, "user:alice", string(stale), "for stale exactly")
+	require.NoError(t, a.Close()) // no departure: the lease is all that is left
+
+	b := openTest(t, path, &Options{Lease: lease})
+	heir := joinLive(t, b, "heir")
+	p, err := b.Next(t.Context(), heir, "", 10*time.Second)
+	require.NoError(t, err)
+	require.Len(t, p.Records, 1)
+	require.Equal(t, job.ID, p.Records[0].ID, "reclaimed once the lease ran out")
+	got, err := b.Get(t.Context(), addressed.ID)
+	require.NoError(t, err)
+	require.Equal(t, "stale", got.To, "re-addressed to the agent name")
+	_, err = b.Post(t.Context(), "user:alice", string(stale), "more", "")
+	require.ErrorIs(t, err, actions.ErrNotLive)
+}
