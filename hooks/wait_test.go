@@ -44,7 +44,9 @@ func wakeWith(line string) func(context.Context) (clearctl.WaitResponse, error) 
 }
 
 func noWake(reason string) func(context.Context) (clearctl.WaitResponse, error) {
-	return func(context.Context) (clearctl.WaitResponse, error) { return clearctl.WaitResponse{Reason: reason}, nil }
+	return func(context.Context) (clearctl.WaitResponse, error) {
+		return clearctl.WaitResponse{Reason: reason}, nil
+	}
 }
 
 func fails(err error) func(context.Context) (clearctl.WaitResponse, error) {
