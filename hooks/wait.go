@@ -220,12 +220,12 @@ func waitForBridge(ctx context.Context, cfg WaitConfig, dir string, claudePID in
 		var err error
 		e, err = runfile.Read(dir, claudePID)
 		switch {
+		case avoid != "" && (errors.Is(err, fs.ErrNotExist) || err == nil && e.Token == avoid):
+			last = fmt.Sprintf("the bridge of claude pid %d went away and no new one registered", claudePID)
 		case errors.Is(err, fs.ErrNotExist):
 			last = fmt.Sprintf("no bridge registered for claude pid %d in %s", claudePID, dir)
 		case err != nil:
 			last = err.Error()
-		case avoid != "" && e.Token == avoid:
-			last = fmt.Sprintf("the bridge of claude pid %d went away and no new one registered", claudePID)
 		case !cfg.Alive(e.PID):
 			last = fmt.Sprintf("stale run file for dead bridge pid %d (claude pid %d)", e.PID, claudePID)
 		default:
