@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -472,4 +473,14 @@ func TestWake_BridgeGoneWaiterEnds(t *testing.T) {
 	require.Empty(t, e.Stdout)
 	require.Contains(t, e.Stderr, "went away and no new one registered after 500ms")
 	require.Less(t, e.At.Sub(ends), 5*time.Second)
+
+	// Answering the waiter does not slow the bridge's cleanup, which must
+	// end well before Claude Code's SIGKILL (500 ms after its SIGINT); the
+	// bound has slack for a busy machine, as clearflow's has.
+	s.mcp.WaitStderr(5*time.Second, "bee-mcp ends")
+	m := regexp.MustCompile(`msg="bee-mcp ends".* elapsed=(\S+)`).FindStringSubmatch(s.mcp.Stderr())
+	require.NotNil(t, m, "no end line in:\n%s", s.mcp.Stderr())
+	took, err := time.ParseDuration(m[1])
+	require.NoError(t, err)
+	require.Less(t, took, 400*time.Millisecond, "cleanup with a waiter armed")
 }
