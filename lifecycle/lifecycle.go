@@ -30,6 +30,7 @@ import (
 	"github.com/tractat-us/bee/bridge"
 	"github.com/tractat-us/bee/logkey"
 	"github.com/tractat-us/bee/stdio"
+	"github.com/tractat-us/bee/version"
 )
 
 // Config is one bridge's configuration. The zero value of each field is
@@ -45,7 +46,8 @@ type Config struct {
 	RunDir string
 	// SessionID is the Claude Code session at start, "" when unknown.
 	SessionID string
-	// Version is the bridge's version as MCP reports it.
+	// Version is the bridge's version as MCP reports it; "" means
+	// version.Version.
 	Version string
 	// ProgressInterval is how often a wait reports progress; 0 means
 	// bridge.DefaultProgressInterval.
@@ -112,6 +114,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if cfg.Source == "" {
 		cfg.Source = "board"
+	}
+	if cfg.Version == "" {
+		cfg.Version = version.Version
 	}
 	return serve(ctx, cfg, cfg.Logger)
 }

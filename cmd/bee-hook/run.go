@@ -7,16 +7,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"text/tabwriter"
 
 	"github.com/mattn/go-isatty"
 	"github.com/tractat-us/bee/hooks"
 	"github.com/tractat-us/bee/runfile"
+	"github.com/tractat-us/bee/version"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
 
 const usageText = `Usage: bee-hook [flags]
 
@@ -78,7 +75,7 @@ func runWith(ctx context.Context, base hooks.Config, args []string, stdin io.Rea
 
 	switch {
 	case *showVersion:
-		fmt.Fprintf(stdout, "bee-hook %s\n", versionString())
+		fmt.Fprintf(stdout, "bee-hook %s\n", version.Version)
 		return 0
 	case *printConfig:
 		fmt.Fprint(stdout, hooks.ConfigJSON())
@@ -147,16 +144,4 @@ func listBridges(dir string, alive func(int) bool, stdout io.Writer) error {
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t\n", f.ClaudePID, f.Entry.PID, state, f.Entry.Port)
 	}
 	return tw.Flush()
-}
-
-// versionString is version, or the module version the binary was built
-// from when version was not set at build time.
-func versionString() string {
-	if version != "dev" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return version
 }

@@ -24,6 +24,7 @@ import (
 	"syscall"
 
 	"github.com/tractat-us/bee/actions/board"
+	"github.com/tractat-us/bee/version"
 )
 
 func main() {
@@ -85,13 +86,19 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bee", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var boardPath string
+	var showVersion bool
 	fs.StringVar(&boardPath, "board", "", "")
+	fs.BoolVar(&showVersion, "version", false, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			m.Usage()
 			return nil
 		}
 		return usagef("bee --help", "%v", err)
+	}
+	if showVersion {
+		_, err := fmt.Fprintf(m.Stdout, "bee %s\n", version.Version)
+		return err
 	}
 	args = fs.Args()
 	if len(args) == 0 {
@@ -125,7 +132,7 @@ this machine.
 
 Usage:
 
-	bee [--board PATH] <command> [flags] [args]
+	bee [--board PATH] <command> [--json] [flags] [args]
 
 Commands:
 
@@ -135,9 +142,10 @@ Commands:
 	watch    print actions as they change, until interrupted
 	agents   list the live agents and what they hold
 
-The board is $`+board.EnvPath+`, else ~/.bee/board.db; --board (before or
-after the command) overrides both. Run "bee <command> --help" for a
-command's flags.
+Every command takes --json (the records as JSON, for scripts) and --board
+PATH. The board is $`+board.EnvPath+`, else ~/.bee/board.db; --board (before
+or after the command) overrides both. Run "bee <command> --help" for a
+command's flags, "bee --version" for bee's version.
 `, "\n"))
 }
 

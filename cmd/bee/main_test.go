@@ -20,6 +20,7 @@ import (
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/board"
 	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/version"
 )
 
 func TestMain(m *testing.M) {
@@ -250,8 +251,10 @@ func TestMain_Help(t *testing.T) {
 		require.Contains(t, out, "bee "+cmd, cmd)
 		require.Contains(t, out, "-board", cmd)
 	}
+	require.Contains(t, out, "--json", "bee --help names --json")
+	require.Equal(t, "bee "+version.Version+"\n", bee(t, path, "--version"))
 	_, err := os.Stat(path)
-	require.ErrorIs(t, err, os.ErrNotExist, "--help opens no board")
+	require.ErrorIs(t, err, os.ErrNotExist, "--help and --version open no board")
 }
 
 // lineReader turns what a command writes into lines a test can wait for.
