@@ -100,7 +100,14 @@ func openSource(cfg Config, log *slog.Logger) (actions.Source, error) {
 			return nil, err
 		}
 	}
-	return board.Open(path, &board.Options{Logger: log})
+	b, err := board.Open(path, &board.Options{Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	if b.Created() {
+		log.Info("created a new board", logkey.Path, b.Path())
+	}
+	return b, nil
 }
 
 // Run serves one bridge until it ends and has cleaned up. It returns an

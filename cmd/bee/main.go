@@ -214,8 +214,9 @@ func helped(err error) error {
 }
 
 // open opens the board: --board, else $BEE_BOARD, else ~/.bee/board.db.
-// Only post and watch create a missing board; reading one that is not
-// there is an error, so that a mistyped path never shows an empty board.
+// Only post and watch create a missing board, and they say so on stderr;
+// reading one that is not there is an error. Either way a mistyped path
+// never passes for an empty board.
 func (e *env) open(create bool) (*board.Board, error) {
 	path := e.board
 	if path == "" {
@@ -232,7 +233,14 @@ func (e *env) open(create bool) (*board.Board, error) {
 			return nil, fmt.Errorf("no board at %s: nothing has been posted there yet (check --board and $%s; bee post creates it)", path, board.EnvPath)
 		}
 	}
-	return board.Open(path, nil)
+	b, err := board.Open(path, nil)
+	if err != nil {
+		return nil, err
+	}
+	if b.Created() {
+		fmt.Fprintf(e.main.Stderr, "created a new board at %s\n", b.Path())
+	}
+	return b, nil
 }
 
 // printFlags writes a flag set's flags, for a command's usage.

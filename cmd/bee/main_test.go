@@ -186,6 +186,31 @@ func TestMain_MissingBoard(t *testing.T) {
 	require.Contains(t, bee(t, path, "list"), "first")
 }
 
+// A command that creates the board says so, once: a mistyped --board
+// shows up at once instead of passing for an empty board.
+func TestMain_CreatedBoardIsAnnounced(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "typo", "board.db")
+	_, stderr, err := run(t, path, "", "post", "first")
+	require.NoError(t, err)
+	require.Equal(t, "created a new board at "+path+"\n", stderr)
+	_, stderr, err = run(t, path, "", "post", "second")
+	require.NoError(t, err)
+	require.Empty(t, stderr, "the board was there")
+
+	// watch creates a missing board too, and says so before it watches.
+	path = filepath.Join(t.TempDir(), "board.db")
+	stderrLines := newLineReader()
+	m := &Main{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: stderrLines, Getenv: func(string) string { return "" }}
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = m.Run(ctx, []string{"--board", path, "watch"}) })
+	require.Equal(t, "created a new board at "+path, stderrLines.next(t, 10*time.Second))
+	require.Contains(t, stderrLines.next(t, 10*time.Second), "watching "+path)
+	cancel()
+	wg.Wait()
+	stderrLines.close()
+}
+
 func TestMain_ShowUnknown(t *testing.T) {
 	path := newBoard(t)
 	_, _, err := run(t, path, "", "show", "a-42")
