@@ -52,13 +52,28 @@ func exitCode(err error, w io.Writer) int {
 }
 
 // A usageError is a command line bee cannot make sense of; hint says what
-// to run instead.
+// to run instead. err, when set, is the cause, kept for errors.Is while msg
+// says it in a person's words.
 type usageError struct {
 	msg  string
 	hint string
+	err  error
 }
 
 func (e *usageError) Error() string { return e.msg }
+
+func (e *usageError) Unwrap() error { return e.err }
+
+// A plainError says a failure in a person's words while keeping its cause
+// for errors.Is.
+type plainError struct {
+	msg string
+	err error
+}
+
+func (e *plainError) Error() string { return e.msg }
+
+func (e *plainError) Unwrap() error { return e.err }
 
 func usagef(hint, format string, args ...any) error {
 	return &usageError{msg: fmt.Sprintf(format, args...), hint: hint}

@@ -151,8 +151,6 @@ func TestMain_PostRefusals(t *testing.T) {
 	requireUsage(t, err, "no title")
 	_, _, err = run(t, path, "", "post", "   ")
 	requireUsage(t, err, "title is empty")
-	_, _, err = run(t, path, "", "post", "--to", "two words", "t")
-	requireUsage(t, err, `"two words"`)
 	_, _, err = run(t, path, "", "post", "--from", "a b", "t")
 	requireUsage(t, err, "cannot post as --from")
 	_, _, err = run(t, path, "", "post", "t", "b", "extra")
@@ -160,6 +158,38 @@ func TestMain_PostRefusals(t *testing.T) {
 	_, _, err = run(t, path, "", "post", "--bogus", "t")
 	requireUsage(t, err, "flag provided but not defined")
 	require.Equal(t, "no open or claimed actions (bee list --all shows finished ones too) on "+path+"\n", bee(t, path, "list"))
+}
+
+// Refusals say what is wrong in a person's words: no sentinel names
+// ("...: too long") and no chains of causes.
+func TestMain_PostRefusalMessages(t *testing.T) {
+	path := boardPath(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+		is   error
+	}{
+		{[]string{strings.Repeat("x", 300)}, "bee post: title is 300 characters, more than 200 (put the detail in the body)", board.ErrTooLong},
+		{[]string{"two\nlines"}, "bee post: title must be one line (put the rest in the body)", board.ErrBadText},
+		{[]string{"t", "\xff"}, "bee post: body is not valid UTF-8", board.ErrBadText},
+		{[]string{"--to", "two words", "t"}, `bee post: --to "two words" is not an agent name: an agent name holds letters, digits, '.', '_' and '-' only, and starts with a letter or digit`, nil},
+		{[]string{"--to", "agent:x#12", "t"}, `bee post: --to "agent:x#12" is not an identity: an identity is agent:<name>#<8 lowercase hex digits>, as bee agents lists them; to reach any identity of an agent, give its name alone`, nil},
+		{[]string{"--to", "user:bob", "t"}, `bee post: --to "user:bob" names a person; actions are for agents: give an agent name or one identity`, nil},
+		{[]string{"--from", "a b", "t"}, `bee post: cannot post as --from "a b": a person's name holds letters, digits, '.', '_' and '-' only, and starts with a letter or digit`, nil},
+	} {
+		p := path
+		if tc.is == nil {
+			p = filepath.Join(t.TempDir(), "untouched.db")
+		}
+		_, _, err := run(t, p, "", append([]string{"post"}, tc.args...)...)
+		requireUsage(t, err, tc.want)
+		require.EqualError(t, err, tc.want)
+		if tc.is != nil {
+			require.ErrorIs(t, err, tc.is)
+		} else {
+			require.NoFileExists(t, p, "a refused --to or --from opens no board")
+		}
+	}
 }
 
 // newBoard creates an empty board file and returns its path.
@@ -217,7 +247,12 @@ func TestMain_ShowUnknown(t *testing.T) {
 	require.ErrorIs(t, err, actions.ErrUnknownAction)
 	var buf bytes.Buffer
 	require.Equal(t, 1, exitCode(err, &buf))
-	require.Contains(t, buf.String(), `Error: bee show: action "a-42": unknown action`)
+	require.Equal(t, `Error: bee show: no action "a-42" on the board at `+path+" (bee list --all shows the ids)\n", buf.String())
+
+	// A bare number is taken for the id people see as a-7.
+	_, _, err = run(t, path, "", "show", "7")
+	require.ErrorIs(t, err, actions.ErrUnknownAction)
+	require.EqualError(t, err, `bee show: no action "7"; action ids look like a-7: bee show a-7`)
 	_, _, err = run(t, path, "", "show")
 	requireUsage(t, err, "want one action id")
 }

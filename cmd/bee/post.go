@@ -59,6 +59,9 @@ func (c *PostCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := checkTo(c.to); err != nil {
+		return err
+	}
 
 	b, err := c.env.open(true)
 	if err != nil {
@@ -67,9 +70,15 @@ func (c *PostCommand) Run(ctx context.Context, args []string) error {
 	defer b.Close()
 	rec, err := b.Post(ctx, poster, c.to, title, body)
 	if err != nil {
-		for _, bad := range []error{actions.ErrEmptyTitle, board.ErrBadRecipient, board.ErrTooLong, board.ErrBadText} {
+		if errors.Is(err, actions.ErrEmptyTitle) {
+			return &usageError{msg: "bee " + err.Error(), hint: "bee post --help", err: err}
+		}
+		for _, bad := range []error{board.ErrBadRecipient, board.ErrTooLong, board.ErrBadText} {
 			if errors.Is(err, bad) {
-				return &usageError{msg: "bee " + err.Error(), hint: "bee post --help"}
+				// The board's message ends in the sentinel's name ("...: too
+				// long"), which tells a person nothing the rest does not.
+				msg := strings.TrimSuffix(err.Error(), ": "+bad.Error())
+				return &usageError{msg: "bee " + msg, hint: "bee post --help", err: err}
 			}
 		}
 		return fmt.Errorf("bee %w", err)
@@ -98,11 +107,44 @@ func (c *PostCommand) poster() (identity.ID, error) {
 	if name == "" {
 		return "", usagef("bee post --from NAME ...", "bee post: who is posting? $USER is empty")
 	}
+	if identity.CheckName(name) != nil {
+		return "", usagef("bee post --from NAME ...", "bee post: cannot post as %s %q: a person's name %s", what, name, nameRule(name))
+	}
 	who, err := board.User(name)
 	if err != nil {
 		return "", usagef("bee post --from NAME ...", "bee post: cannot post as %s %q: %v", what, name, err)
 	}
 	return who, nil
+}
+
+// nameRule says why identity.CheckName refuses name, in words that fit a
+// person's name as well as an agent's (identity's own message calls every
+// name an agent name).
+func nameRule(name string) string {
+	switch {
+	case name == "":
+		return "is empty"
+	case len(name) > identity.MaxNameLen:
+		return fmt.Sprintf("is longer than %d characters", identity.MaxNameLen)
+	}
+	return "holds letters, digits, '.', '_' and '-' only, and starts with a letter or digit"
+}
+
+// checkTo refuses a --to the board would refuse, saying what a recipient
+// looks like: the board's own error is three causes deep.
+func checkTo(to string) error {
+	const hint = `bee post --to reviewer "TITLE" (an agent name), or --to agent:reviewer#0491068b (one identity)`
+	switch {
+	case to == "" || identity.IsID(to):
+		return nil
+	case strings.HasPrefix(to, board.UserPrefix):
+		return usagef(hint, "bee post: --to %q names a person; actions are for agents: give an agent name or one identity", to)
+	case strings.HasPrefix(to, identity.Prefix):
+		return usagef(hint, "bee post: --to %q is not an identity: an identity is agent:<name>#<8 lowercase hex digits>, as bee agents lists them; to reach any identity of an agent, give its name alone", to)
+	case identity.CheckName(to) != nil:
+		return usagef(hint, "bee post: --to %q is not an agent name: an agent name %s", to, nameRule(to))
+	}
+	return nil
 }
 
 // Usage prints how to use `bee post`.
