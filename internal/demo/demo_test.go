@@ -24,6 +24,10 @@ import (
 // scripts/demo runs them through BEE_DEMO_BIN instead of building its own.
 var bin string
 
+// goEnv pins Go's caches for the script, whose HOME is a fresh directory:
+// without it a build there would start from an empty cache.
+var goEnv []string
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "bee-demo-bin-")
 	if err != nil {
@@ -31,6 +35,14 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	bin = dir
+	for _, v := range []string{"GOCACHE", "GOMODCACHE", "GOPATH"} {
+		out, err := exec.Command("go", "env", v).Output()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "go env %s: %v\n", v, err)
+			os.Exit(1)
+		}
+		goEnv = append(goEnv, v+"="+strings.TrimSpace(string(out)))
+	}
 	build := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "./cmd/...", "./internal/cmd/bee-demo")
 	build.Dir = filepath.Join("..", "..")
 	code := 1
@@ -50,7 +62,7 @@ func script(t *testing.T, env []string, args ...string) (stdout, stderr string, 
 	home, tmp := t.TempDir(), t.TempDir()
 	cmd := exec.Command(filepath.Join("..", "..", "scripts", "demo"), args...)
 	cmd.Env = append(os.Environ(), "BEE_DEMO_BIN="+bin, "HOME="+home, "TMPDIR="+tmp, "USER=tester", "BEE_BOARD=")
-	cmd.Env = append(cmd.Env, env...)
+	cmd.Env = append(append(cmd.Env, goEnv...), env...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
@@ -190,6 +202,22 @@ func TestDemo_RefusesBoardWithWorkForAnyone(t *testing.T) {
 	require.Contains(t, stderr, "demo failed: the board at "+path+" has actions for anyone that are not done: a-5 (open).")
 	require.Contains(t, stderr, "Run scripts/demo without --board")
 	require.Equal(t, before, records(t, path))
+}
+
+// Without BEE_DEMO_BIN the script builds and installs the commands itself,
+// as a newcomer runs it, and says what the first build costs.
+func TestDemo_BuildsWhatItRuns(t *testing.T) {
+	gobin := t.TempDir()
+	stdout, stderr, code := script(t, []string{"BEE_DEMO_BIN=", "GOBIN=" + gobin})
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	require.Contains(t, stdout, "== building bee, bee-mcp and bee-hook into "+gobin+"\n")
+	require.Contains(t, stdout, "takes 1 to 5 minutes")
+	require.Contains(t, stdout, "note: "+gobin+" is not on your PATH")
+	require.Contains(t, stdout, "-> Action a-1 is done.")
+	for _, name := range []string{"bee", "bee-mcp", "bee-hook"} {
+		require.FileExists(t, filepath.Join(gobin, name))
+	}
+	require.NoFileExists(t, filepath.Join(gobin, "bee-demo"), "the demo's own driver is not installed")
 }
 
 func TestDemo_BadCommandLine(t *testing.T) {
