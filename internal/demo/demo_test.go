@@ -211,7 +211,7 @@ func TestDemo_BuildsWhatItRuns(t *testing.T) {
 	stdout, stderr, code := script(t, []string{"BEE_DEMO_BIN=", "GOBIN=" + gobin})
 	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
 	require.Contains(t, stdout, "== building bee, bee-mcp and bee-hook into "+gobin+"\n")
-	require.Contains(t, stdout, "takes 1 to 5 minutes")
+	require.Contains(t, stdout, "about a minute on 2 cores,\n   up to 5 on a slow machine")
 	require.Contains(t, stdout, "note: "+gobin+" is not on your PATH")
 	require.Contains(t, stdout, "-> Action a-1 is done.")
 	for _, name := range []string{"bee", "bee-mcp", "bee-hook"} {
