@@ -110,6 +110,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return (&WatchCommand{env: e}).Run(ctx, rest)
 	case "agents":
 		return (&AgentsCommand{env: e}).Run(ctx, rest)
+	case "serve":
+		return (&ServeCommand{env: e}).Run(ctx, rest)
 	case "help":
 		m.Usage()
 		return nil
@@ -134,6 +136,7 @@ Commands:
 	show     show one action in full
 	watch    print actions as they change, until interrupted
 	agents   list the live agents and what they hold
+	serve    serve the board page, a live view in the browser
 
 The board is $`+board.EnvPath+`, else ~/.bee/board.db; --board (before or
 after the command) overrides both. Run "bee <command> --help" for a
