@@ -15,7 +15,11 @@
 //   - A request whose Host is not 127.0.0.1:<port> or localhost:<port>, or
 //     whose Origin is present and not one of those two origins, is refused
 //     with 403 before anything else is looked at (other sites, DNS
-//     rebinding). No CORS header is ever sent.
+//     rebinding). The one exception is "Origin: null" on a request the
+//     browser itself marks Sec-Fetch-Site: same-origin: that is how
+//     Chromium sends this page's own forms under Referrer-Policy:
+//     no-referrer. A POST that the browser marks as from anywhere else is
+//     refused too. No CORS header is ever sent.
 //   - Every form carries a CSRF token tied to the session, checked in constant
 //     time; a POST without it is refused with 403 and changes nothing.
 //   - Every answer carries a Content-Security-Policy that allows only the

@@ -68,9 +68,14 @@ func (s *Server) guard(next http.Handler) http.Handler {
 }
 
 // refusal says why r must be refused with 403, or "" if it may go on: a
-// Host other than ours (DNS rebinding), or an Origin other than ours
-// (another site's page). A same-origin Origin is fine: browsers send one
-// with every form POST.
+// Host other than ours (DNS rebinding), an Origin other than ours, or a
+// browser's word that a form comes from another site.
+//
+// A same-origin Origin is fine: browsers send one with every form POST.
+// Under this page's Referrer-Policy: no-referrer, Chromium sends "Origin:
+// null" with the page's own forms, so "null" passes when the browser's
+// Sec-Fetch-Site, which no page can set, says same-origin. Any other
+// Sec-Fetch-Site on a POST is refused, Origin or not.
 func (s *Server) refusal(r *http.Request) string {
 	port := s.Port()
 	if port == 0 {
@@ -80,16 +85,21 @@ func (s *Server) refusal(r *http.Request) string {
 	if r.Host != "127.0.0.1:"+p && r.Host != "localhost:"+p {
 		return "host"
 	}
-	origins := r.Header.Values("Origin")
-	switch {
-	case len(origins) == 0:
-		return ""
+	site := r.Header.Values("Sec-Fetch-Site")
+	sameOrigin := len(site) == 1 && site[0] == "same-origin"
+	switch origins := r.Header.Values("Origin"); {
 	case len(origins) > 1:
 		return "origin"
-	case origins[0] == "http://127.0.0.1:"+p || origins[0] == "http://localhost:"+p:
-		return ""
+	case len(origins) == 1:
+		o := origins[0]
+		if o != "http://127.0.0.1:"+p && o != "http://localhost:"+p && (o != "null" || !sameOrigin) {
+			return "origin"
+		}
 	}
-	return "origin"
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && len(site) > 0 && !sameOrigin {
+		return "sec-fetch-site"
+	}
+	return ""
 }
 
 // cookieName is the session cookie's name on this Server's port.

@@ -88,6 +88,10 @@ func (s *Server) done(w http.ResponseWriter, r *http.Request, sess *session, f *
 	http.Redirect(w, r, to, http.StatusSeeOther)
 }
 
+// lf turns the CRLF line ends a browser sends with a textarea into the
+// LF that every other way onto the board uses.
+func lf(s string) string { return strings.ReplaceAll(s, "\r\n", "\n") }
+
 // boardCtx bounds one request's work on the board.
 func boardCtx(r *http.Request) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(r.Context(), boardTimeout)
@@ -96,7 +100,7 @@ func boardCtx(r *http.Request) (context.Context, context.CancelFunc) {
 func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, sess *session) {
 	f := postForm{
 		Title: strings.TrimSpace(r.PostForm.Get("title")),
-		Body:  r.PostForm.Get("body"),
+		Body:  lf(r.PostForm.Get("body")),
 		To:    strings.TrimSpace(r.PostForm.Get("to")),
 	}
 	ctx, cancel := boardCtx(r)
@@ -114,7 +118,7 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request, sess *sess
 	id := strings.TrimSpace(r.PostForm.Get("id"))
 	ctx, cancel := boardCtx(r)
 	defer cancel()
-	rec, err := s.board.Cancel(ctx, s.person, id, strings.TrimSpace(r.PostForm.Get("reason")))
+	rec, err := s.board.Cancel(ctx, s.person, id, lf(strings.TrimSpace(r.PostForm.Get("reason"))))
 	if err != nil {
 		s.done(w, r, sess, &flash{Error: true, Text: plainWords("cancel "+id, err)})
 		return

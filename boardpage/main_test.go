@@ -138,6 +138,13 @@ type lockedWriter struct {
 	w  *bytes.Buffer
 }
 
+// String returns what was written.
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.String()
+}
+
 func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -255,20 +262,20 @@ func serve(t *testing.T, path string) string {
 		_ = cmd.Process.Signal(syscall.SIGINT)
 		select {
 		case err := <-exited:
-			require.NoError(t, err, "bee serve's exit; stderr: %s", stderr.w.String())
+			require.NoError(t, err, "bee serve's exit; stderr: %s", stderr.String())
 		case <-time.After(15 * time.Second):
 			_ = cmd.Process.Kill()
 			<-exited
-			t.Errorf("bee serve did not end within 15 s of SIGINT; stderr: %s", stderr.w.String())
+			t.Errorf("bee serve did not end within 15 s of SIGINT; stderr: %s", stderr.String())
 		}
 	})
 	select {
 	case line, ok := <-lines:
-		require.True(t, ok, "bee serve printed no link; stderr: %s", stderr.w.String())
+		require.True(t, ok, "bee serve printed no link; stderr: %s", stderr.String())
 		require.Contains(t, line, "/login?token=")
 		return line
 	case <-time.After(30 * time.Second):
-		t.Fatalf("bee serve printed no link within 30 s; stderr: %s", stderr.w.String())
+		t.Fatalf("bee serve printed no link within 30 s; stderr: %s", stderr.String())
 	}
 	return ""
 }

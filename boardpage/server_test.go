@@ -213,6 +213,8 @@ func TestServer_RefusesForeignHostAndOrigin(t *testing.T) {
 		{"Origin": "http://127.0.0.1:1"},
 		{"Origin": "https://127.0.0.1:" + port},
 		{"Origin": "null"},
+		{"Origin": "null", "Sec-Fetch-Site": "cross-site"},
+		{"Origin": "http://evil.example", "Sec-Fetch-Site": "same-origin"},
 	}
 	for _, h := range refused {
 		for _, target := range []string{"/", "/fragment", "/events", "/static/page.js"} {
@@ -224,6 +226,11 @@ func TestServer_RefusesForeignHostAndOrigin(t *testing.T) {
 		resp, _ := p.do("POST", "/post", cookie, url.Values{"csrf": {csrf}, "title": {"from afar"}}, h)
 		require.Equal(t, http.StatusForbidden, resp.StatusCode, "%v", h)
 	}
+	// A browser's word that a form comes from elsewhere is enough.
+	for _, site := range []string{"cross-site", "same-site", "none"} {
+		resp, _ := p.do("POST", "/post", cookie, url.Values{"csrf": {csrf}, "title": {"from afar"}}, map[string]string{"Sec-Fetch-Site": site})
+		require.Equal(t, http.StatusForbidden, resp.StatusCode, site)
+	}
 	require.Equal(t, []string{"secret plans"}, p.titles())
 
 	// Our own origins, as browsers send them with every form, are fine,
@@ -232,11 +239,13 @@ func TestServer_RefusesForeignHostAndOrigin(t *testing.T) {
 		{"Origin": "http://127.0.0.1:" + port},
 		{"Origin": "http://localhost:" + port},
 		{"Host": "localhost:" + port},
+		// Chromium's own form posts under Referrer-Policy: no-referrer.
+		{"Origin": "null", "Sec-Fetch-Site": "same-origin"},
 	} {
 		resp, _ := p.do("POST", "/post", cookie, url.Values{"csrf": {csrf}, "title": {"at home " + strconv.Itoa(i)}}, h)
 		require.Equal(t, http.StatusSeeOther, resp.StatusCode, "%v", h)
 	}
-	require.Equal(t, []string{"secret plans", "at home 0", "at home 1", "at home 2"}, p.titles())
+	require.Equal(t, []string{"secret plans", "at home 0", "at home 1", "at home 2", "at home 3"}, p.titles())
 }
 
 func TestServer_CSRF(t *testing.T) {
