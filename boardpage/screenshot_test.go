@@ -78,6 +78,15 @@ func demoBoard(t *testing.T, b *board.Board) {
 	require.NoError(t, b.SetWaiter(ctx, docs, true))
 }
 
+// shownAs is a board that names itself as where, so that the screenshot
+// shows a path people recognize rather than a test's temporary one.
+type shownAs struct {
+	*board.Board
+	where string
+}
+
+func (s shownAs) Location() string { return s.where }
+
 // TestScreenshot draws the page of a board with actions in every state in
 // the real browser and checks that it is an image of the whole page; with
 // $BEE_SCREENSHOT set it writes it there (docs/board-page.png).
@@ -87,7 +96,7 @@ func TestScreenshot(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, b.Close()) })
 	demoBoard(t, b)
-	srv := New(b, alice, nil)
+	srv := New(shownAs{b, "~/.bee/board.db"}, alice, nil)
 	require.NoError(t, srv.Start())
 	t.Cleanup(func() { require.NoError(t, srv.Close()) })
 
