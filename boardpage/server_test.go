@@ -25,7 +25,7 @@ const tester = identity.ID("user:tester")
 // A page is a running Server on a fresh board, and a client that follows
 // no redirect, keeps no cookie of its own and uses no proxy.
 type page struct {
-	t      *testing.T
+	t      testing.TB
 	srv    *Server
 	board  *board.Board
 	path   string
@@ -33,7 +33,7 @@ type page struct {
 	client *http.Client
 }
 
-func newPage(t *testing.T, opts *Options) *page {
+func newPage(t testing.TB, opts *Options) *page {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "board.db")
 	b, err := board.Open(path, nil)
