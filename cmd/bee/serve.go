@@ -6,13 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"os/user"
-	"strings"
 	"syscall"
 
-	"github.com/tractat-us/bee/actions/board"
 	"github.com/tractat-us/bee/boardpage"
-	"github.com/tractat-us/bee/identity"
 )
 
 // ServeCommand is `bee serve`: the board page, until interrupted.
@@ -20,11 +16,13 @@ type ServeCommand struct {
 	env *env
 
 	port int
+	from string
 }
 
 func (c *ServeCommand) flagSet() *flag.FlagSet {
 	fs := c.env.flags("serve")
 	fs.IntVar(&c.port, "port", 0, "the port on 127.0.0.1 to serve on (default a free one)")
+	fs.StringVar(&c.from, "from", "", "post, cancel and re-address as this person (default $USER)")
 	return fs
 }
 
@@ -42,7 +40,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	if c.port < 0 || c.port > 65535 {
 		return usagef("bee serve --port 8700", "bee serve: --port %d is not a port (1..65535, or 0 for a free one)", c.port)
 	}
-	person, err := c.person()
+	person, err := c.env.person("serve", c.from)
 	if err != nil {
 		return err
 	}
@@ -70,27 +68,6 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	return srv.Close()
 }
 
-// person is who the page acts as: $USER, else $LOGNAME, else the
-// account's name, as "user:<name>" (as bee post names the poster).
-func (c *ServeCommand) person() (identity.ID, error) {
-	var name string
-	for _, v := range []string{"USER", "LOGNAME"} {
-		if name == "" {
-			name = c.env.main.Getenv(v)
-		}
-	}
-	if name == "" {
-		if u, err := user.Current(); err == nil {
-			name = u.Username
-		}
-	}
-	who, err := board.User(strings.TrimPrefix(name, board.UserPrefix))
-	if err != nil {
-		return "", fmt.Errorf("bee serve: who are you? $USER %q will not do as a name on the board: %w", name, err)
-	}
-	return who, nil
-}
-
 // Usage prints how to use `bee serve`.
 func (c *ServeCommand) Usage() {
 	w := c.env.main.Stdout
@@ -99,11 +76,12 @@ to post, cancel and re-address actions.
 
 Usage:
 
-	bee serve [--port N]
+	bee serve [--port N] [--from NAME]
 
 It listens on 127.0.0.1 only and prints a link that signs one browser in,
 once; the page then keeps a session cookie until the browser closes. It
-acts as user:$USER. Interrupt it (Ctrl-C) to stop.
+posts, cancels and re-addresses as user:$USER unless --from says
+otherwise. Interrupt it (Ctrl-C) to stop.
 
 Flags:
 

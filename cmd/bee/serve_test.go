@@ -20,7 +20,9 @@ func TestServe_Usage(t *testing.T) {
 	_, _, err = run(t, path, "", "serve", "extra")
 	requireUsage(t, err, `unexpected argument "extra"`)
 	out := bee(t, path, "serve", "--help")
-	require.Contains(t, out, "bee serve [--port N]")
+	require.Contains(t, out, "bee serve [--port N] [--from NAME]")
+	_, _, err = run(t, path, "", "serve", "--from", "two words")
+	requireUsage(t, err, "cannot serve as --from")
 	require.Contains(t, bee(t, path, "--help"), "serve ")
 }
 
