@@ -120,6 +120,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return (&CancelCommand{env: e}).Run(ctx, rest)
 	case "readdress":
 		return (&ReaddressCommand{env: e}).Run(ctx, rest)
+	case "serve":
+		return (&ServeCommand{env: e}).Run(ctx, rest)
 	case "help":
 		m.Usage()
 		return nil
@@ -147,6 +149,7 @@ Commands:
 	wait       wait until actions have ended (exit 0 all done, 1 any failed)
 	cancel     call off an open or claimed action
 	readdress  send an open action to someone else
+	serve      serve the board page, a live view in the browser
 
 The board is $`+board.EnvPath+`, else ~/.bee/board.db; --board (before or
 after the command) overrides both. Run "bee <command> --help" for a
