@@ -3,10 +3,10 @@ package version_test
 import (
 	"bufio"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -72,10 +72,15 @@ func TestVersion_EveryBinarySaysIt(t *testing.T) {
 
 	// The bridge's MCP server info.
 	cmd := exec.Command(filepath.Join(dir, "bee-mcp"), "--source", "none", "--agent", "versiontest", "--run-dir", filepath.Join(dir, "run"))
-	cmd.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}` + "\n")
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
+	// stdin stays open until the answer is read: a client that has gone
+	// (stdin closed) is owed no answer.
+	_, err = io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`+"\n")
+	require.NoError(t, err)
 	sc := bufio.NewScanner(stdout)
 	require.True(t, sc.Scan(), "no answer to initialize")
 	var resp struct {
@@ -89,6 +94,7 @@ func TestVersion_EveryBinarySaysIt(t *testing.T) {
 	require.NoError(t, json.Unmarshal(sc.Bytes(), &resp), "%s", sc.Bytes())
 	require.Equal(t, "bee", resp.Result.ServerInfo.Name)
 	require.Equal(t, want, resp.Result.ServerInfo.Version)
+	require.NoError(t, stdin.Close())
 	for sc.Scan() {
 	}
 	require.NoError(t, cmd.Wait(), "bee-mcp ends cleanly once stdin closes")

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os/user"
 	"strings"
 
 	"github.com/tractat-us/bee/actions"
@@ -59,7 +58,7 @@ func (c *PostCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := checkTo(c.to); err != nil {
+	if err := checkTo("post", `bee post --to reviewer "TITLE" (an agent name), or --to agent:reviewer#0491068b (one identity)`, c.to); err != nil {
 		return err
 	}
 
@@ -90,32 +89,8 @@ func (c *PostCommand) Run(ctx context.Context, args []string) error {
 	return err
 }
 
-// poster is the person posting: --from, else $USER, else $LOGNAME, else
-// the account's name.
-func (c *PostCommand) poster() (identity.ID, error) {
-	name, what := strings.TrimPrefix(c.from, board.UserPrefix), "--from"
-	for _, v := range []string{"USER", "LOGNAME"} {
-		if name == "" {
-			name, what = c.env.main.Getenv(v), "$"+v
-		}
-	}
-	if name == "" {
-		if u, err := user.Current(); err == nil {
-			name, what = u.Username, "account name"
-		}
-	}
-	if name == "" {
-		return "", usagef("bee post --from NAME ...", "bee post: who is posting? $USER is empty")
-	}
-	if identity.CheckName(name) != nil {
-		return "", usagef("bee post --from NAME ...", "bee post: cannot post as %s %q: a person's name %s", what, name, nameRule(name))
-	}
-	who, err := board.User(name)
-	if err != nil {
-		return "", usagef("bee post --from NAME ...", "bee post: cannot post as %s %q: %v", what, name, err)
-	}
-	return who, nil
-}
+// poster is the person posting (see env.person).
+func (c *PostCommand) poster() (identity.ID, error) { return c.env.person("post", c.from) }
 
 // nameRule says why identity.CheckName refuses name, in words that fit a
 // person's name as well as an agent's (identity's own message calls every
@@ -131,18 +106,18 @@ func nameRule(name string) string {
 }
 
 // checkTo refuses a --to the board would refuse, saying what a recipient
-// looks like: the board's own error is three causes deep.
-func checkTo(to string) error {
-	const hint = `bee post --to reviewer "TITLE" (an agent name), or --to agent:reviewer#0491068b (one identity)`
+// looks like: the board's own error is three causes deep. cmd names the
+// command and hint what to run instead.
+func checkTo(cmd, hint, to string) error {
 	switch {
 	case to == "" || identity.IsID(to):
 		return nil
 	case strings.HasPrefix(to, board.UserPrefix):
-		return usagef(hint, "bee post: --to %q names a person; actions are for agents: give an agent name or one identity", to)
+		return usagef(hint, "bee %s: --to %q names a person; actions are for agents: give an agent name or one identity", cmd, to)
 	case strings.HasPrefix(to, identity.Prefix):
-		return usagef(hint, "bee post: --to %q is not an identity: an identity is agent:<name>#<8 lowercase hex digits>, as bee agents lists them; to reach any identity of an agent, give its name alone", to)
+		return usagef(hint, "bee %s: --to %q is not an identity: an identity is agent:<name>#<8 lowercase hex digits>, as bee agents lists them; to reach any identity of an agent, give its name alone", cmd, to)
 	case identity.CheckName(to) != nil:
-		return usagef(hint, "bee post: --to %q is not an agent name: an agent name %s", to, nameRule(to))
+		return usagef(hint, "bee %s: --to %q is not an agent name: an agent name %s", cmd, to, nameRule(to))
 	}
 	return nil
 }
