@@ -6,7 +6,7 @@
 // The demo never touches work it did not make. It posts one action, for an
 // agent name made for this run (demo-<6 hex>), and checks that the action
 // its bridge claimed is that one: a claim of anything else is given back at
-// once and the demo fails, saying so. On a board that already holds work
+// once, its own action is cancelled, and the demo fails, saying so. On a board that already holds work
 // (Config.Shared) it first refuses when an action for anyone is open or
 // claimed, since its bridge, like any, takes the oldest action it may.
 // Its bridge registers in its own run directory, so a Claude Code session
@@ -288,8 +288,13 @@ func (d *demo) drive(ctx context.Context, posted actions.Record) error {
 		if rerr != nil {
 			what = fmt.Sprintf("could not give it back (%v): it goes back to the board when the bridge ends", rerr)
 		}
-		return fail(fmt.Errorf("the bridge claimed %s (%q from %s), not the demo's %s; it %s. %s stays open for %s, which nobody else uses",
-			got.ID, got.Title, got.From, posted.ID, what, posted.ID, d.agent))
+		// The demo's own action is of no use to anyone: call it off.
+		mine := fmt.Sprintf("the demo cancelled its own %s", posted.ID)
+		if _, cerr := d.bee(ctx, "cancel", posted.ID, "--reason", "the demo's bridge claimed another action first"); cerr != nil {
+			mine = fmt.Sprintf("%s stays open for %s, which nobody else uses (%v)", posted.ID, d.agent, cerr)
+		}
+		return fail(fmt.Errorf("the bridge claimed %s (%q from %s), not the demo's %s; it %s. And %s",
+			got.ID, got.Title, got.From, posted.ID, what, mine))
 	}
 	d.printf("   -> claimed %s, the action the person posted. What the agent reads:\n", got.ID)
 	d.indent("   | ", text)

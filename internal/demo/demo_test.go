@@ -240,14 +240,14 @@ func TestRun_ClaimOfOtherWorkIsGivenBack(t *testing.T) {
 	var out bytes.Buffer
 	err := Run(context.Background(), Config{Bin: bin, Board: path, RunDir: filepath.Join(dir, "run"), Out: &out})
 	require.Error(t, err)
-	require.Regexp(t, `^the bridge claimed a-5 \("for anyone" from user:alice\), not the demo's a-6; it gave it back at once: it is open again, as it was\. a-6 stays open for demo-[0-9a-f]{6}, which nobody else uses`, err.Error())
+	require.Regexp(t, `^the bridge claimed a-5 \("for anyone" from user:alice\), not the demo's a-6; it gave it back at once: it is open again, as it was\. And the demo cancelled its own a-6$`, err.Error())
 
 	after := records(t, path)
 	require.Equal(t, "a-5", after[4].ID)
 	require.Equal(t, actions.Open, after[4].State)
 	require.Empty(t, after[4].Holder)
 	require.Equal(t, "a-6", after[5].ID)
-	require.Equal(t, actions.Open, after[5].State)
+	require.Equal(t, actions.Cancelled, after[5].State)
 }
 
 func TestRun_MissingCommands(t *testing.T) {
