@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -15,10 +14,8 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/tractat-us/bee/hooks"
 	"github.com/tractat-us/bee/runfile"
+	"github.com/tractat-us/bee/version"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
 
 const usageText = `Usage: bee-hook [flags]
 
@@ -99,7 +96,7 @@ func runWith(ctx context.Context, base hooks.Config, wbase hooks.WaitConfig, arg
 
 	switch {
 	case *showVersion:
-		fmt.Fprintf(stdout, "bee-hook %s\n", versionString())
+		fmt.Fprintf(stdout, "bee-hook %s\n", version.Version)
 		return 0
 	case *printConfig:
 		exe, err := os.Executable()
@@ -198,16 +195,4 @@ func listBridges(dir string, alive func(int) bool, stdout io.Writer) error {
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t\n", f.ClaudePID, f.Entry.PID, state, f.Entry.Port)
 	}
 	return tw.Flush()
-}
-
-// versionString is version, or the module version the binary was built
-// from when version was not set at build time.
-func versionString() string {
-	if version != "dev" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return version
 }
