@@ -215,6 +215,8 @@ func (s *Session) Retire(ctx context.Context, req clearctl.RetireRequest) (clear
 	var errs []error
 	if err := s.source.Join(ctx, s.member(next, sessionID)); err != nil {
 		errs = append(errs, err)
+	} else {
+		s.republishArmed() // the waiter carries on as next, which has only now joined
 	}
 	if err := s.source.Depart(ctx, old); err != nil {
 		// Depart tries it again: the old identity's claims must not wait

@@ -114,8 +114,12 @@ type wakeState struct {
 
 	// The armed state for people (Source.SetWaiter) is written by one
 	// goroutine, started with the first waiter, ended by Close: want is
-	// the latest state, kick says it changed.
+	// the latest state, kick says it changed, and gen counts the times it
+	// must be written again though it has not changed (a retire joins the
+	// new identity after the waiter may have marked it armed, which found
+	// no member row yet).
 	want      armState
+	gen       int
 	kick      chan struct{}
 	pubCancel context.CancelFunc
 	pubDone   chan struct{}
@@ -478,10 +482,26 @@ func (s *Session) publishArmed(who identity.ID, armed bool) {
 	}
 }
 
+// republishArmed writes the armed state again, if a waiter is armed: the
+// identity it names has just joined.
+func (s *Session) republishArmed() {
+	s.wk.mu.Lock()
+	defer s.wk.mu.Unlock()
+	if s.wk.closed || s.wk.pubDone == nil || !s.wk.want.armed {
+		return
+	}
+	s.wk.gen++
+	select {
+	case s.wk.kick <- struct{}{}:
+	default:
+	}
+}
+
 // publish writes the armed state whenever it changes, until ctx ends.
 func (s *Session) publish(ctx context.Context, done chan<- struct{}) {
 	defer close(done)
 	var applied armState
+	appliedGen := 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -489,9 +509,9 @@ func (s *Session) publish(ctx context.Context, done chan<- struct{}) {
 		case <-s.wk.kick:
 		}
 		s.wk.mu.Lock()
-		want := s.wk.want
+		want, gen := s.wk.want, s.wk.gen
 		s.wk.mu.Unlock()
-		if want == applied {
+		if want == applied && gen == appliedGen {
 			continue
 		}
 		wctx, cancel := context.WithTimeout(ctx, publishBound)
@@ -503,7 +523,7 @@ func (s *Session) publish(ctx context.Context, done chan<- struct{}) {
 			}
 			continue
 		}
-		applied = want
+		applied, appliedGen = want, gen
 	}
 }
 
