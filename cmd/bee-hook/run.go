@@ -13,6 +13,7 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/tractat-us/bee/hooks"
 	"github.com/tractat-us/bee/runfile"
+	"github.com/tractat-us/bee/termtext"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -89,7 +90,7 @@ func runWith(ctx context.Context, base hooks.Config, args []string, stdin io.Rea
 			alive = hooks.Alive
 		}
 		if err := listBridges(*runDir, alive, stdout); err != nil {
-			fmt.Fprintf(stderr, "bee-hook: %v\n", err)
+			fmt.Fprintf(stderr, "bee-hook: %s\n", termtext.Line(err.Error()))
 		}
 		return 0
 	}
@@ -116,7 +117,8 @@ func usageError(stderr io.Writer, format string, args ...any) int {
 }
 
 // listBridges prints the run files in dir (or the default run directory)
-// as a table. It never prints a token.
+// as a table. It never prints a token, and prints paths and errors inert
+// (termtext): a directory name can hold escape sequences.
 func listBridges(dir string, alive func(int) bool, stdout io.Writer) error {
 	if dir == "" {
 		var err error
@@ -129,15 +131,15 @@ func listBridges(dir string, alive func(int) bool, stdout io.Writer) error {
 		return err
 	}
 	if len(files) == 0 {
-		fmt.Fprintf(stdout, "no bridges registered in %s\n", dir)
+		fmt.Fprintf(stdout, "no bridges registered in %s\n", termtext.Line(dir))
 		return nil
 	}
-	fmt.Fprintf(stdout, "run directory %s\n", dir)
+	fmt.Fprintf(stdout, "run directory %s\n", termtext.Line(dir))
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CLAUDE PID\tBRIDGE PID\tBRIDGE\tPORT\t")
 	for _, f := range files {
 		if f.Err != nil {
-			fmt.Fprintf(tw, "%d\t-\tunreadable\t-\t%v\n", f.ClaudePID, f.Err)
+			fmt.Fprintf(tw, "%d\t-\tunreadable\t-\t%s\n", f.ClaudePID, termtext.Line(f.Err.Error()))
 			continue
 		}
 		state := "alive"

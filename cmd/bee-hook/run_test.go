@@ -290,3 +290,20 @@ func TestBeeHook_RealClaudeChain(t *testing.T) {
 	defer mu.Unlock()
 	require.Equal(t, []clearctl.RetireRequest{{SessionID: "s2", TranscriptPath: "/t/s2.jsonl"}}, got)
 }
+
+// --list prints what it found inert: a run directory's name can hold
+// escape sequences, and so can the errors that quote it.
+func TestRun_ListEscapesNames(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run\x1b]0;pwned\a\x1b[2J\u202e")
+	require.NoError(t, runfile.EnsureDir(dir))
+	require.NoError(t, os.WriteFile(runfile.Path(dir, 5), []byte("junk"), 0o600))
+	var stdout, stderr bytes.Buffer
+	code := run(t.Context(), []string{"--list", "--run-dir", dir}, failReader{t}, &stdout, &stderr)
+	require.Equal(t, 0, code)
+	out := stdout.String()
+	require.NotContains(t, out, "\x1b")
+	require.NotContains(t, out, "\a")
+	require.NotContains(t, out, "\u202e")
+	require.Contains(t, out, `run\x1b]0;pwned\x07\x1b[2J\u202e`)
+	require.Regexp(t, `(?m)^5 +- +unreadable +- +run file .*run\\x1b\]0;pwned.*5\.json: read: malformed run file`, out)
+}

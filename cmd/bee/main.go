@@ -24,6 +24,7 @@ import (
 	"syscall"
 
 	"github.com/tractat-us/bee/actions/board"
+	"github.com/tractat-us/bee/termtext"
 )
 
 func main() {
@@ -39,7 +40,8 @@ func exitCode(err error, w io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintln(w, "Error:", err)
+	// Errors can quote board text (an id, a holder): shown inert.
+	fmt.Fprintln(w, "Error:", termtext.Text(err.Error()))
 	var ue *usageError
 	if errors.As(err, &ue) {
 		if ue.hint != "" {
