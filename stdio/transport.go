@@ -11,15 +11,24 @@
 //   - Out carries JSON-RPC 2.0 messages and nothing else: one message per
 //     line, each line written by a single Out.Write call, never interleaved
 //     with another.
+//   - When In ends, the requests in flight are answered before Read reports
+//     it: the go-sdk stops writing answers as soon as Read returns an error,
+//     so Read holds EOF back until every request read has its response
+//     written (or withheld), for at most [Transport.DrainTimeout]. A script
+//     that writes its requests and closes stdin gets every answer.
 //   - A line that cannot be used is answered with a JSON-RPC error and reading
 //     carries on. Not JSON (or not UTF-8): -32700. A batch, JSON that is not
 //     a JSON-RPC 2.0 message, a line longer than MaxLineBytes, or a request
 //     whose id is already in flight: -32600. The reply carries the request's
-//     id when it could be recovered and is unambiguous, else null. Nothing a
-//     line contains ends the session; only an error or EOF from In, or Close,
-//     does.
+//     id when it could be recovered and is unambiguous, else null; for a line
+//     over the limit, the id is recovered from the part that was read when
+//     that part shows one top-level "id" (a string or an integer) beside a
+//     "method" and no "result" or "error". Nothing a line contains ends the
+//     session; only an error or EOF from In, or Close, does.
 //   - A request cancelled by notifications/cancelled gets no response: the
-//     server's response is withheld and handed to [Transport.OnDropped].
+//     server's response is withheld and handed to [Transport.OnDropped]. So
+//     is a response that never reached Out: Out failed, or the connection
+//     was closed before the response came.
 //     A cancel that crosses its response on the wire (it arrives within
 //     [Transport.LateCancelWindow], 1 s by default, after the response was
 //     written) means the client discards that response, so it is handed to
@@ -76,14 +85,15 @@ const (
 
 // Attribute keys of the connection's log records.
 const (
-	logKeyID     = "id"
-	logKeyMethod = "method"
-	logKeyReason = "reason"
-	logKeyBytes  = "bytes"
-	logKeyLimit  = "limit"
-	logKeyPrefix = "prefix"
-	logKeyToken  = "progress_token"
-	logKeyError  = "error"
+	logKeyID      = "id"
+	logKeyMethod  = "method"
+	logKeyReason  = "reason"
+	logKeyBytes   = "bytes"
+	logKeyLimit   = "limit"
+	logKeyPrefix  = "prefix"
+	logKeyToken   = "progress_token"
+	logKeyError   = "error"
+	logKeyPending = "pending"
 )
 
 // A Transport is an mcp.Transport over a line reader and writer.
@@ -105,12 +115,17 @@ type Transport struct {
 	// withheld messages. Nil means discard.
 	Logger *slog.Logger
 	// OnDropped, if set, is called (outside locks) with the id and result of
-	// each response withheld because its request was cancelled, so the caller
-	// can undo what that response carried (bee releases a claim nobody
-	// received). result is nil if the withheld response was an error. It
-	// runs on the goroutine whose Write withheld the response, before that
-	// Write returns.
+	// each response that did not reach the client: withheld because its
+	// request was cancelled, not written because Out failed, or written
+	// after Close. The caller can then undo what that response carried (bee
+	// releases a claim nobody received). result is nil if the response was
+	// an error. It runs on the goroutine whose Write dropped the response,
+	// before that Write returns.
 	OnDropped func(id jsonrpc.ID, result json.RawMessage)
+	// DrainTimeout bounds how long Read holds back the end of In while
+	// requests are still in flight, so that their answers are written. Zero
+	// means DefaultDrainTimeout; negative means no wait.
+	DrainTimeout time.Duration
 	// LateCancelWindow is how long after a response is written a
 	// notifications/cancelled for its request still counts: the client
 	// cancelled before it read the response and discards it (Claude Code
@@ -127,6 +142,12 @@ type Transport struct {
 // DefaultLateCancelWindow is the LateCancelWindow used when it is zero: on
 // a local pipe a response and a cancel cross within milliseconds.
 const DefaultLateCancelWindow = time.Second
+
+// DefaultDrainTimeout is the DrainTimeout used when it is zero: long enough
+// for any quick answer (initialize, tools/list, a board write), short
+// enough that a long wait in flight does not keep a bridge whose client
+// has gone.
+const DefaultDrainTimeout = 2 * time.Second
 
 // maxRecent bounds the written responses kept for a late cancel.
 const maxRecent = 8
@@ -161,6 +182,10 @@ func (t *Transport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if window == 0 {
 		window = DefaultLateCancelWindow
 	}
+	drain := t.DrainTimeout
+	if drain == 0 {
+		drain = DefaultDrainTimeout
+	}
 	items := make(chan item)
 	c := &conn{
 		in:         t.In,
@@ -169,6 +194,8 @@ func (t *Transport) Connect(ctx context.Context) (mcp.Connection, error) {
 		logger:     logger,
 		onDropped:  t.OnDropped,
 		lateWindow: window,
+		drainFor:   drain,
+		answered:   make(chan struct{}, 1),
 		items:      items,
 		readDone:   make(chan struct{}),
 		closed:     make(chan struct{}),
@@ -188,6 +215,13 @@ type conn struct {
 	logger     *slog.Logger
 	onDropped  func(jsonrpc.ID, json.RawMessage)
 	lateWindow time.Duration // negative: late cancels are ignored
+	drainFor   time.Duration // negative: EOF is reported at once
+
+	// answered gets a token (never blocking) each time a request leaves
+	// inFlight, so that a Read holding back EOF looks again.
+	answered chan struct{}
+	// drained is set once Read has waited for answers at the end of In.
+	drained atomic.Bool
 
 	// items carries each non-empty line, classified, from readLoop to Read.
 	items <-chan item
@@ -258,6 +292,14 @@ func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			if c.isClosed() {
 				return nil, io.EOF
 			}
+			// Every line has been taken from items by now (readLoop hands
+			// them over before it closes readDone).
+			if c.drained.CompareAndSwap(false, true) {
+				c.drain(ctx)
+				if c.isClosed() {
+					return nil, io.EOF
+				}
+			}
 			return nil, c.readErr
 		case it := <-c.items:
 			msg, err := c.accept(it)
@@ -274,11 +316,57 @@ func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	}
 }
 
+// drain waits, at the end of In, until no request is in flight, for at
+// most drainFor; Close or ctx ending stops it at once.
+func (c *conn) drain(ctx context.Context) {
+	if c.drainFor < 0 {
+		return
+	}
+	timer := time.NewTimer(c.drainFor)
+	defer timer.Stop()
+	for {
+		c.mu.Lock()
+		n := len(c.inFlight)
+		c.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		select {
+		case <-c.answered:
+		case <-timer.C:
+			c.logger.Warn("stdin closed with requests unanswered", logKeyPending, n, logKeyLimit, c.drainFor)
+			return
+		case <-c.closed:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// noteAnswered wakes a Read that waits for answers at the end of In.
+func (c *conn) noteAnswered() {
+	select {
+	case c.answered <- struct{}{}:
+	default:
+	}
+}
+
 // accept applies a line read by readLoop to the connection's state. It
 // returns the message to hand to the server, or nil (and writes the error
 // reply) if the line is rejected.
 func (c *conn) accept(it item) (jsonrpc.Message, error) {
 	if it.reject != nil {
+		if it.salvaged != nil {
+			// A reply naming an id in flight would read as that request's
+			// answer.
+			c.mu.Lock()
+			_, busy := c.inFlight[*it.salvaged]
+			c.mu.Unlock()
+			if busy {
+				it.reject.id = nil
+			}
+		}
 		return nil, c.rejectLine(it.reject)
 	}
 	switch msg := it.msg.(type) {
@@ -432,14 +520,18 @@ func (c *conn) writeLine(line []byte) error {
 //
 // A response to a cancelled request is not written: Write returns nil and
 // calls OnDropped. A notifications/progress whose token belongs to no live
-// request is not written either (Write returns nil). After Close, Write
-// returns an error wrapping [mcp.ErrConnectionClosed] and changes nothing.
+// request is not written either (Write returns nil). A response that Out
+// fails to take is handed to OnDropped, and Write returns Out's error,
+// wrapped. After Close, Write returns an error wrapping
+// [mcp.ErrConnectionClosed] and writes nothing; a response to a request
+// still in flight then goes to OnDropped.
 func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if c.isClosed() {
+		c.dropUnwritten(msg)
+		return fmt.Errorf("stdio: write: %w", mcp.ErrConnectionClosed)
+	}
 	if err := ctx.Err(); err != nil {
 		return err
-	}
-	if c.isClosed() {
-		return fmt.Errorf("stdio: write: %w", mcp.ErrConnectionClosed)
 	}
 	data, err := jsonrpc.EncodeMessage(msg)
 	if err != nil {
@@ -457,9 +549,10 @@ func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	c.writeMu.Lock()
 	if c.isClosed() {
 		c.writeMu.Unlock()
+		c.dropUnwritten(msg)
 		return fmt.Errorf("stdio: write: %w", mcp.ErrConnectionClosed)
 	}
-	var withheld *jsonrpc.Response
+	var withheld, answer *jsonrpc.Response
 	c.mu.Lock()
 	switch m := msg.(type) {
 	case *jsonrpc.Response:
@@ -467,6 +560,7 @@ func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 			// Forget the request before its response is on the wire: the
 			// client may reuse the id as soon as it has read the response.
 			delete(c.inFlight, m.ID)
+			answer = m
 			if cl.cancelled {
 				withheld = m
 			} else {
@@ -485,24 +579,62 @@ func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		}
 	}
 	c.mu.Unlock()
+	if answer != nil {
+		defer c.noteAnswered()
+	}
 	if withheld != nil {
 		c.writeMu.Unlock()
 		c.logger.Debug("response withheld: request was cancelled", logKeyID, withheld.ID.Raw())
-		if c.onDropped != nil {
-			var result json.RawMessage
-			if withheld.Error == nil {
-				result = withheld.Result
-			}
-			c.onDropped(withheld.ID, result)
-		}
+		c.dropped(withheld)
 		return nil
 	}
 	_, err = c.out.Write(data)
+	if err != nil && answer != nil {
+		// Not delivered: a late cancel must not hand it over a second time.
+		c.mu.Lock()
+		c.forgetRecentLocked(answer.ID)
+		c.mu.Unlock()
+	}
 	c.writeMu.Unlock()
 	if err != nil {
+		if answer != nil {
+			c.logger.Warn("response not written: stdout failed", logKeyID, answer.ID.Raw(), logKeyError, err)
+			c.dropped(answer)
+		}
 		return fmt.Errorf("stdio: writing stdout: %w", err)
 	}
 	return nil
+}
+
+// dropUnwritten hands a response that Write will not write, because the
+// connection is closed, to OnDropped if its request is still in flight.
+func (c *conn) dropUnwritten(msg jsonrpc.Message) {
+	resp, ok := msg.(*jsonrpc.Response)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	_, live := c.inFlight[resp.ID]
+	delete(c.inFlight, resp.ID)
+	c.mu.Unlock()
+	if !live {
+		return
+	}
+	c.noteAnswered()
+	c.logger.Warn("response not written: connection closed", logKeyID, resp.ID.Raw())
+	c.dropped(resp)
+}
+
+// dropped hands a response that did not reach the client to OnDropped.
+func (c *conn) dropped(resp *jsonrpc.Response) {
+	if c.onDropped == nil {
+		return
+	}
+	var result json.RawMessage
+	if resp.Error == nil {
+		result = resp.Result
+	}
+	c.onDropped(resp.ID, result)
 }
 
 // Close closes the connection: a pending Read returns io.EOF, later Reads

@@ -301,7 +301,7 @@ func TestConnection_ReadLineTooLong(t *testing.T) {
 	h.send(padPing("over-limit", limit+1), pingLine("next"))
 	h.readRequest("ping", "next")
 	reply := h.out.next(t)
-	require.Nil(t, reply["id"])
+	require.Equal(t, "over-limit", reply["id"], "the id read before the limit")
 	e := reply["error"].(map[string]any)
 	require.Equal(t, -32600.0, e["code"])
 	require.Equal(t, "invalid request: line exceeds 1024 bytes", e["message"])
