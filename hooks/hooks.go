@@ -8,7 +8,10 @@
 // normally, within its timeout, even if something it calls panics or hangs,
 // and what it returns for stderr is at most one line that never holds the
 // run file's token. It retires only a bridge whose process is alive, so a
-// stale run file can never retire another session's bridge.
+// stale run file can never retire another session's bridge, and it sends
+// the token only when the run directory is the user's own and private
+// (runfile.Read checks it) and, on Linux, the recorded port is the
+// recorded bridge's own listening socket (sockowner.Check).
 package hooks
 
 import (
@@ -27,6 +30,7 @@ import (
 	"github.com/tractat-us/bee/ancestry"
 	"github.com/tractat-us/bee/clearctl"
 	"github.com/tractat-us/bee/runfile"
+	"github.com/tractat-us/bee/sockowner"
 )
 
 //go:embed hooks.json
@@ -77,6 +81,10 @@ type Config struct {
 	// the package's Alive: a signal 0 check, where EPERM (alive, but
 	// someone else's) counts as alive.
 	Alive func(pid int) bool
+	// Listener checks that the bridge process pid is the one listening on
+	// port before the token is sent there. nil means sockowner.Check; its
+	// errors.ErrUnsupported (off Linux) lets the retire go ahead.
+	Listener func(pid, port int) error
 }
 
 // Run handles one SessionStart input read from stdin and returns the single
@@ -108,6 +116,9 @@ func Run(ctx context.Context, cfg Config, stdin io.Reader) (outcome string) {
 	}
 	if cfg.Alive == nil {
 		cfg.Alive = Alive
+	}
+	if cfg.Listener == nil {
+		cfg.Listener = sockowner.Check
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
@@ -190,6 +201,9 @@ func retire(ctx context.Context, cfg Config, dir string, claudePID int, e runfil
 		default:
 			return msg + "; it has been replaced or removed since"
 		}
+	}
+	if err := cfg.Listener(e.PID, e.Port); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		return fmt.Sprintf("bee-hook: not sending the token to port %d: %v; the bridge (pid %d) may be restarting, or another process holds its port", e.Port, err, e.PID)
 	}
 	resp, err := cfg.Retire(ctx, e.Port, e.Token, clearctl.RetireRequest{
 		SessionID:      in.SessionID,

@@ -101,7 +101,8 @@ func (f *fixture) base() hooks.Config {
 			}
 			return clearctl.RetireResponse{Retired: "agent:x#aaaaaaaa", Current: "agent:x#bbbbbbbb " + req.SessionID}, nil
 		},
-		Alive: func(int) bool { return true },
+		Alive:    func(int) bool { return true },
+		Listener: func(int, int) error { return nil },
 	}
 }
 
