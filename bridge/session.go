@@ -244,15 +244,21 @@ func (s *Session) Depart(ctx context.Context) error {
 }
 
 // endedWhileWaiting explains to the model why a wait under who ended: the
-// session was cleared (who was retired), or the bridge is shutting down.
+// session was cleared (who was retired), or this bridge is shutting down.
+// A shutdown reads as final unless the model is told that a /mcp reconnect
+// starts a new bridge, which serves the same tools.
 func (s *Session) endedWhileWaiting(who identity.ID) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.departed {
-		return fmt.Errorf("%w: the wait as %s ended; the bridge is shutting down", ErrDeparted, who)
+		return fmt.Errorf("%w: the wait as %s ended because this bridge is shutting down (%s); call %s again", ErrDeparted, who, newBridgeTakesOver, ToolWait)
 	}
 	return fmt.Errorf("identity %s was retired while waiting (the session was cleared); call %s again to wait as %s", who, ToolWait, s.id)
 }
+
+// newBridgeTakesOver says what follows a bridge's shutdown for a session
+// that carries on.
+const newBridgeTakesOver = "a /mcp reconnect or a restart starts a new bridge, which takes over with a fresh identity; the claims of this one went back to the board"
 
 // Close ends the source's background work. Call it after Depart; Close may
 // be called more than once.
