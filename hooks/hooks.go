@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"strings"
 	"time"
 	"unicode"
@@ -144,8 +145,13 @@ func Run(ctx context.Context, cfg Config, stdin io.Reader) (outcome string) {
 	return oneLine(outcome)
 }
 
-// findClaude finds the Claude process; tests replace it.
-var findClaude = ancestry.ClaudePID
+// findClaude finds the Claude process: by name, else by $CLAUDE_PID when
+// that is an ancestor (claude running under another name); tests replace
+// it.
+var findClaude = func(ctx context.Context) (int, bool, error) {
+	f, ok, err := ancestry.Find(ctx, ancestry.HookHints(os.Getenv))
+	return f.PID, ok, err
+}
 
 // handle does Run's work; the token is scrubbed from what it returns.
 func handle(ctx context.Context, cfg Config, stdin io.Reader) string {

@@ -85,6 +85,12 @@ func within(done <-chan struct{}, d time.Duration) bool {
 
 const defaultWatchEvery = 2 * time.Second
 
+// Log attribute keys that package logkey does not (yet) name.
+const (
+	logKeyComm = "comm" // a process's command name
+	logKeyRule = "rule" // how the claude process was found
+)
+
 // openSource opens the action source cfg names: the shared board (the
 // default) or NoActions.
 func openSource(cfg Config, log *slog.Logger) (actions.Source, error) {
@@ -118,13 +124,18 @@ func Run(ctx context.Context, cfg Config) error {
 
 func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	start := time.Now()
-	claudePID, found, err := ancestry.ClaudePID(ctx)
+	claude, found, err := ancestry.Find(ctx, ancestry.BridgeHints(os.Getenv))
 	if err != nil {
 		log.Warn("cannot walk the process tree", logkey.Err, err)
 	}
-	if !found {
+	claudePID := claude.PID
+	switch {
+	case !found:
 		claudePID = 0
 		log.Warn("no claude process above this bridge; serving without the /retire channel, so /clear cannot retire this identity")
+	case claude.Rule != ancestry.ByName:
+		log.Warn("claude runs under another command name; taking this bridge's parent as the claude process because CLAUDECODE=1 (the /clear hook finds the same one through $CLAUDE_PID)",
+			logkey.ClaudePID, claudePID, logKeyComm, claude.Comm, logKeyRule, string(claude.Rule))
 	}
 	log = log.With(logkey.ClaudePID, claudePID)
 

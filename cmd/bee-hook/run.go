@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/mattn/go-isatty"
+	"github.com/tractat-us/bee/ancestry"
 	"github.com/tractat-us/bee/hooks"
 	"github.com/tractat-us/bee/runfile"
 	"github.com/tractat-us/bee/termtext"
@@ -148,7 +149,26 @@ func listBridges(dir string, alive func(int) bool, stdout io.Writer) error {
 		}
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t\n", f.ClaudePID, f.Entry.PID, state, f.Entry.Port)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// A claude running under another name is found by the fallbacks only:
+	// say so, since the name rule is what people expect.
+	for _, f := range files {
+		if f.Err != nil || !alive(f.Entry.PID) {
+			continue
+		}
+		comm, err := ancestry.Comm(context.Background(), f.ClaudePID)
+		if err != nil || ancestry.IsClaude(comm) {
+			continue
+		}
+		if chain, err := ancestry.Chain(context.Background(), f.Entry.PID); err != nil || len(chain) == 0 || chain[0].PID != f.ClaudePID {
+			continue // not the bridge's parent: not a claude the bridge found
+		}
+		fmt.Fprintf(stdout, "note: claude pid %d runs as \"%s\", not as claude: its bridge took it as its parent (%s) and the /clear hook finds it by %s\n",
+			f.ClaudePID, termtext.Line(comm), ancestry.ByParent, ancestry.ByClaudePID)
+	}
+	return nil
 }
 
 // versionString is version, or the module version the binary was built

@@ -59,12 +59,20 @@ func build(dir string) int {
 	if err == nil {
 		err = os.WriteFile(filepath.Join(dir, "claude"), self, 0o755)
 	}
+	if err == nil {
+		// claude under another command name, as a versioned binary run by
+		// its path shows.
+		err = os.Symlink("claude", filepath.Join(dir, versionedClaude))
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "copy the test binary as claude: %v\n", err)
 		return 1
 	}
 	return 0
 }
+
+// versionedClaude is the stand-in claude's other command name.
+const versionedClaude = "claude-2.1.328"
 
 // standInClaude is the claude process: bee-mcp is its direct child and
 // shares its stdin and stdout (the test talks MCP through them); commands
@@ -74,6 +82,8 @@ func standInClaude() int {
 	answers := os.NewFile(4, "answers")
 	bridge := exec.Command(filepath.Join(os.Getenv("BEE_TEST_BIN"), "bee-mcp"), "--agent", "cleartest")
 	bridge.Stdin, bridge.Stdout, bridge.Stderr = os.Stdin, os.Stdout, os.Stderr
+	// What Claude Code adds to an MCP server's environment.
+	bridge.Env = append(os.Environ(), "CLAUDECODE=1")
 	if err := bridge.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, "stand-in claude:", err)
 		return 1
@@ -106,6 +116,8 @@ func standInClaude() int {
 			continue
 		}
 		hook := exec.Command("/bin/sh", "-c", c.Command)
+		// What Claude Code adds to a hook's environment.
+		hook.Env = append(os.Environ(), "CLAUDE_PID="+strconv.Itoa(os.Getpid()))
 		hook.Stdin = strings.NewReader(c.Input)
 		var stdout, stderr strings.Builder
 		hook.Stdout, hook.Stderr = &stdout, &stderr
@@ -152,13 +164,20 @@ type session struct {
 
 func start(t testing.TB, source string) *session {
 	t.Helper()
+	return startAs(t, source, "claude")
+}
+
+// startAs starts a session whose stand-in claude runs under the command
+// name name.
+func startAs(t testing.TB, source, name string) *session {
+	t.Helper()
 	dir := t.TempDir()
 	s := &session{t: t, runDir: filepath.Join(dir, "run"), board: filepath.Join(dir, "board.db"), exitFile: filepath.Join(dir, "bridge-exit.json")}
 	ctlR, ctlW, err := os.Pipe()
 	require.NoError(t, err)
 	ansR, ansW, err := os.Pipe()
 	require.NoError(t, err)
-	cmd := exec.Command(filepath.Join(bin, "claude"))
+	cmd := exec.Command(filepath.Join(bin, name))
 	cmd.Env = append(os.Environ(),
 		"BEE_TEST_ROLE=claude", "BEE_TEST_BIN="+bin,
 		"BEE_RUN_DIR="+s.runDir, "BEE_BOARD="+s.board, "BEE_SOURCE="+source, "BEE_LOG_LEVEL=debug",
