@@ -5,10 +5,11 @@
 //
 // It promises that every clean end (stdin closed, a signal on Signals, the
 // parent or the Claude process gone, the run file taken over by a newer
-// bridge) removes the run file first, then departs the identity so its
-// claims go back, each step with its own bound, and that a later signal
-// does not cut that short. Run returns only when all of that is done or
-// its bound has passed.
+// bridge launched as this one was) removes the run file first, then
+// departs the identity so its claims go back, each step with its own
+// bound, and that a later signal does not cut that short. Run returns only
+// when all of that is done or its bound has passed. A newer bridge launched
+// differently (a second server entry) does not end it: see launch.go.
 package lifecycle
 
 import (
@@ -87,8 +88,10 @@ const defaultWatchEvery = 2 * time.Second
 
 // Log attribute keys that package logkey does not (yet) name.
 const (
-	logKeyComm = "comm" // a process's command name
-	logKeyRule = "rule" // how the claude process was found
+	logKeyComm      = "comm"       // a process's command name
+	logKeyRule      = "rule"       // how the claude process was found
+	logKeyBridgePID = "bridge_pid" // another bridge's process
+	logKeyDiffers   = "differs"    // how two bridges' launches differ
 )
 
 // openSource opens the action source cfg names: the shared board (the
