@@ -8,6 +8,17 @@
 //     claims nothing for the departed identity;
 //   - Depart gives the identity's claims back, and after it no tool claims
 //     anything.
+//
+// A claim a wait makes goes back when its answer cannot reach a reader:
+// the call was cancelled (also when the cancel crosses the answer), the
+// answer could not be written or came after the connection closed (the
+// transport hands it to GiveBackUndelivered), a newer wait on the same
+// connection replaced the call (a session has one waiting model), or the
+// session departs. What no server can see is a client that drops a call
+// without a cancel, keeps the connection open and makes no new wait: the
+// answer is written into a pipe nobody reads, and nothing in MCP
+// acknowledges a response. Such a claim stays with the identity until it is
+// finished or released, /clear retires the identity, or the bridge ends.
 package bridge
 
 import (
