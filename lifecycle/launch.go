@@ -99,9 +99,7 @@ func (l launch) differences(o launch) string {
 			names[strings.SplitN(kv, "=", 2)[0]] = true
 		}
 	}
-	for _, n := range slices.Sorted(maps.Keys(names)) {
-		d = append(d, n)
-	}
+	d = append(d, slices.Sorted(maps.Keys(names))...)
 	return strings.Join(d, ", ")
 }
 
