@@ -2,6 +2,7 @@ package stdio_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"strings"
@@ -39,7 +40,7 @@ func TestTransport_AnswersInFlightAtEOF(t *testing.T) {
 
 	init := r.out.waitFor(t, "initialize response", isResponse(1.0))
 	require.Contains(t, init, "result")
-	time.AfterFunc(100*time.Millisecond, func() { close(slow) })
+	close(slow)
 	call := r.out.waitFor(t, "tools/call response", isResponse(2.0))
 	require.Equal(t, "slow answer", call["result"].(map[string]any)["content"].([]any)[0].(map[string]any)["text"])
 
@@ -53,8 +54,39 @@ func TestTransport_AnswersInFlightAtEOF(t *testing.T) {
 	}
 }
 
-// The wait for answers at EOF is bounded: a request that never answers
-// does not keep the connection from reporting EOF.
+// A request still running at the end of In (a long wait, or Claude Code's
+// subscriptions/listen) is cancelled as if the client had sent a cancel:
+// Read hands the server a notifications/cancelled for it, its answer is
+// withheld and goes to OnDropped, and then Read reports EOF.
+func TestConnection_EOFCancelsWhatStillRuns(t *testing.T) {
+	h := newHarness(t, 0)
+	h.send(callLine("7", "7"), pingLine("answered"))
+	h.closeIn()
+	h.readRequest("tools/call", 7)
+	h.readRequest("ping", "answered")
+	h.write(response(t, "answered", `{}`))
+
+	cancel := h.readRequest("notifications/cancelled", nil)
+	var params struct {
+		RequestID any    `json:"requestId"`
+		Reason    string `json:"reason"`
+	}
+	require.NoError(t, json.Unmarshal(cancel.Params, &params))
+	require.Equal(t, 7.0, params.RequestID)
+	require.Equal(t, "stdin closed", params.Reason)
+
+	// The server answers the cancelled call: withheld, handed back.
+	h.write(response(t, 7, `{"claimed":"a-3"}`))
+	d := h.nextDropped()
+	require.Equal(t, mustID(t, 7), d.id)
+	_, err := h.conn.Read(t.Context())
+	require.ErrorIs(t, err, io.EOF)
+	require.Equal(t, "answered", h.out.next(t)["id"])
+	h.out.requireNone(t)
+}
+
+// The end of In is bounded: a request that ignores its cancel does not keep
+// the connection from reporting EOF.
 func TestConnection_EOFWaitIsBounded(t *testing.T) {
 	r := newRig(t)
 	tr := r.transport(0)
@@ -66,11 +98,10 @@ func TestConnection_EOFWaitIsBounded(t *testing.T) {
 	h.send(pingLine("never-answered"))
 	h.closeIn()
 	h.readRequest("ping", "never-answered")
+	h.readRequest("notifications/cancelled", nil)
 
-	start := time.Now()
 	_, err = conn.Read(t.Context())
 	require.ErrorIs(t, err, io.EOF)
-	require.Less(t, time.Since(start), waitTimeout, "EOF held back beyond its bound")
 	require.True(t, hasLog(r.logs, "stdin closed with requests unanswered"), "the unanswered requests are logged")
 }
 

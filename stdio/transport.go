@@ -14,8 +14,11 @@
 //   - When In ends, the requests in flight are answered before Read reports
 //     it: the go-sdk stops writing answers as soon as Read returns an error,
 //     so Read holds EOF back until every request read has its response
-//     written (or withheld), for at most [Transport.DrainTimeout]. A script
-//     that writes its requests and closes stdin gets every answer.
+//     written (or withheld). A script that writes its requests and closes
+//     stdin gets every answer that comes within 250 ms; a request still
+//     running then (a long wait) is cancelled as if the client had sent
+//     notifications/cancelled (its answer is withheld and goes to
+//     OnDropped), and the whole end is bounded by [Transport.DrainTimeout].
 //   - A line that cannot be used is answered with a JSON-RPC error and reading
 //     carries on. Not JSON (or not UTF-8): -32700. A batch, JSON that is not
 //     a JSON-RPC 2.0 message, a line longer than MaxLineBytes, or a request
@@ -123,8 +126,9 @@ type Transport struct {
 	// before that Write returns.
 	OnDropped func(id jsonrpc.ID, result json.RawMessage)
 	// DrainTimeout bounds how long Read holds back the end of In while
-	// requests are still in flight, so that their answers are written. Zero
-	// means DefaultDrainTimeout; negative means no wait.
+	// requests are still in flight, so that their answers are written (those
+	// still running after 250 ms are cancelled first). Zero means
+	// DefaultDrainTimeout; negative means no wait.
 	DrainTimeout time.Duration
 	// LateCancelWindow is how long after a response is written a
 	// notifications/cancelled for its request still counts: the client
@@ -143,11 +147,9 @@ type Transport struct {
 // a local pipe a response and a cancel cross within milliseconds.
 const DefaultLateCancelWindow = time.Second
 
-// DefaultDrainTimeout is the DrainTimeout used when it is zero: long enough
-// for any quick answer (initialize, tools/list, a board write), short
-// enough that a long wait in flight does not keep a bridge whose client
-// has gone.
-const DefaultDrainTimeout = 2 * time.Second
+// DefaultDrainTimeout is the DrainTimeout used when it is zero: room for
+// cancelled requests to answer after the 250 ms grace.
+const DefaultDrainTimeout = time.Second
 
 // maxRecent bounds the written responses kept for a late cancel.
 const maxRecent = 8
@@ -220,8 +222,12 @@ type conn struct {
 	// answered gets a token (never blocking) each time a request leaves
 	// inFlight, so that a Read holding back EOF looks again.
 	answered chan struct{}
-	// drained is set once Read has waited for answers at the end of In.
-	drained atomic.Bool
+	// The end of In, as Read works through it (Read is never called
+	// concurrently): eofStage says how far it got, eofCancels holds the
+	// cancellations still to hand to the server, eofBy bounds the whole.
+	eofStage   int
+	eofCancels []jsonrpc.ID
+	eofBy      time.Time
 
 	// items carries each non-empty line, classified, from readLoop to Read.
 	items <-chan item
@@ -294,11 +300,11 @@ func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			}
 			// Every line has been taken from items by now (readLoop hands
 			// them over before it closes readDone).
-			if c.drained.CompareAndSwap(false, true) {
-				c.drain(ctx)
-				if c.isClosed() {
-					return nil, io.EOF
-				}
+			if msg := c.endOfInput(ctx); msg != nil {
+				return msg, nil
+			}
+			if c.isClosed() {
+				return nil, io.EOF
 			}
 			return nil, c.readErr
 		case it := <-c.items:
@@ -316,30 +322,86 @@ func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	}
 }
 
-// drain waits, at the end of In, until no request is in flight, for at
-// most drainFor; Close or ctx ending stops it at once.
-func (c *conn) drain(ctx context.Context) {
-	if c.drainFor < 0 {
-		return
+// drainGrace is how long, at the end of In, requests in flight may run on
+// before they are cancelled: quick answers (initialize, tools/list, a board
+// write) come well within it; a long wait, or the subscriptions/listen
+// Claude Code keeps open, would otherwise hold the end up for DrainTimeout.
+const drainGrace = 250 * time.Millisecond
+
+// endOfInput works through the end of In, one Read at a time. It waits up
+// to drainGrace for the requests in flight to be answered; then it hands
+// the server a notifications/cancelled for each one still running (one per
+// call: the server cancels it, its answer is withheld and goes to
+// OnDropped), and waits for those answers too, everything within
+// drainFor. It returns nil once Read should report the end of In.
+func (c *conn) endOfInput(ctx context.Context) jsonrpc.Message {
+	for {
+		switch c.eofStage {
+		case 0:
+			if c.drainFor < 0 {
+				c.eofStage = 3
+				return nil
+			}
+			c.eofBy = time.Now().Add(c.drainFor)
+			c.eofStage = 1
+			if c.awaitAnswers(ctx, time.Now().Add(min(drainGrace, c.drainFor))) || c.isClosed() || ctx.Err() != nil {
+				c.eofStage = 3
+				return nil
+			}
+			c.mu.Lock()
+			for id, cl := range c.inFlight {
+				if !cl.cancelled {
+					c.eofCancels = append(c.eofCancels, id)
+				}
+			}
+			c.mu.Unlock()
+			if len(c.eofCancels) > 0 {
+				c.logger.Info("stdin closed: cancelling requests still in flight", logKeyPending, len(c.eofCancels))
+			}
+			c.eofStage = 2
+		case 2:
+			for len(c.eofCancels) > 0 {
+				id := c.eofCancels[0]
+				c.eofCancels = c.eofCancels[1:]
+				if !c.cancelInFlight(id) {
+					continue // answered meanwhile: delivered, not to be undone
+				}
+				params, _ := json.Marshal(map[string]any{"requestId": id.Raw(), "reason": "stdin closed"})
+				return &jsonrpc.Request{Method: methodCancelled, Params: params}
+			}
+			if !c.awaitAnswers(ctx, c.eofBy) {
+				c.mu.Lock()
+				n := len(c.inFlight)
+				c.mu.Unlock()
+				c.logger.Warn("stdin closed with requests unanswered", logKeyPending, n, logKeyLimit, c.drainFor)
+			}
+			c.eofStage = 3
+		default:
+			return nil
+		}
 	}
-	timer := time.NewTimer(c.drainFor)
+}
+
+// awaitAnswers waits until no request is in flight, or until by, Close or
+// ctx ending, and reports whether none is.
+func (c *conn) awaitAnswers(ctx context.Context, by time.Time) bool {
+	timer := time.NewTimer(time.Until(by))
 	defer timer.Stop()
 	for {
 		c.mu.Lock()
 		n := len(c.inFlight)
 		c.mu.Unlock()
 		if n == 0 {
-			return
+			return true
 		}
 		select {
 		case <-c.answered:
 		case <-timer.C:
-			c.logger.Warn("stdin closed with requests unanswered", logKeyPending, n, logKeyLimit, c.drainFor)
-			return
+			return false
 		case <-c.closed:
-			return
+			return false
 		case <-ctx.Done():
-			return
+			return false
 		}
 	}
 }
@@ -428,6 +490,20 @@ func (c *conn) markCancelled(id jsonrpc.ID) {
 			c.onDropped(late.id, late.result)
 		}
 	}
+}
+
+// cancelInFlight marks the request id cancelled if it is still in flight,
+// and reports whether it was.
+func (c *conn) cancelInFlight(id jsonrpc.ID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cl, ok := c.inFlight[id]
+	if !ok || cl.cancelled {
+		return false
+	}
+	cl.cancelled = true
+	c.releaseTokenLocked(cl.token)
+	return true
 }
 
 // rememberLocked keeps a written response for a late cancel. c.mu must be

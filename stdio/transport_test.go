@@ -174,6 +174,9 @@ func TestConnection_ReadEndOfInput(t *testing.T) {
 		h.closeIn()
 		h.readRequest("ping", "one")
 		h.readRequest("ping", "two")
+		// Answered, so the end of In is reported at once (see drain_test.go).
+		h.write(response(t, "one", `{}`))
+		h.write(response(t, "two", `{}`))
 		_, err := h.conn.Read(t.Context())
 		require.ErrorIs(t, err, io.EOF)
 		_, err = h.conn.Read(t.Context())
