@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -57,7 +58,7 @@ func TestMain_HostileTextPrintedEscaped(t *testing.T) {
 	require.NoError(t, err)
 	defer b.Close()
 	who := identity.ID("agent:worker#0491068b")
-	require.NoError(t, b.Join(t.Context(), actions.Member{ID: who, PID: 4242, ClaudePID: 4241, SessionID: "sess" + screenClear + bidi}))
+	require.NoError(t, b.Join(t.Context(), actions.Member{ID: who, PID: os.Getpid(), ClaudePID: 4241, SessionID: "sess" + screenClear + bidi}))
 	p, err := b.Next(t.Context(), who, "", time.Second)
 	require.NoError(t, err)
 	require.Len(t, p.Records, 1)
@@ -80,6 +81,16 @@ func TestMain_HostileTextPrintedEscaped(t *testing.T) {
 	out = bee(t, path, "show", "a-1")
 	requireInert(t, out)
 	require.Contains(t, out, "\nresult:\ndone\\r\\x1b[2J\\x1b[Hall good\n")
+	out = bee(t, path, "wait", "a-1")
+	requireInert(t, out)
+	require.Contains(t, out, `a-1 done by agent:worker#0491068b: done\r\x1b[2J\x1b[Hall good`)
+
+	bee(t, path, "post", "second "+screenClear+bidi)
+	out = bee(t, path, "readdress", "a-2", "--to", "reviewer")
+	requireInert(t, out)
+	out = bee(t, path, "cancel", "a-2")
+	requireInert(t, out)
+	require.Contains(t, out, `cancelled a-2: second \x1b[2J\x1b[H\u202etxt.exe\u2066`)
 
 	// The board keeps the text as posted, and --json carries it exactly.
 	var rec actions.Record
