@@ -86,3 +86,17 @@ func TestListeners(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"333"}, got)
 }
+
+// BenchmarkCheck is what the check adds to a /clear: one read of
+// /proc/net/tcp{,6} and of the bridge's descriptors.
+func BenchmarkCheck(b *testing.B) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	require.NoError(b, err)
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	for b.Loop() {
+		if err := Check(os.Getpid(), port); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
