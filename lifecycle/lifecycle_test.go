@@ -173,6 +173,7 @@ func TestRun_Ends(t *testing.T) {
 			b.ended()
 			require.Equal(t, actions.Open, b.state(rec.ID))
 			require.Contains(t, b.logBuf.String(), "bee-mcp ends")
+			require.Contains(t, b.logBuf.String(), `msg="created a new board"`, "the bridge made this board and says so")
 		})
 	}
 }

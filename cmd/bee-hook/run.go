@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"text/tabwriter"
 
 	"github.com/mattn/go-isatty"
@@ -15,10 +14,8 @@ import (
 	"github.com/tractat-us/bee/hooks"
 	"github.com/tractat-us/bee/runfile"
 	"github.com/tractat-us/bee/termtext"
+	"github.com/tractat-us/bee/version"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
 
 const usageText = `Usage: bee-hook [flags]
 
@@ -80,7 +77,7 @@ func runWith(ctx context.Context, base hooks.Config, args []string, stdin io.Rea
 
 	switch {
 	case *showVersion:
-		fmt.Fprintf(stdout, "bee-hook %s\n", versionString())
+		fmt.Fprintf(stdout, "bee-hook %s\n", version.Version)
 		return 0
 	case *printConfig:
 		fmt.Fprint(stdout, hooks.ConfigJSON())
@@ -169,16 +166,4 @@ func listBridges(dir string, alive func(int) bool, stdout io.Writer) error {
 			f.ClaudePID, termtext.Line(comm), ancestry.ByParent, ancestry.ByClaudePID)
 	}
 	return nil
-}
-
-// versionString is version, or the module version the binary was built
-// from when version was not set at build time.
-func versionString() string {
-	if version != "dev" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return version
 }

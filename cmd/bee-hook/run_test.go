@@ -19,6 +19,7 @@ import (
 	"github.com/tractat-us/bee/clearctl"
 	"github.com/tractat-us/bee/hooks"
 	"github.com/tractat-us/bee/runfile"
+	"github.com/tractat-us/bee/version"
 )
 
 // runAsEnv makes the test binary impersonate a process (see TestMain).
@@ -227,7 +228,7 @@ func TestRun_PrintConfigHelpVersion(t *testing.T) {
 			require.Contains(t, stdout, "always exits 0")
 		}},
 		{"-h", func(t *testing.T, stdout string) { require.Contains(t, stdout, "Usage: bee-hook") }},
-		{"--version", func(t *testing.T, stdout string) { require.Regexp(t, `^bee-hook \S+\n$`, stdout) }},
+		{"--version", func(t *testing.T, stdout string) { require.Equal(t, "bee-hook "+version.Version+"\n", stdout) }},
 	} {
 		t.Run(tc.arg, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer

@@ -44,6 +44,9 @@ func (c *ReaddressCommand) Run(ctx context.Context, args []string) error {
 	case c.to != "" && c.anyone:
 		return usagef("bee readdress a-7 --to reviewer", "bee readdress: --to and --anyone cannot go together")
 	}
+	if err := checkTo("readdress", "bee readdress a-7 --to reviewer", c.to); err != nil {
+		return err
+	}
 	who, err := c.env.person("readdress", c.from)
 	if err != nil {
 		return err

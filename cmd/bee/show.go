@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/termtext"
 )
 
@@ -37,9 +39,16 @@ func (c *ShowCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer b.Close()
-	r, err := b.Get(ctx, fs.Arg(0))
-	if err != nil {
-		return fmt.Errorf("bee show: %w (bee list --all shows the ids)", err)
+	id := fs.Arg(0)
+	r, err := b.Get(ctx, id)
+	switch {
+	case errors.Is(err, actions.ErrUnknownAction) && isDigits(id):
+		n := strings.TrimLeft(id, "0")
+		return &plainError{fmt.Sprintf("bee show: no action %q; action ids look like a-%s: bee show a-%s", id, n, n), err}
+	case errors.Is(err, actions.ErrUnknownAction):
+		return &plainError{fmt.Sprintf("bee show: no action %q on the board at %s (bee list --all shows the ids)", id, b.Path()), err}
+	case err != nil:
+		return fmt.Errorf("bee show: %w", err)
 	}
 
 	out := c.env.main.Stdout
@@ -69,6 +78,12 @@ func (c *ShowCommand) Run(ctx context.Context, args []string) error {
 		}
 	}
 	return nil
+}
+
+// isDigits reports whether s is a positive number, as people type the id
+// they saw as a-7.
+func isDigits(s string) bool {
+	return strings.Trim(s, "0123456789") == "" && strings.TrimLeft(s, "0") != ""
 }
 
 // Usage prints how to use `bee show`.
