@@ -88,7 +88,8 @@ func NewServer(p *Pending, opts *ServerOptions) *mcp.Server {
 			"Returns {records, cursor}: records holds the one action now claimed by you (do it, then call bee_finish_action with its id), " +
 			"or is empty when there is none. On an empty result, end your turn instead of calling again: " +
 			"bee wakes this session when an action arrives, and you call bee_wait_action then. " +
-			"Pass the returned cursor next time if you like; never build one yourself.",
+			"Pass the returned cursor next time if you like; never build one yourself. " +
+			"One wait at a time: a new call ends an earlier one still waiting, which then claims nothing.",
 		InputSchema:  waitInputSchema,
 		OutputSchema: pageOutputSchema,
 	}, t.logged(t.wait, waitBound))
@@ -199,6 +200,39 @@ type tools struct {
 	p             *Pending
 	progressEvery time.Duration
 	log           *slog.Logger
+
+	waitMu sync.Mutex // guards the fields below
+	// endWait ends the wait in flight, if any; waitSeq numbers the waits
+	// so that a wait that ends clears only its own.
+	endWait context.CancelCauseFunc
+	waitSeq uint64
+}
+
+// errSuperseded ends a wait that a newer wait on the same connection
+// replaces. A session has one model waiting at a time: an older wait still
+// running when a newer one starts was abandoned by its client (its idle
+// timeout gave up on it without a cancel), and an answer to it would hand
+// a claim to nobody.
+var errSuperseded = errors.New("superseded by a newer " + ToolWait + " call")
+
+// startWait registers a wait and ends the one before it, if still running.
+// The returned func unregisters it.
+func (t *tools) startWait(cancel context.CancelCauseFunc) (done func()) {
+	t.waitMu.Lock()
+	defer t.waitMu.Unlock()
+	if t.endWait != nil {
+		t.endWait(errSuperseded)
+	}
+	t.waitSeq++
+	seq := t.waitSeq
+	t.endWait = cancel
+	return func() {
+		t.waitMu.Lock()
+		defer t.waitMu.Unlock()
+		if t.waitSeq == seq {
+			t.endWait = nil
+		}
+	}
 }
 
 // toolError is a tool result the model reads as a failure.
@@ -219,7 +253,7 @@ func sourceError(err error) *mcp.CallToolResult {
 	case errors.Is(err, actions.ErrBadCursor):
 		return toolError(fmt.Errorf("%w; pass a cursor exactly as a bee tool returned it, or omit it to start over", err))
 	case errors.Is(err, ErrDeparted), errors.Is(err, actions.ErrDeparted):
-		return toolError(fmt.Errorf("%w; the bridge is shutting down", err))
+		return toolError(fmt.Errorf("%w: this bridge is shutting down (%s); call the tool again", err, newBridgeTakesOver))
 	}
 	return toolError(err)
 }
@@ -237,11 +271,19 @@ func (t *tools) wait(ctx context.Context, s *Session, req *mcp.CallToolRequest, 
 	if err != nil {
 		return toolError(err), nil
 	}
+	who, idCtx, err := s.current()
+	if err != nil {
+		return sourceError(err), nil
+	}
 	// The waiter stays silent while this call is in flight: it gets the
 	// action.
-	endWait := s.beginWait()
-	defer endWait()
-	who, idCtx, page, err := t.next(ctx, s, req, actions.Cursor(cursor), deadline)
+	defer s.beginWait()()
+	// The wait ends when the call is cancelled, when its identity is
+	// retired, or when a newer wait replaces it, whichever comes first.
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer t.startWait(cancel)()
+	who, idCtx, page, err := t.next(wctx, s, req, who, idCtx, actions.Cursor(cursor), deadline)
 	switch {
 	case ctx.Err() != nil:
 		// Cancelled: nobody will read the answer, so give back anything
@@ -259,6 +301,14 @@ func (t *tools) wait(ctx context.Context, s *Session, req *mcp.CallToolRequest, 
 			s.giveBack(page.Records)
 		}
 		return toolError(s.endedWhileWaiting(who)), nil
+	case errors.Is(context.Cause(wctx), errSuperseded):
+		// Nobody reads this answer: whatever it claimed goes back, and the
+		// newer wait may take it.
+		if err == nil {
+			s.giveBack(page.Records)
+		}
+		t.log.Info("wait superseded by a newer one", logkey.Identity, who)
+		return toolError(fmt.Errorf("%w; this call claimed nothing", errSuperseded)), nil
 	case err != nil:
 		return sourceError(err), nil
 	}
@@ -276,34 +326,33 @@ func (t *tools) wait(ctx context.Context, s *Session, req *mcp.CallToolRequest, 
 	return res, nil
 }
 
-// next is the heart of a wait: a claim a wake made for the current identity
-// first (the woken model's call returns it at once), else the source's
-// Next. When the source says the identity has departed though the session
-// never departed it, the session carries on under a new identity and the
-// wait goes on as that one. It returns the identity it waited as and the
-// context that ends when that identity is retired.
-func (t *tools) next(ctx context.Context, s *Session, req *mcp.CallToolRequest, cursor actions.Cursor, deadline time.Time) (identity.ID, context.Context, actions.Page, error) {
+// next is the heart of a wait, as who (whose retire ends idCtx) within
+// wctx: a claim a wake made for who first (the woken model's call returns
+// it at once), else the source's Next. When the source says who has
+// departed though the session never departed it, the session carries on
+// under a new identity and the wait goes on as that one. It returns the
+// identity it waited as and the context that ends when that identity is
+// retired.
+func (t *tools) next(wctx context.Context, s *Session, req *mcp.CallToolRequest, who identity.ID, idCtx context.Context, cursor actions.Cursor, deadline time.Time) (identity.ID, context.Context, actions.Page, error) {
 	for replaced := false; ; replaced = true {
-		who, idCtx, err := s.current()
-		if err != nil {
-			return who, context.Background(), actions.Page{}, err
-		}
-		if rec, ok := s.takeHandover(ctx, who); ok {
+		if rec, ok := s.takeHandover(wctx, who); ok {
 			return who, idCtx, actions.Page{Records: []actions.Record{rec}, Cursor: cursor}, nil
 		}
-		// The wait ends when the call is cancelled or when its identity is
-		// retired, whichever comes first.
-		wctx, cancel := context.WithCancel(ctx)
+		nctx, cancel := context.WithCancel(wctx)
 		stopRetireWatch := context.AfterFunc(idCtx, cancel)
 		// What the session's setup took counts against the bound.
 		timeout := max(time.Until(deadline), time.Millisecond)
-		stopProgress := t.startProgress(wctx, req, deadline)
-		page, err := s.source.Next(wctx, who, cursor, timeout)
+		stopProgress := t.startProgress(nctx, req, deadline)
+		page, err := s.source.Next(nctx, who, cursor, timeout)
 		stopProgress()
 		stopRetireWatch()
 		cancel()
-		if !replaced && errors.Is(err, actions.ErrDeparted) && ctx.Err() == nil && idCtx.Err() == nil {
-			if _, rerr := s.replaceDeparted(ctx, who); rerr == nil {
+		if !replaced && errors.Is(err, actions.ErrDeparted) && wctx.Err() == nil && idCtx.Err() == nil {
+			if _, rerr := s.replaceDeparted(wctx, who); rerr == nil {
+				var cerr error
+				if who, idCtx, cerr = s.current(); cerr != nil {
+					return who, idCtx, actions.Page{}, cerr
+				}
 				continue
 			}
 		}

@@ -72,8 +72,8 @@ const ReasonGone = "waiter gone"
 const RearmLine = "bee: no news for this session in a day; this turn only re-arms bee's waiter before Claude Code's hook timeout ends it. There is no work: end your turn now without calling any tool."
 
 var (
-	errSuperseded = errors.New("superseded by a newer waiter")
-	errRearm      = errors.New("re-arm time reached")
+	errWaiterSuperseded = errors.New("superseded by a newer waiter")
+	errRearm            = errors.New("re-arm time reached")
 )
 
 // A waiter is one registered long-poll.
@@ -156,7 +156,7 @@ func (s *Session) WaitForWork(ctx context.Context, req clearctl.WaitRequest) cle
 	s.wk.cur = w
 	s.wk.mu.Unlock()
 	if old != nil {
-		old.cancel(errSuperseded)
+		old.cancel(errWaiterSuperseded)
 	}
 	log.Info("waiter armed", logkey.Identity, s.Identity())
 
@@ -266,7 +266,7 @@ func (s *Session) serveWaiter(ctx context.Context, w *waiter, log *slog.Logger) 
 // next turn ends.
 func (s *Session) waiterEnded(ctx context.Context, log *slog.Logger) clearctl.WaitResponse {
 	switch cause := context.Cause(ctx); {
-	case errors.Is(cause, errSuperseded):
+	case errors.Is(cause, errWaiterSuperseded):
 		log.Info("waiter superseded by a newer one")
 		return clearctl.WaitResponse{Reason: clearctl.ReasonSuperseded}
 	case errors.Is(cause, errRearm):

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,15 +19,6 @@ import (
 	"github.com/tractat-us/bee/clearctl"
 	"github.com/tractat-us/bee/identity"
 )
-
-// openBoard opens a board file of the test's own.
-func openBoard(t *testing.T) *board.Board {
-	t.Helper()
-	b, err := board.Open(filepath.Join(t.TempDir(), "board.db"), nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { b.Close() })
-	return b
-}
 
 // newWakeSession starts a session of agent "tester" on src, with a short
 // handover bound, and closes it when the test ends.

@@ -35,6 +35,32 @@ type WaitRequest struct {
 	RearmSeconds int `json:"rearm_seconds,omitempty"`
 }
 
+// MaxRearmSeconds bounds WaitRequest.RearmSeconds: a week, far beyond
+// Claude Code's longest hook timeout in bee's configuration.
+const MaxRearmSeconds = 7 * 24 * 3600
+
+// Validate reports why req cannot be a waiter's request: a session_id that
+// CheckSessionID refuses, a hook_event_name other than "", "Stop" or
+// "SessionStart", a negative pid, or a rearm_seconds outside
+// 0..MaxRearmSeconds. The bridge answers such a request 400.
+func (req WaitRequest) Validate() error {
+	if err := CheckSessionID(req.SessionID); err != nil {
+		return err
+	}
+	switch req.HookEventName {
+	case "", "Stop", "SessionStart":
+	default:
+		return fmt.Errorf("hook_event_name %q is not Stop or SessionStart", cut(req.HookEventName, 64))
+	}
+	if req.PID < 0 {
+		return fmt.Errorf("pid %d is negative", req.PID)
+	}
+	if req.RearmSeconds < 0 || req.RearmSeconds > MaxRearmSeconds {
+		return fmt.Errorf("rearm_seconds %d is outside 0..%d", req.RearmSeconds, MaxRearmSeconds)
+	}
+	return nil
+}
+
 // WaitResponse is the body of a 200 answer to POST /wait-for-work. Wake true
 // means: print Line (one line, at most [MaxLineBytes]) and start a turn.
 // Wake false means: end without waking; Reason says why (see the Reason
@@ -96,6 +122,11 @@ func (s *Server) handleWait(w http.ResponseWriter, r *http.Request) {
 	var req WaitRequest
 	if code, err := readJSON(w, r, &req); err != nil {
 		writeJSON(w, code, errorBody{Error: err.Error()})
+		return
+	}
+	if err := req.Validate(); err != nil {
+		s.logger.Warn("clearctl request refused", logkey.Reason, "bad body", logkey.Err, err)
+		writeJSON(w, http.StatusBadRequest, errorBody{Error: err.Error()})
 		return
 	}
 	if !s.startWait() {

@@ -239,3 +239,37 @@ func TestWaitForWork_ConnectionLost(t *testing.T) {
 	require.ErrorIs(t, err, ErrConnectionLost)
 	require.NotContains(t, err.Error(), testToken)
 }
+
+func TestWaitRequest_Validate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		req  WaitRequest
+		want string // "" for valid
+	}{
+		{"empty", WaitRequest{}, ""},
+		{"stop", WaitRequest{PID: 7, SessionID: "0f3c2a4e-1111-2222-3333-444455556666", HookEventName: "Stop", RearmSeconds: 86000}, ""},
+		{"session start", WaitRequest{HookEventName: "SessionStart"}, ""},
+		{"other event", WaitRequest{HookEventName: "PreToolUse"}, "hook_event_name"},
+		{"negative pid", WaitRequest{PID: -1}, "pid"},
+		{"negative rearm", WaitRequest{RearmSeconds: -1}, "rearm_seconds"},
+		{"huge rearm", WaitRequest{RearmSeconds: MaxRearmSeconds + 1}, "rearm_seconds"},
+		{"bad session", WaitRequest{SessionID: "a\nb"}, "session_id"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.req.Validate()
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+	// The route refuses such a body with 400, and never calls the Waker.
+	s := newTestServer(t, &recordingRetirer{}, &Options{Waker: WakerFunc(func(context.Context, WaitRequest) WaitResponse {
+		t.Error("the Waker must not be called")
+		return WaitResponse{}
+	})})
+	rec := serve(s, newRequest(t, s, "POST", waitPath, `{"hook_event_name":"PreToolUse"}`))
+	require.Equal(t, 400, rec.Code)
+	require.Contains(t, rec.Body.String(), "hook_event_name")
+}

@@ -11,12 +11,15 @@
 // Both promise what a hook must: they never write stdout (Claude Code adds a
 // SessionStart hook's stdout to the conversation), they always return
 // normally, even if something they call panics, and what they return for
-// stderr is at most one line that never holds the run file's token. Run is
-// bounded by its timeout and retires only a bridge whose process is alive,
-// so a stale run file can never retire another session's bridge. Wait
-// returns ExitWake only when the bridge says to wake the session, and 0 on
-// every other end, every error among them; it waits as long as the bridge
-// holds it, and returns at once when its context ends.
+// stderr is at most one line that never holds the run file's token. Both
+// send the token only when the run directory is the user's own and private
+// (runfile.Read checks it) and, on Linux, the recorded port is the recorded
+// bridge's own listening socket (sockowner.Check). Run is bounded by its
+// timeout and retires only a bridge whose process is alive, so a stale run
+// file can never retire another session's bridge. Wait returns ExitWake
+// only when the bridge says to wake the session, and 0 on every other end,
+// every error among them; it waits as long as the bridge holds it, and
+// returns at once when its context ends.
 package hooks
 
 import (
@@ -27,6 +30,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"strings"
 	"time"
 	"unicode"
@@ -35,6 +39,7 @@ import (
 	"github.com/tractat-us/bee/ancestry"
 	"github.com/tractat-us/bee/clearctl"
 	"github.com/tractat-us/bee/runfile"
+	"github.com/tractat-us/bee/sockowner"
 )
 
 //go:embed hooks.json
@@ -144,6 +149,10 @@ type Config struct {
 	// the package's Alive: a signal 0 check, where EPERM (alive, but
 	// someone else's) counts as alive.
 	Alive func(pid int) bool
+	// Listener checks that the bridge process pid is the one listening on
+	// port before the token is sent there. nil means sockowner.Check; its
+	// errors.ErrUnsupported (off Linux) lets the retire go ahead.
+	Listener func(pid, port int) error
 }
 
 // Run handles one SessionStart input read from stdin and returns the single
@@ -176,6 +185,9 @@ func Run(ctx context.Context, cfg Config, stdin io.Reader) (outcome string) {
 	if cfg.Alive == nil {
 		cfg.Alive = Alive
 	}
+	if cfg.Listener == nil {
+		cfg.Listener = sockowner.Check
+	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 
@@ -200,8 +212,13 @@ func Run(ctx context.Context, cfg Config, stdin io.Reader) (outcome string) {
 	return oneLine(outcome)
 }
 
-// findClaude finds the Claude process; tests replace it.
-var findClaude = ancestry.ClaudePID
+// findClaude finds the Claude process: by name, else by $CLAUDE_PID when
+// that is an ancestor (claude running under another name); tests replace
+// it.
+var findClaude = func(ctx context.Context) (int, bool, error) {
+	f, ok, err := ancestry.Find(ctx, ancestry.HookHints(os.Getenv))
+	return f.PID, ok, err
+}
 
 // handle does Run's work; the token is scrubbed from what it returns.
 func handle(ctx context.Context, cfg Config, stdin io.Reader) string {
@@ -257,6 +274,9 @@ func retire(ctx context.Context, cfg Config, dir string, claudePID int, e runfil
 		default:
 			return msg + "; it has been replaced or removed since"
 		}
+	}
+	if err := cfg.Listener(e.PID, e.Port); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		return fmt.Sprintf("bee-hook: not sending the token to port %d: %v; the bridge (pid %d) may be restarting, or another process holds its port", e.Port, err, e.PID)
 	}
 	resp, err := cfg.Retire(ctx, e.Port, e.Token, clearctl.RetireRequest{
 		SessionID:      in.SessionID,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tractat-us/bee/clearctl"
 	"github.com/tractat-us/bee/runfile"
+	"github.com/tractat-us/bee/sockowner"
 )
 
 // The waiter's bounds.
@@ -58,11 +59,9 @@ type WaitConfig struct {
 	// RunDir is the run directory; "" means runfile.DefaultDir().
 	RunDir string
 	// ClaudePID is the Claude process whose bridge to wait on. 0 means the
-	// nearest claude ancestor, else FallbackClaudePID.
+	// one the /clear hook finds: the nearest claude ancestor, else
+	// $CLAUDE_PID when that is an ancestor.
 	ClaudePID int
-	// FallbackClaudePID is the Claude process to use when no claude
-	// ancestor is found (the hook's CLAUDE_PID); 0 means none.
-	FallbackClaudePID int
 	// BridgeWithin bounds each wait for a live bridge's run file; 0 means
 	// DefaultBridgeWithin.
 	BridgeWithin time.Duration
@@ -78,6 +77,10 @@ type WaitConfig struct {
 	WaitForWork func(ctx context.Context, port int, token string, req clearctl.WaitRequest) (clearctl.WaitResponse, error)
 	// Alive reports whether a process is alive; nil means Alive.
 	Alive func(pid int) bool
+	// Listener checks that the bridge process pid is the one listening on
+	// port before the token is sent there; nil means sockowner.Check. Its
+	// errors.ErrUnsupported (not Linux) lets the call go ahead.
+	Listener func(pid, port int) error
 }
 
 // A WaitResult is how the waiter ends: Code ExitWake with the wake line in
@@ -123,6 +126,9 @@ func Wait(ctx context.Context, cfg WaitConfig, stdin io.Reader) (res WaitResult)
 	if cfg.Alive == nil {
 		cfg.Alive = Alive
 	}
+	if cfg.Listener == nil {
+		cfg.Listener = sockowner.Check
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			res = WaitResult{Line: fmt.Sprintf("bee-hook: internal error: %v", r)}
@@ -157,15 +163,12 @@ func wait(ctx context.Context, cfg WaitConfig, stdin io.Reader) WaitResult {
 	if claudePID == 0 {
 		pid, ok, err := findClaude(ctx)
 		switch {
-		case ok:
-			claudePID = pid
-		case cfg.FallbackClaudePID > 0:
-			claudePID = cfg.FallbackClaudePID
 		case err != nil:
 			return WaitResult{Line: "bee-hook: cannot look for the claude process: " + err.Error()}
-		default:
+		case !ok:
 			return WaitResult{Line: "bee-hook: no claude process above this hook; no session to wake"}
 		}
+		claudePID = pid
 	}
 
 	var lost string // the token of the bridge last waited on, once it has gone
@@ -229,7 +232,11 @@ func waitForBridge(ctx context.Context, cfg WaitConfig, dir string, claudePID in
 		case !cfg.Alive(e.PID):
 			last = fmt.Sprintf("stale run file for dead bridge pid %d (claude pid %d)", e.PID, claudePID)
 		default:
-			return e, ""
+			lerr := cfg.Listener(e.PID, e.Port)
+			if lerr == nil || errors.Is(lerr, errors.ErrUnsupported) {
+				return e, ""
+			}
+			last = fmt.Sprintf("not sending the token to port %d: %v (the bridge, pid %d, may be restarting, or another process holds its port)", e.Port, lerr, e.PID)
 		}
 		if time.Now().After(deadline) {
 			return runfile.Entry{}, fmt.Sprintf("bee-hook: %s after %s; this session is not woken until its next turn ends", last, cfg.BridgeWithin)

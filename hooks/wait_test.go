@@ -66,6 +66,7 @@ func (w *waitFixture) config() WaitConfig {
 		BridgeWithin: 300 * time.Millisecond,
 		PID:          777,
 		Alive:        func(int) bool { return true },
+		Listener:     func(int, int) error { return nil },
 		WaitForWork: func(ctx context.Context, port int, token string, req clearctl.WaitRequest) (clearctl.WaitResponse, error) {
 			w.mu.Lock()
 			w.reqs = append(w.reqs, req)
@@ -297,19 +298,30 @@ func TestWait_StopsAtOnce(t *testing.T) {
 	}
 }
 
-// With no claude ancestor, the hook's CLAUDE_PID is used.
-func TestWait_FallbackClaudePID(t *testing.T) {
+// With no claude process found, the waiter ends without a wake.
+func TestWait_NoClaude(t *testing.T) {
 	defer func(f func(context.Context) (int, bool, error)) { findClaude = f }(findClaude)
 	findClaude = func(context.Context) (int, bool, error) { return 0, false, nil }
 	w := newWaitFixture(t)
-	w.answer(wakeWith("bee: via CLAUDE_PID"))
 	cfg := w.config()
-	cfg.ClaudePID, cfg.FallbackClaudePID = 0, testClaudePID
-	require.Equal(t, WaitResult{Code: ExitWake, Line: "bee: via CLAUDE_PID"}, Wait(t.Context(), cfg, strings.NewReader(stopInput)))
-
-	cfg.FallbackClaudePID = 0
+	cfg.ClaudePID = 0
 	res := Wait(t.Context(), cfg, strings.NewReader(stopInput))
 	require.Equal(t, WaitResult{Line: "bee-hook: no claude process above this hook; no session to wake"}, res)
+	reqs, _ := w.registrations()
+	require.Empty(t, reqs)
+}
+
+// A run file whose port is not its bridge's own: the token is not sent
+// there; the waiter ends without a wake when nothing better comes.
+func TestWait_PortNotTheBridges(t *testing.T) {
+	w := newWaitFixture(t)
+	cfg := w.config()
+	cfg.Listener = func(pid, port int) error { return errors.New("the port is not the process's") }
+	res := Wait(t.Context(), cfg, strings.NewReader(stopInput))
+	require.Equal(t, 0, res.Code)
+	require.True(t, strings.HasPrefix(res.Line, "bee-hook: not sending the token to port 40123"), res.Line)
+	reqs, _ := w.registrations()
+	require.Empty(t, reqs, "no token sent")
 }
 
 // The re-arm time counts from the start, across bridges.

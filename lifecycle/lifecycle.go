@@ -6,11 +6,13 @@
 //
 // It promises that every clean end (stdin closed, a signal on Signals, the
 // parent or the Claude process gone, the run file taken over by a newer
-// bridge) removes the run file first, then closes the channel (a pending
-// waiter is answered "shutting down" at once and looks for a newer
-// bridge), then departs the identity so its claims go back, each step with
-// its own bound, and that a later signal does not cut that short. Run returns only when all of that is done or
-// its bound has passed.
+// bridge launched as this one was) removes the run file first, then closes
+// the channel (a pending waiter is answered "shutting down" at once and
+// looks for a newer bridge), then departs the identity so its claims go
+// back, each step with its own bound, and that a later signal does not cut
+// that short. Run returns only when all of that is done or its bound has
+// passed. A newer bridge launched differently (a second server entry) does
+// not end it: see launch.go.
 package lifecycle
 
 import (
@@ -95,6 +97,14 @@ func within(done <-chan struct{}, d time.Duration) bool {
 
 const defaultWatchEvery = 2 * time.Second
 
+// Log attribute keys that package logkey does not (yet) name.
+const (
+	logKeyComm      = "comm"       // a process's command name
+	logKeyRule      = "rule"       // how the claude process was found
+	logKeyBridgePID = "bridge_pid" // another bridge's process
+	logKeyDiffers   = "differs"    // how two bridges' launches differ
+)
+
 // openSource opens the action source cfg names: the shared board (the
 // default) or NoActions.
 func openSource(cfg Config, log *slog.Logger) (actions.Source, error) {
@@ -138,13 +148,18 @@ func Run(ctx context.Context, cfg Config) error {
 
 func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	start := time.Now()
-	claudePID, found, err := ancestry.ClaudePID(ctx)
+	claude, found, err := ancestry.Find(ctx, ancestry.BridgeHints(os.Getenv))
 	if err != nil {
 		log.Warn("cannot walk the process tree", logkey.Err, err)
 	}
-	if !found {
+	claudePID := claude.PID
+	switch {
+	case !found:
 		claudePID = 0
 		log.Warn("no claude process above this bridge; serving without the control channel, so /clear cannot retire this identity and no waiter can wake the session")
+	case claude.Rule != ancestry.ByName:
+		log.Warn("claude runs under another command name; taking this bridge's parent as the claude process because CLAUDECODE=1 (the /clear hook finds the same one through $CLAUDE_PID)",
+			logkey.ClaudePID, claudePID, logKeyComm, claude.Comm, logKeyRule, string(claude.Rule))
 	}
 	log = log.With(logkey.ClaudePID, claudePID)
 

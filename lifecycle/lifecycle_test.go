@@ -21,7 +21,13 @@ import (
 	"github.com/tractat-us/bee/actions/board"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(runAsEnv) == "wait-for-stdin" {
+		io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // proc is an in-process Run with pipes for stdin and stdout.
 type proc struct {

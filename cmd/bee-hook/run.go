@@ -7,13 +7,14 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/mattn/go-isatty"
+	"github.com/tractat-us/bee/ancestry"
 	"github.com/tractat-us/bee/hooks"
 	"github.com/tractat-us/bee/runfile"
+	"github.com/tractat-us/bee/termtext"
 	"github.com/tractat-us/bee/version"
 )
 
@@ -40,13 +41,9 @@ The run directory is $BEE_RUN_DIR, else ~/.bee/run.
 Flags:
 `
 
-// The environment Claude Code gives a hook that the waiter reads.
-const (
-	// envAttended is "1" in an interactive session, "0" in claude -p.
-	envAttended = "CLAUDE_CODE_SESSION_ATTENDED"
-	// envClaudePID is the Claude process, used when the ancestry finds none.
-	envClaudePID = "CLAUDE_PID"
-)
+// envAttended, in the environment Claude Code gives a hook, is "1" in an
+// interactive session and "0" in claude -p.
+const envAttended = "CLAUDE_CODE_SESSION_ATTENDED"
 
 // run is bee-hook: it parses args, does what they ask, and returns the exit
 // status: 0, or hooks.ExitWake when the waiter wakes the session. A hook
@@ -112,7 +109,7 @@ func runWith(ctx context.Context, base hooks.Config, wbase hooks.WaitConfig, arg
 			alive = hooks.Alive
 		}
 		if err := listBridges(*runDir, alive, stdout); err != nil {
-			fmt.Fprintf(stderr, "bee-hook: %v\n", err)
+			fmt.Fprintf(stderr, "bee-hook: %s\n", termtext.Line(err.Error()))
 		}
 		return 0
 	}
@@ -129,7 +126,6 @@ func runWith(ctx context.Context, base hooks.Config, wbase hooks.WaitConfig, arg
 		}
 		wcfg.RunDir = *runDir
 		wcfg.ClaudePID = *claudePID
-		wcfg.FallbackClaudePID, _ = strconv.Atoi(os.Getenv(envClaudePID))
 		wcfg.BridgeWithin = *bridgeIn
 		wcfg.RearmAfter = *rearmAfter
 		res := hooks.Wait(ctx, wcfg, stdin)
@@ -164,7 +160,8 @@ func usageError(stderr io.Writer, format string, args ...any) int {
 }
 
 // listBridges prints the run files in dir (or the default run directory)
-// as a table. It never prints a token.
+// as a table. It never prints a token, and prints paths and errors inert
+// (termtext): a directory name can hold escape sequences.
 func listBridges(dir string, alive func(int) bool, stdout io.Writer) error {
 	if dir == "" {
 		var err error
@@ -177,15 +174,15 @@ func listBridges(dir string, alive func(int) bool, stdout io.Writer) error {
 		return err
 	}
 	if len(files) == 0 {
-		fmt.Fprintf(stdout, "no bridges registered in %s\n", dir)
+		fmt.Fprintf(stdout, "no bridges registered in %s\n", termtext.Line(dir))
 		return nil
 	}
-	fmt.Fprintf(stdout, "run directory %s\n", dir)
+	fmt.Fprintf(stdout, "run directory %s\n", termtext.Line(dir))
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CLAUDE PID\tBRIDGE PID\tBRIDGE\tPORT\t")
 	for _, f := range files {
 		if f.Err != nil {
-			fmt.Fprintf(tw, "%d\t-\tunreadable\t-\t%v\n", f.ClaudePID, f.Err)
+			fmt.Fprintf(tw, "%d\t-\tunreadable\t-\t%s\n", f.ClaudePID, termtext.Line(f.Err.Error()))
 			continue
 		}
 		state := "alive"
@@ -194,5 +191,24 @@ func listBridges(dir string, alive func(int) bool, stdout io.Writer) error {
 		}
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t\n", f.ClaudePID, f.Entry.PID, state, f.Entry.Port)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// A claude running under another name is found by the fallbacks only:
+	// say so, since the name rule is what people expect.
+	for _, f := range files {
+		if f.Err != nil || !alive(f.Entry.PID) {
+			continue
+		}
+		comm, err := ancestry.Comm(context.Background(), f.ClaudePID)
+		if err != nil || ancestry.IsClaude(comm) {
+			continue
+		}
+		if chain, err := ancestry.Chain(context.Background(), f.Entry.PID); err != nil || len(chain) == 0 || chain[0].PID != f.ClaudePID {
+			continue // not the bridge's parent: not a claude the bridge found
+		}
+		fmt.Fprintf(stdout, "note: claude pid %d runs as \"%s\", not as claude: its bridge took it as its parent (%s) and the /clear hook finds it by %s\n",
+			f.ClaudePID, termtext.Line(comm), ancestry.ByParent, ancestry.ByClaudePID)
+	}
+	return nil
 }

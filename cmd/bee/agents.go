@@ -66,7 +66,7 @@ func (c *AgentsCommand) Run(ctx context.Context, args []string) error {
 		if m.WaiterSince != nil {
 			waiter = "armed " + age(now, *m.WaiterSince)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s ago\t%s\t%s\t%s\n", m.ID, m.PID, claude, orDash(m.SessionID),
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s ago\t%s\t%s\t%s\n", safe(string(m.ID)), m.PID, claude, orDash(m.SessionID),
 			age(now, m.JoinedAt), lease, waiter, orDash(strings.Join(m.Holding, " ")))
 	}
 	return tw.Flush()

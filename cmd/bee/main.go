@@ -24,6 +24,7 @@ import (
 	"syscall"
 
 	"github.com/tractat-us/bee/actions/board"
+	"github.com/tractat-us/bee/termtext"
 	"github.com/tractat-us/bee/version"
 )
 
@@ -40,7 +41,8 @@ func exitCode(err error, w io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintln(w, "Error:", err)
+	// Errors can quote board text (an id, a holder): shown inert.
+	fmt.Fprintln(w, "Error:", termtext.Text(err.Error()))
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code

@@ -85,7 +85,7 @@ func (c *PostCommand) Run(ctx context.Context, args []string) error {
 	if c.asJSON {
 		return writeJSON(c.env.main.Stdout, rec)
 	}
-	_, err = fmt.Fprintf(c.env.main.Stdout, "posted %s for %s: %s\n", rec.ID, recipient(rec.To), rec.Title)
+	_, err = fmt.Fprintf(c.env.main.Stdout, "posted %s for %s: %s\n", safe(rec.ID), recipient(rec.To), safe(rec.Title))
 	return err
 }
 

@@ -68,7 +68,7 @@ func (c *ReaddressCommand) Run(ctx context.Context, args []string) error {
 	if c.asJSON {
 		return writeJSON(c.env.main.Stdout, rec)
 	}
-	_, err = fmt.Fprintf(c.env.main.Stdout, "%s is now for %s: %s\n", rec.ID, recipient(rec.To), oneLine(rec.Title, 60))
+	_, err = fmt.Fprintf(c.env.main.Stdout, "%s is now for %s: %s\n", safe(rec.ID), recipient(rec.To), oneLine(rec.Title, 60))
 	return err
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/termtext"
 )
 
 // ShowCommand is `bee show`: one action in full.
@@ -56,24 +57,24 @@ func (c *ShowCommand) Run(ctx context.Context, args []string) error {
 	}
 	now := time.Now()
 	tw := newTable(out)
-	fmt.Fprintf(tw, "id:\t%s\n", r.ID)
-	fmt.Fprintf(tw, "title:\t%s\n", r.Title)
+	fmt.Fprintf(tw, "id:\t%s\n", safe(r.ID))
+	fmt.Fprintf(tw, "title:\t%s\n", safe(r.Title))
 	fmt.Fprintf(tw, "state:\t%s\n", describe(r))
 	fmt.Fprintf(tw, "for:\t%s\n", recipient(r.To))
-	fmt.Fprintf(tw, "from:\t%s\n", r.From)
+	fmt.Fprintf(tw, "from:\t%s\n", safe(r.From))
 	fmt.Fprintf(tw, "posted:\t%s (%s ago)\n", stamp(r.PostedAt), age(now, r.PostedAt))
 	if r.ClaimedAt != nil {
 		fmt.Fprintf(tw, "claimed:\t%s (%s ago)\n", stamp(*r.ClaimedAt), age(now, *r.ClaimedAt))
 	}
 	if r.EndedAt != nil {
-		fmt.Fprintf(tw, "%s:\t%s (%s ago)\n", r.State, stamp(*r.EndedAt), age(now, *r.EndedAt))
+		fmt.Fprintf(tw, "%s:\t%s (%s ago)\n", safe(string(r.State)), stamp(*r.EndedAt), age(now, *r.EndedAt))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	for _, part := range []struct{ name, text string }{{"body", r.Body}, {"result", r.Result}, {"reason", r.Reason}} {
 		if part.text != "" {
-			fmt.Fprintf(out, "\n%s:\n%s\n", part.name, strings.TrimRight(part.text, "\n"))
+			fmt.Fprintf(out, "\n%s:\n%s\n", part.name, termtext.Text(strings.TrimRight(part.text, "\n")))
 		}
 	}
 	return nil
