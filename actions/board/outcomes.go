@@ -449,8 +449,9 @@ func (b *Board) takeOutcome(ctx context.Context, who identity.ID) (actions.Recor
 	found := false
 	err = b.write(ctx, "tell outcome", func(t wtx) error {
 		var err error
-		rec, err = scanRecord(t.row(`UPDATE actions SET told_at = ? WHERE seq = (`+untold+`) RETURNING `+recordCols,
-			nowMS(), string(who), prefix))
+		// untold numbers its parameters ?1 and ?2, so the time is ?3.
+		rec, err = scanRecord(t.row(`UPDATE actions SET told_at = ?3 WHERE seq = (`+untold+`) RETURNING `+recordCols,
+			string(who), prefix, nowMS()))
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}
