@@ -165,7 +165,7 @@ type Board struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the listener and the renewer
 
-	mu      sync.Mutex                 // guards members
+	mu      sync.Mutex                     // guards members
 	members map[identity.ID]actions.Member // joined through this Board, renewed by it
 
 	closeOnce sync.Once
