@@ -381,6 +381,9 @@ func (b *Board) Await(ctx context.Context, who identity.ID, ids []string, timeou
 			b.markTold(ctx, who, recs)
 			return recs, nil
 		}
+		if b.opts.beforeSleep != nil {
+			b.opts.beforeSleep()
+		}
 		t := time.NewTimer(b.opts.SafetyPoll)
 		select {
 		case <-ended:
@@ -449,7 +452,7 @@ func (b *Board) takeOutcome(ctx context.Context, who identity.ID) (actions.Recor
 	found := false
 	err = b.write(ctx, "tell outcome", func(t wtx) error {
 		var err error
-		// untold numbers its parameters ?1 and ?2, so the time is ?3.
+		// untold numbers its parameters: ?1 who, ?2 prefix.
 		rec, err = scanRecord(t.row(`UPDATE actions SET told_at = ?3 WHERE seq = (`+untold+`) RETURNING `+recordCols,
 			string(who), prefix, nowMS()))
 		if errors.Is(err, sql.ErrNoRows) {

@@ -94,6 +94,8 @@ func runRole(role string) error {
 		return roleWaiter(ctx, b, out)
 	case "rate":
 		return roleRate(ctx, b, out, cmds)
+	case "worker":
+		return roleWorker(ctx, b, out, cmds)
 	}
 	return fmt.Errorf("unknown role %q", role)
 }
