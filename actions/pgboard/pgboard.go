@@ -89,6 +89,9 @@ var (
 	ErrUnreachable = errors.New("PostgreSQL server unreachable")
 	// ErrLogin: the server refused the URL's role or password.
 	ErrLogin = errors.New("PostgreSQL login refused")
+	// ErrNoBoard: the database has no board yet, and Options.NoCreate
+	// forbade making one.
+	ErrNoBoard = errors.New("no board in the database")
 )
 
 // IsLocation reports whether location names a PostgreSQL board: a
@@ -128,6 +131,10 @@ type Options struct {
 	// MaxConns bounds the pool's connections; the listener holds one more.
 	// Zero means DefaultMaxConns (4).
 	MaxConns int
+	// NoCreate makes Open refuse a database without bee's tables
+	// (ErrNoBoard) instead of creating them: for people reading a board,
+	// so that a mistyped URL never shows an empty one.
+	NoCreate bool
 
 	// Test hooks, settable only inside this package.
 

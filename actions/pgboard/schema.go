@@ -93,6 +93,9 @@ func (b *Board) migrate() error {
 	if err != nil {
 		return b.fail(ctx, "read schema version", err)
 	}
+	if v == 0 && b.opts.NoCreate {
+		return fmt.Errorf("no board at %s: nothing has been posted there yet: %w", b.location, ErrNoBoard)
+	}
 	if v < schemaVersion {
 		err := b.write(ctx, "migrate", func(ctx context.Context, tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrateLock); err != nil {

@@ -47,7 +47,7 @@ func (c *AgentsCommand) Run(ctx context.Context, args []string) error {
 		return writeJSON(out, members)
 	}
 	if len(members) == 0 {
-		_, err := fmt.Fprintf(out, "no live agents on %s\n", b.Path())
+		_, err := fmt.Fprintf(out, "no live agents on %s\n", b.Location())
 		return err
 	}
 	now := time.Now()
@@ -62,7 +62,11 @@ func (c *AgentsCommand) Run(ctx context.Context, args []string) error {
 		if left := m.LeaseUntil.Sub(now); left > 0 {
 			lease = span(left) + " left"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s ago\t%s\t%s\n", m.ID, m.PID, claude, orDash(m.SessionID),
+		pid := strconv.Itoa(m.PID)
+		if m.Host != "" { // a board shared across machines: whose pid
+			pid += "@" + m.Host
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s ago\t%s\t%s\n", m.ID, pid, claude, orDash(m.SessionID),
 			age(now, m.JoinedAt), lease, orDash(strings.Join(m.Holding, " ")))
 	}
 	return tw.Flush()

@@ -381,10 +381,21 @@ func (c *Cluster) URLFor(db, role, password, host string) string {
 // when tb ends.
 func (c *Cluster) NewDB(tb testing.TB) string {
 	tb.Helper()
+	return c.NewDBFor(tb, "")
+}
+
+// NewDBFor is NewDB for a database owned by role (which may then create
+// tables in its public schema); "" is the admin role.
+func (c *Cluster) NewDBFor(tb testing.TB, role string) string {
+	tb.Helper()
 	name := "bee_test_" + randHex(6)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := c.Exec(ctx, "postgres", "CREATE DATABASE "+name); err != nil {
+	create := "CREATE DATABASE " + name
+	if role != "" {
+		create += " OWNER " + role
+	}
+	if err := c.Exec(ctx, "postgres", create); err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() {
