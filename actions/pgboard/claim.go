@@ -129,7 +129,7 @@ func (b *Board) claim(ctx context.Context, who identity.ID, l look, skip []int64
 		}
 		ok = true
 		if b.opts.inClaim != nil {
-			b.opts.inClaim()
+			b.opts.inClaim(tx.Conn().PgConn().PID())
 		}
 		return b.notify(ctx, tx, evChanged)
 	})

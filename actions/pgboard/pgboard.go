@@ -148,8 +148,8 @@ type Options struct {
 	// context.
 	afterClaim func(actions.Record)
 	// inClaim runs inside the claim transaction, after the action's row is
-	// locked and before the commit.
-	inClaim func()
+	// locked and before the commit, with the transaction's backend pid.
+	inClaim func(backendPID uint32)
 }
 
 // A Board is an open PostgreSQL board. Its methods are safe for concurrent

@@ -97,40 +97,8 @@ func (b *Board) migrate() error {
 		return fmt.Errorf("no board at %s: nothing has been posted there yet: %w", b.location, ErrNoBoard)
 	}
 	if v < schemaVersion {
-		err := b.write(ctx, "migrate", func(ctx context.Context, tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrateLock); err != nil {
-				return err
-			}
-			// Read again under the lock: another process may have migrated.
-			if v, err = b.readVersion(ctx, tx); err != nil {
-				return err
-			}
-			if v == 0 {
-				if _, err := tx.Exec(ctx, `CREATE TABLE bee_schema_version (version integer NOT NULL)`); err != nil {
-					return b.createErr(err)
-				}
-				if _, err := tx.Exec(ctx, `INSERT INTO bee_schema_version (version) VALUES (0)`); err != nil {
-					return err
-				}
-			}
-			for next := v + 1; next <= schemaVersion; next++ {
-				if _, err := tx.Exec(ctx, migrations[next]); err != nil {
-					return fmt.Errorf("migrate to schema %d: %w", next, b.createErr(err))
-				}
-				if next == 1 {
-					if _, err := tx.Exec(ctx, `INSERT INTO bee_meta (key, value) VALUES ('board_id', $1)`, newToken(4)); err != nil {
-						return fmt.Errorf("migrate to schema 1: %w", err)
-					}
-				}
-			}
-			_, err := tx.Exec(ctx, `UPDATE bee_schema_version SET version = $1`, schemaVersion)
+		if err := b.migrateLocked(ctx); err != nil {
 			return err
-		})
-		if err != nil {
-			return err
-		}
-		if v < schemaVersion {
-			b.log.Info("board schema migrated", "from", v, "to", schemaVersion)
 		}
 	}
 	err = b.read(ctx, "read board id", func(ctx context.Context) error {
@@ -145,6 +113,58 @@ func (b *Board) migrate() error {
 	if len(b.id) != 8 {
 		return fmt.Errorf("board %s: its board id %q is malformed: %w", b.location, b.id, ErrNotBoard)
 	}
+	return nil
+}
+
+// migrateLocked applies the migrations the database lacks, holding a
+// session advisory lock on one connection while it looks again and
+// migrates. The lock is taken before the transaction begins, so that the
+// transaction sees the tables another process created meanwhile.
+func (b *Board) migrateLocked(ctx context.Context) error {
+	conn, err := b.pool.Acquire(ctx)
+	if err != nil {
+		return b.fail(ctx, "migrate", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrateLock); err != nil {
+		return b.fail(ctx, "migrate", err)
+	}
+	defer func() {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrateLock)
+	}()
+	v, err := b.readVersion(ctx, conn)
+	if err != nil {
+		return b.fail(ctx, "migrate", err)
+	}
+	if v == schemaVersion {
+		return nil // another process migrated meanwhile
+	}
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if v == 0 {
+			if _, err := tx.Exec(ctx, `CREATE TABLE bee_schema_version (version integer NOT NULL)`); err != nil {
+				return b.createErr(err)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO bee_schema_version (version) VALUES (0)`); err != nil {
+				return err
+			}
+		}
+		for next := v + 1; next <= schemaVersion; next++ {
+			if _, err := tx.Exec(ctx, migrations[next]); err != nil {
+				return fmt.Errorf("migrate to schema %d: %w", next, b.createErr(err))
+			}
+			if next == 1 {
+				if _, err := tx.Exec(ctx, `INSERT INTO bee_meta (key, value) VALUES ('board_id', $1)`, newToken(4)); err != nil {
+					return fmt.Errorf("migrate to schema 1: %w", err)
+				}
+			}
+		}
+		_, err := tx.Exec(ctx, `UPDATE bee_schema_version SET version = $1`, schemaVersion)
+		return err
+	})
+	if err != nil {
+		return b.fail(ctx, "migrate", err)
+	}
+	b.log.Info("board schema migrated", "from", v, "to", schemaVersion)
 	return nil
 }
 
