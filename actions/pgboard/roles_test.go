@@ -27,7 +27,7 @@ import (
 //	BEE_PGBOARD_TEST_LEASE    Options.Lease in ms (0: default)
 //	BEE_PGBOARD_TEST_HOST     Options.hostKey: the "machine" it runs on
 //	BEE_PGBOARD_TEST_WAITERS  claimer: concurrent identities (default 1)
-//	BEE_PGBOARD_TEST_MS       rate: how long to claim, in ms
+//	BEE_PGBOARD_TEST_MS       rate: how long to claim; claimer: how long each action's work takes (ms)
 const (
 	envURL     = "BEE_PGBOARD_TEST_URL"
 	envLease   = "BEE_PGBOARD_TEST_LEASE"
@@ -107,6 +107,7 @@ func roleClaimer(ctx context.Context, b *Board, out *roleOut) error {
 		ids[i] = id
 	}
 	out.say("ready")
+	work := envMillis(envMS)
 	errs := make(chan error, n)
 	for _, who := range ids {
 		go func() {
@@ -123,6 +124,7 @@ func roleClaimer(ctx context.Context, b *Board, out *roleOut) error {
 					cursor = p.Cursor
 					for _, r := range p.Records {
 						out.say("got %s %s", r.ID, who)
+						time.Sleep(work) // the work itself
 						if _, err := b.Finish(ctx, who, r.ID, string(who)); err != nil {
 							return fmt.Errorf("finish %s: %w", r.ID, err)
 						}
