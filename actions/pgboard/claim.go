@@ -116,6 +116,13 @@ func (b *Board) claim(ctx context.Context, who identity.ID, l look, skip []int64
 				return err
 			}
 		}
+		// Walk the open actions in posting order and stop at the first this
+		// claimant may take and nobody holds locked. With statistics that
+		// lag a burst of posts, the planner would rather fetch every open
+		// action and sort it at each claim.
+		if _, err := tx.Exec(ctx, `SELECT set_config('enable_sort', 'off', true), set_config('enable_bitmapscan', 'off', true)`); err != nil {
+			return err
+		}
 		rec, err = scanRecord(tx.QueryRow(ctx, `WITH c AS (
 				SELECT seq FROM bee_actions WHERE state = 'open' AND to_whom = ANY($2) AND NOT (seq = ANY($3))
 				ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED)

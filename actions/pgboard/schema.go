@@ -53,8 +53,10 @@ CREATE TABLE bee_actions (
 	CHECK (state <> 'open' OR holder = ''),
 	CHECK (state NOT IN ('claimed', 'done', 'failed') OR holder <> '')
 );
+-- Claims walk the open actions in posting order and stop at the first
+-- that is for the claimant: an index on (to_whom, seq) would have the
+-- planner sort every open action for "anyone" at each claim.
 CREATE INDEX bee_actions_open ON bee_actions (seq) WHERE state = 'open';
-CREATE INDEX bee_actions_open_to ON bee_actions (to_whom, seq) WHERE state = 'open';
 CREATE INDEX bee_actions_claimed ON bee_actions (holder) WHERE state = 'claimed';
 CREATE INDEX bee_actions_rev ON bee_actions (rev, seq);
 CREATE INDEX bee_actions_untold ON bee_actions (from_whom) WHERE told_at IS NULL AND state IN ('done', 'failed', 'cancelled');
