@@ -76,6 +76,11 @@ var cases = []testCase{
 	{"NoticeOutcomeThenWork", testNoticeOutcomeThenWork},
 	{"NoticeSkipsAndOnlyOneHears", testNoticeSkipsAndOnlyOneHears},
 	{"SetWaiter", testSetWaiter},
+	{"EndingTransitions", testEndingTransitions},
+	{"PostToIdentityThatIsNotLive", testPostToIdentityThatIsNotLive},
+	{"NoticeOutcomes", testNoticeOutcomes},
+	{"NoticeClaimsForOneWaiter", testNoticeClaimsForOneWaiter},
+	{"ExpiredLeaseReaddresses", testExpiredLeaseReaddresses},
 }
 
 // Mint returns a new identity of agent name.

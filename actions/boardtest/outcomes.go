@@ -292,22 +292,3 @@ func testNoticeSkipsAndOnlyOneHears(t *testing.T, open Opener) {
 	}
 	require.Equal(t, 1, heard, "exactly one idle session hears of an action for anyone")
 }
-
-func testSetWaiter(t *testing.T, open Opener) {
-	b := open(t, "", Options{})
-	ctx := t.Context()
-	w := Mint(t, "w")
-	join(t, b, w)
-	ms, err := b.Members(ctx)
-	require.NoError(t, err)
-	require.Len(t, ms, 1)
-	require.Nil(t, ms[0].WaiterSince)
-	require.NoError(t, b.SetWaiter(ctx, w, true))
-	ms, err = b.Members(ctx)
-	require.NoError(t, err)
-	require.NotNil(t, ms[0].WaiterSince)
-	require.NoError(t, b.SetWaiter(ctx, w, false))
-	ms, err = b.Members(ctx)
-	require.NoError(t, err)
-	require.Nil(t, ms[0].WaiterSince)
-}
