@@ -9,9 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"modernc.org/sqlite"
@@ -127,30 +130,48 @@ var schemaVersion = len(migrations) - 1
 var sqliteHeader = []byte("SQLite format 3\x00")
 
 // checkHeader refuses an existing, non-empty file that is not a SQLite
-// database, before SQLite sees it. A missing or empty file is a new board.
-func checkHeader(path string) error {
+// database, before SQLite sees it, and a directory. A missing or empty file
+// is a new board; created reports that this call created the file.
+func checkHeader(path string) (created bool, err error) {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return false, dirErr(path)
+	}
 	// A new board is created here, private to its owner, before SQLite
 	// creates it with the umask's mode (its -wal and -shm files copy it).
-	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o600)
+	// O_EXCL tells who created it: of two processes opening a missing
+	// board at once, exactly one reports it created.
+	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	created = err == nil
+	if errors.Is(err, fs.ErrExist) {
+		f, err = os.Open(path)
+	}
 	if err != nil {
-		return fmt.Errorf("open board %s: %w", path, err)
+		if errors.Is(err, syscall.EISDIR) {
+			return false, dirErr(path)
+		}
+		// The *PathError already names the file.
+		return false, fmt.Errorf("open board: %w", err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return fmt.Errorf("open board %s: %w", path, err)
+		return created, fmt.Errorf("open board: %w", err)
 	}
 	if fi.IsDir() {
-		return fmt.Errorf("open board %s: is a directory; point %s at a file", path, EnvPath)
+		return false, dirErr(path)
 	}
 	if fi.Size() == 0 {
-		return nil
+		return created, nil
 	}
 	head := make([]byte, len(sqliteHeader))
 	if _, err := io.ReadFull(f, head); err != nil || !bytes.Equal(head, sqliteHeader) {
-		return corruptErr(path, "it is not a SQLite database", nil)
+		return false, corruptErr(path, "it is not a SQLite database", nil)
 	}
-	return nil
+	return false, nil
+}
+
+func dirErr(path string) error {
+	return fmt.Errorf("board %s is a directory, not a board file; name a file, such as %s", path, filepath.Join(path, "board.db"))
 }
 
 func corruptErr(path, what string, cause error) error {

@@ -46,6 +46,14 @@ func Location(getenv func(string) string) (string, error) {
 	return board.DefaultPath()
 }
 
+// Created reports whether opening b created it (a new file, or a database
+// that had no board): a program that creates boards says so, so that a
+// mistyped location does not pass unnoticed as an empty board.
+func Created(b actions.Board) bool {
+	c, ok := b.(interface{ Created() bool })
+	return ok && c.Created()
+}
+
 // Open opens the board at location, a postgres:// or postgresql:// URL or
 // a file path, and returns it as an actions.Board; the caller must Close
 // it. Errors name the location (never a URL's password) and say what to

@@ -165,6 +165,7 @@ type Board struct {
 	host     string // this machine's name, for people
 	hostKey  string // where this process's pids mean something
 	listen   *listener
+	created  bool // this Open created the board's tables
 
 	// ctx is the Board's lifetime: cancelled by Close, it ends renewals,
 	// the listener and calls in progress.
@@ -310,6 +311,11 @@ func (b *Board) ping(cc *pgx.ConnConfig) error {
 	return b.scrub(fmt.Errorf("open board %s: cannot reach the PostgreSQL server at %s within %v: is it running, and are the host and port in the URL right? %w (%w)",
 		b.location, where, cc.ConnectTimeout, ErrUnreachable, err))
 }
+
+// Created reports whether this Open created the board's tables: the
+// database had no board before. Of several processes opening it at once,
+// at most one sees true.
+func (b *Board) Created() bool { return b.created }
 
 // Name implements actions.Source.
 func (b *Board) Name() string { return "board" }

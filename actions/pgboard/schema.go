@@ -166,6 +166,7 @@ func (b *Board) migrateLocked(ctx context.Context) error {
 	if err != nil {
 		return b.fail(ctx, "migrate", err)
 	}
+	b.created = v == 0
 	b.log.Info("board schema migrated", "from", v, "to", schemaVersion)
 	return nil
 }

@@ -64,9 +64,9 @@ func (c *AgentsCommand) Run(ctx context.Context, args []string) error {
 		}
 		pid := strconv.Itoa(m.PID)
 		if m.Host != "" { // a board shared across machines: whose pid
-			pid += "@" + m.Host
+			pid += "@" + safe(m.Host)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s ago\t%s\t%s\n", m.ID, pid, claude, orDash(m.SessionID),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s ago\t%s\t%s\n", safe(string(m.ID)), pid, claude, orDash(m.SessionID),
 			age(now, m.JoinedAt), lease, orDash(strings.Join(m.Holding, " ")))
 	}
 	return tw.Flush()

@@ -26,6 +26,8 @@ import (
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/board"
 	"github.com/tractat-us/bee/actions/boards"
+	"github.com/tractat-us/bee/termtext"
+	"github.com/tractat-us/bee/version"
 )
 
 func main() {
@@ -41,7 +43,8 @@ func exitCode(err error, w io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintln(w, "Error:", err)
+	// Errors can quote board text (an id, a holder): shown inert.
+	fmt.Fprintln(w, "Error:", termtext.Text(err.Error()))
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code
@@ -57,13 +60,28 @@ func exitCode(err error, w io.Writer) int {
 }
 
 // A usageError is a command line bee cannot make sense of; hint says what
-// to run instead.
+// to run instead. err, when set, is the cause, kept for errors.Is while msg
+// says it in a person's words.
 type usageError struct {
 	msg  string
 	hint string
+	err  error
 }
 
 func (e *usageError) Error() string { return e.msg }
+
+func (e *usageError) Unwrap() error { return e.err }
+
+// A plainError says a failure in a person's words while keeping its cause
+// for errors.Is.
+type plainError struct {
+	msg string
+	err error
+}
+
+func (e *plainError) Error() string { return e.msg }
+
+func (e *plainError) Unwrap() error { return e.err }
 
 func usagef(hint, format string, args ...any) error {
 	return &usageError{msg: fmt.Sprintf(format, args...), hint: hint}
@@ -91,13 +109,19 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bee", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var boardPath string
+	var showVersion bool
 	fs.StringVar(&boardPath, "board", "", "")
+	fs.BoolVar(&showVersion, "version", false, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			m.Usage()
 			return nil
 		}
 		return usagef("bee --help", "%v", err)
+	}
+	if showVersion {
+		_, err := fmt.Fprintf(m.Stdout, "bee %s\n", version.Version)
+		return err
 	}
 	args = fs.Args()
 	if len(args) == 0 {
@@ -122,6 +146,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return (&CancelCommand{env: e}).Run(ctx, rest)
 	case "readdress":
 		return (&ReaddressCommand{env: e}).Run(ctx, rest)
+	case "serve":
+		return (&ServeCommand{env: e}).Run(ctx, rest)
 	case "help":
 		m.Usage()
 		return nil
@@ -137,7 +163,7 @@ this machine.
 
 Usage:
 
-	bee [--board PATH|URL] <command> [flags] [args]
+	bee [--board PATH|URL] <command> [--json] [flags] [args]
 
 Commands:
 
@@ -149,11 +175,13 @@ Commands:
 	wait       wait until actions have ended (exit 0 all done, 1 any failed)
 	cancel     call off an open or claimed action
 	readdress  send an open action to someone else
+	serve      serve the board page, a live view in the browser
 
-The board (a file, or a postgres:// URL for a board shared across
-machines) is $`+board.EnvPath+`, else ~/.bee/board.db; --board (before or
-after the command) overrides both. Run "bee <command> --help" for a
-command's flags.
+Every command takes --board, and all but serve take --json (the records
+as JSON, for scripts). The board (a file, or a postgres:// URL for a board
+shared across machines) is $`+board.EnvPath+`, else ~/.bee/board.db;
+--board (before or after the command) overrides both. Run "bee <command>
+--help" for a command's flags, "bee --version" for bee's version.
 `, "\n"))
 }
 
@@ -223,8 +251,9 @@ func helped(err error) error {
 
 // open opens the board: --board, else $BEE_BOARD, else ~/.bee/board.db;
 // each is a file path or a postgres:// URL. Only post and watch create a
-// missing board; reading one that is not there is an error, so that a
-// mistyped location never shows an empty board.
+// missing board, and they say so on stderr; reading one that is not there
+// is an error. Either way a mistyped location never passes for an empty
+// board.
 func (e *env) open(create bool) (actions.Board, error) {
 	location := e.board
 	if location == "" {
@@ -237,7 +266,13 @@ func (e *env) open(create bool) (actions.Board, error) {
 	if errors.Is(err, boards.ErrNoBoard) {
 		return nil, fmt.Errorf("%w (check --board and $%s; bee post creates it)", err, boards.EnvLocation)
 	}
-	return b, err
+	if err != nil {
+		return nil, err
+	}
+	if boards.Created(b) {
+		fmt.Fprintf(e.main.Stderr, "created a new board at %s\n", b.Location())
+	}
+	return b, nil
 }
 
 // printFlags writes a flag set's flags, for a command's usage.
