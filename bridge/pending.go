@@ -58,12 +58,13 @@ func Start(ctx context.Context, cfg Config, open func() (actions.Source, error))
 		cfg.Source = src
 		s, err := NewSession(ctx, cfg)
 		if err != nil {
-			src.Close()
 			p.err = err
 			if ctx.Err() != nil {
 				p.err = fmt.Errorf("%w: %w", ErrSetupAbandoned, err)
 				cfg.Logger.Info("session setup abandoned: the bridge ended while it joined the board", logkey.Err, err)
 			}
+			// Last: closing can wait for another process's write to end.
+			src.Close()
 			return
 		}
 		if ctx.Err() != nil {
