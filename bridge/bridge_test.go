@@ -16,7 +16,6 @@ import (
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/actionstest"
-	"github.com/tractat-us/bee/clearctl"
 	"github.com/tractat-us/bee/identity"
 )
 
@@ -275,14 +274,14 @@ func TestSession_RetireMintsThenReports(t *testing.T) {
 	src := &actionstest.Source{}
 	s, cs := connect(t, src, nil, nil)
 	before := s.Identity()
-	res, err := s.Retire(t.Context(), clearctl.RetireRequest{SessionID: "s-2", TranscriptPath: "/t/s-2.jsonl"})
+	res, err := s.Retire(t.Context(), RetireRequest{SessionID: "s-2", TranscriptPath: "/t/s-2.jsonl"})
 	require.NoError(t, err)
-	require.Equal(t, string(before), res.Retired)
-	require.Equal(t, string(s.Identity()), res.Current)
+	require.Equal(t, before, res.Retired)
+	require.Equal(t, s.Identity(), res.Current)
 	require.NotEqual(t, before, s.Identity())
 	require.Equal(t, []identity.ID{before}, src.Departed())
 	w := structured[Whoami](t, call(t, cs, ToolWhoami, nil))
-	require.Equal(t, res.Current, w.Identity)
+	require.Equal(t, string(res.Current), w.Identity)
 	require.Equal(t, "s-2", w.SessionID)
 	require.Equal(t, "/t/s-2.jsonl", w.TranscriptPath)
 	require.Equal(t, 1, w.Retired)
@@ -297,10 +296,10 @@ func TestSession_RetireReportFailsStaysOnNew(t *testing.T) {
 	s, err := NewSession(t.Context(), Config{Agent: "x", Source: src})
 	require.NoError(t, err)
 	before := s.Identity()
-	res, err := s.Retire(t.Context(), clearctl.RetireRequest{})
+	res, err := s.Retire(t.Context(), RetireRequest{})
 	require.ErrorContains(t, err, "board locked")
 	require.NotEqual(t, before, s.Identity(), "never goes back to the retired identity")
-	require.Equal(t, string(s.Identity()), res.Current)
+	require.Equal(t, s.Identity(), res.Current)
 }
 
 func TestSession_ConcurrentRetiresEachRetireOne(t *testing.T) {
@@ -308,11 +307,11 @@ func TestSession_ConcurrentRetiresEachRetireOne(t *testing.T) {
 	s, err := NewSession(t.Context(), Config{Agent: "x", Source: src})
 	require.NoError(t, err)
 	var wg sync.WaitGroup
-	results := make(chan clearctl.RetireResponse, 8)
+	results := make(chan Retirement, 8)
 	errs := make(chan error, 8)
 	for range 8 {
 		wg.Go(func() {
-			res, err := s.Retire(t.Context(), clearctl.RetireRequest{})
+			res, err := s.Retire(t.Context(), RetireRequest{})
 			errs <- err
 			results <- res
 		})
@@ -323,7 +322,7 @@ func TestSession_ConcurrentRetiresEachRetireOne(t *testing.T) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
-	seen := map[string]bool{}
+	seen := map[identity.ID]bool{}
 	for r := range results {
 		require.False(t, seen[r.Retired], "identity %s retired twice", r.Retired)
 		seen[r.Retired] = true
@@ -349,7 +348,7 @@ func TestWait_RetireEndsWaitUnderOldIdentity(t *testing.T) {
 		close(done)
 	}()
 	<-waiting
-	_, err := s.Retire(t.Context(), clearctl.RetireRequest{})
+	_, err := s.Retire(t.Context(), RetireRequest{})
 	require.NoError(t, err)
 	select {
 	case res := <-done:
@@ -451,8 +450,8 @@ func TestSession_DepartRefusesLaterCalls(t *testing.T) {
 	res := call(t, cs, ToolWait, map[string]any{"timeoutSeconds": 1})
 	require.True(t, res.IsError)
 	require.Contains(t, text(res), "departed")
-	_, err := s.Retire(t.Context(), clearctl.RetireRequest{})
-	require.ErrorIs(t, err, ErrDeparted)
+	_, err := s.Retire(t.Context(), RetireRequest{})
+	require.ErrorIs(t, err, actions.ErrDeparted)
 }
 
 func TestServer_SourceFailedToOpen(t *testing.T) {
@@ -467,7 +466,7 @@ func TestServer_SourceFailedToOpen(t *testing.T) {
 	res := call(t, cs, ToolWhoami, nil)
 	require.True(t, res.IsError)
 	require.Contains(t, text(res), "file is not a database")
-	_, err = p.Retire(t.Context(), clearctl.RetireRequest{})
+	_, err = p.Retire(t.Context(), RetireRequest{})
 	require.ErrorContains(t, err, "file is not a database")
 }
 

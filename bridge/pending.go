@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/tractat-us/bee/actions"
-	"github.com/tractat-us/bee/clearctl"
 	"github.com/tractat-us/bee/logkey"
 )
 
@@ -106,26 +105,25 @@ func (p *Pending) Wait(ctx context.Context) (*Session, error) {
 	}
 }
 
-// Retire waits for the session and retires its identity; it implements
-// clearctl.Retirer.
-func (p *Pending) Retire(ctx context.Context, req clearctl.RetireRequest) (clearctl.RetireResponse, error) {
+// Retire waits for the session and retires its identity (Session.Retire).
+func (p *Pending) Retire(ctx context.Context, req RetireRequest) (Retirement, error) {
 	s, err := p.Wait(ctx)
 	if err != nil {
-		return clearctl.RetireResponse{}, err
+		return Retirement{}, err
 	}
 	return s.Retire(ctx, req)
 }
 
-// WaitForWork waits for the session and holds the waiter there; it
-// implements clearctl.Waker. A session that could not be set up answers
+// WaitForWork waits for the session and holds the waiter there
+// (Session.WaitForWork). A session that could not be set up answers
 // no wake, saying why.
-func (p *Pending) WaitForWork(ctx context.Context, req clearctl.WaitRequest) clearctl.WaitResponse {
+func (p *Pending) WaitForWork(ctx context.Context, req WaitRequest) WakeAnswer {
 	s, err := p.Wait(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
-			return clearctl.WaitResponse{Reason: ReasonGone}
+			return WakeAnswer{Reason: ReasonGone}
 		}
-		return clearctl.WaitResponse{Reason: "bee cannot serve actions: " + err.Error()}
+		return WakeAnswer{Reason: "bee cannot serve actions: " + err.Error()}
 	}
 	return s.WaitForWork(ctx, req)
 }

@@ -36,7 +36,6 @@ import (
 	"time"
 
 	"github.com/tractat-us/bee/actions"
-	"github.com/tractat-us/bee/clearctl"
 	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/logkey"
 )
@@ -93,8 +92,15 @@ type Session struct {
 	idCancel context.CancelFunc
 }
 
-// ErrDeparted is returned by tools and Retire after Depart.
-var ErrDeparted = errors.New("this bridge has departed from the board")
+// errBridgeDeparted is returned by tools and Retire after Depart. It is an
+// actions.ErrDeparted (errors.Is): the session's identity has departed, for
+// good, and no new one follows.
+var errBridgeDeparted error = bridgeDeparted{}
+
+type bridgeDeparted struct{}
+
+func (bridgeDeparted) Error() string { return "this bridge has departed from the board" }
+func (bridgeDeparted) Unwrap() error { return actions.ErrDeparted }
 
 // NewSession mints the first identity and joins it to the source.
 func NewSession(ctx context.Context, cfg Config) (*Session, error) {
@@ -145,12 +151,12 @@ func (s *Session) Identity() identity.ID {
 }
 
 // current returns the identity with the context that ends when it stops
-// being current, or ErrDeparted.
+// being current, or errBridgeDeparted.
 func (s *Session) current() (identity.ID, context.Context, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.departed {
-		return "", nil, ErrDeparted
+		return "", nil, errBridgeDeparted
 	}
 	return s.id, s.idCtx, nil
 }
@@ -193,20 +199,21 @@ func (s *Session) Whoami() Whoami {
 // the new Claude Code session it now serves, and reports the old identity's
 // departure to the source, which gives its claims back. It mints first:
 // when the report fails, the error is returned but the session stays on the
-// new identity. Retire implements clearctl.Retirer; ctx is the control
-// channel's lifetime, not a request's.
-func (s *Session) Retire(ctx context.Context, req clearctl.RetireRequest) (clearctl.RetireResponse, error) {
+// new identity. After Depart it returns an error that wraps
+// actions.ErrDeparted. ctx is the control channel's lifetime, not a
+// request's: Retire runs to its end even when the hook that asked hangs up.
+func (s *Session) Retire(ctx context.Context, req RetireRequest) (Retirement, error) {
 	s.retireMu.Lock()
 	defer s.retireMu.Unlock()
 	start := time.Now()
 	next, err := identity.Mint(s.agent)
 	if err != nil {
-		return clearctl.RetireResponse{}, err
+		return Retirement{}, err
 	}
 	s.mu.Lock()
 	if s.departed {
 		s.mu.Unlock()
-		return clearctl.RetireResponse{}, ErrDeparted
+		return Retirement{}, errBridgeDeparted
 	}
 	old := s.id
 	s.id = next
@@ -222,7 +229,7 @@ func (s *Session) Retire(ctx context.Context, req clearctl.RetireRequest) (clear
 	sessionID := s.sessionID
 	s.mu.Unlock()
 
-	res := clearctl.RetireResponse{Retired: string(old), Current: string(next)}
+	res := Retirement{Retired: old, Current: next}
 	var errs []error
 	if err := s.source.Join(ctx, s.member(next, sessionID)); err != nil {
 		errs = append(errs, err)
@@ -284,7 +291,7 @@ func (s *Session) endedWhileWaiting(who identity.ID) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.departed {
-		return fmt.Errorf("%w: the wait as %s ended because this bridge is shutting down (%s); call %s again", ErrDeparted, who, newBridgeTakesOver, ToolWait)
+		return fmt.Errorf("%w: the wait as %s ended because this bridge is shutting down (%s); call %s again", errBridgeDeparted, who, newBridgeTakesOver, ToolWait)
 	}
 	return fmt.Errorf("identity %s was retired while waiting (the session was cleared); call %s again to wait as %s", who, ToolWait, s.id)
 }

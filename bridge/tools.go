@@ -252,7 +252,7 @@ func sourceError(err error) *mcp.CallToolResult {
 	switch {
 	case errors.Is(err, actions.ErrBadCursor):
 		return toolError(fmt.Errorf("%w; pass a cursor exactly as a bee tool returned it, or omit it to start over", err))
-	case errors.Is(err, ErrDeparted), errors.Is(err, actions.ErrDeparted):
+	case errors.Is(err, actions.ErrDeparted):
 		return toolError(fmt.Errorf("%w: this bridge is shutting down (%s); call the tool again", err, newBridgeTakesOver))
 	}
 	return toolError(err)

@@ -12,7 +12,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/tractat-us/bee/actions"
-	"github.com/tractat-us/bee/clearctl"
 	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/logkey"
 )
@@ -61,12 +60,8 @@ const (
 	publishBound = 2 * time.Second
 )
 
-// ReasonGone is what a waiter whose caller went away without a wake is
-// answered (nobody reads it): its hook was killed, or timed out.
-const ReasonGone = "waiter gone"
-
 // RearmLine is the wake a waiter gets when the re-arm time its hook asked
-// for (clearctl.WaitRequest.RearmSeconds) comes without news: Claude Code
+// for (WaitRequest.Rearm) comes without news: Claude Code
 // would kill the hook at its timeout without a word, and nothing would
 // re-arm the waiter until a turn ends. One turn a day is the price.
 const RearmLine = "bee: no news for this session in a day; this turn only re-arms bee's waiter before Claude Code's hook timeout ends it. There is no work: end your turn now without calling any tool."
@@ -132,17 +127,17 @@ func (w *wakeState) init() {
 }
 
 // WaitForWork holds a waiter's long-poll until there is news for the
-// session, and implements clearctl.Waker: it answers a wake with the line
-// to show the model, or no wake with the reason (ReasonSuperseded when a
-// newer waiter arrived, clearctl.ReasonShuttingDown once the session has
-// departed, ReasonGone when ctx ended). When req.RearmSeconds passes with no
-// news it answers the RearmLine wake.
-func (s *Session) WaitForWork(ctx context.Context, req clearctl.WaitRequest) clearctl.WaitResponse {
+// session: it answers a wake with the line to show the model, or no wake
+// with the reason (ReasonSuperseded when a newer waiter arrived,
+// ReasonShuttingDown once the session has departed or ctx ended with cause
+// ErrShuttingDown, ReasonGone when ctx ended otherwise). When req.Rearm
+// passes with no news it answers the RearmLine wake.
+func (s *Session) WaitForWork(ctx context.Context, req WaitRequest) WakeAnswer {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	if req.RearmSeconds > 0 {
+	if req.Rearm > 0 {
 		var stop context.CancelFunc
-		ctx, stop = context.WithTimeoutCause(ctx, time.Duration(req.RearmSeconds)*time.Second, errRearm)
+		ctx, stop = context.WithTimeoutCause(ctx, req.Rearm, errRearm)
 		defer stop()
 	}
 	log := s.log.With(logKeyWaiterPID, req.PID, logKeyEvent, req.HookEventName)
@@ -150,7 +145,7 @@ func (s *Session) WaitForWork(ctx context.Context, req clearctl.WaitRequest) cle
 	s.wk.mu.Lock()
 	if s.wk.closed {
 		s.wk.mu.Unlock()
-		return clearctl.WaitResponse{Reason: clearctl.ReasonShuttingDown}
+		return WakeAnswer{Reason: ReasonShuttingDown}
 	}
 	old := s.wk.cur
 	s.wk.cur = w
@@ -177,14 +172,14 @@ func (s *Session) WaitForWork(ctx context.Context, req clearctl.WaitRequest) cle
 // serveWaiter is WaitForWork's loop: each pass looks under the current
 // identity, and starts again when the identity changes, a wait begins or
 // ends, or a Notice times out.
-func (s *Session) serveWaiter(ctx context.Context, w *waiter, log *slog.Logger) clearctl.WaitResponse {
+func (s *Session) serveWaiter(ctx context.Context, w *waiter, log *slog.Logger) WakeAnswer {
 	for {
 		if ctx.Err() != nil {
 			return s.waiterEnded(ctx, log)
 		}
 		who, idCtx, err := s.current()
 		if err != nil {
-			return clearctl.WaitResponse{Reason: clearctl.ReasonShuttingDown}
+			return WakeAnswer{Reason: ReasonShuttingDown}
 		}
 		s.publishArmed(who, true)
 
@@ -245,7 +240,7 @@ func (s *Session) serveWaiter(ctx context.Context, w *waiter, log *slog.Logger) 
 			continue
 		case errors.Is(err, actions.ErrDeparted):
 			_, rerr := s.replaceDeparted(ctx, who)
-			if rerr == nil || errors.Is(rerr, ErrDeparted) {
+			if rerr == nil || errors.Is(rerr, errBridgeDeparted) {
 				continue
 			}
 			log.Warn("cannot carry on under a new identity", logkey.Err, rerr)
@@ -264,27 +259,27 @@ func (s *Session) serveWaiter(ctx context.Context, w *waiter, log *slog.Logger) 
 // waiterEnded answers a waiter whose context has ended, and says in the log
 // why: a waiter that goes without a wake leaves the session deaf until its
 // next turn ends.
-func (s *Session) waiterEnded(ctx context.Context, log *slog.Logger) clearctl.WaitResponse {
+func (s *Session) waiterEnded(ctx context.Context, log *slog.Logger) WakeAnswer {
 	switch cause := context.Cause(ctx); {
 	case errors.Is(cause, errWaiterSuperseded):
 		log.Info("waiter superseded by a newer one")
-		return clearctl.WaitResponse{Reason: clearctl.ReasonSuperseded}
+		return WakeAnswer{Reason: ReasonSuperseded}
 	case errors.Is(cause, errRearm):
 		log.Info("waiter wakes the session to re-arm before its hook times out")
-		return clearctl.WaitResponse{Wake: true, Line: RearmLine}
-	case errors.Is(cause, clearctl.ErrClosed):
-		return clearctl.WaitResponse{Reason: clearctl.ReasonShuttingDown}
+		return WakeAnswer{Wake: true, Line: RearmLine}
+	case errors.Is(cause, ErrShuttingDown):
+		return WakeAnswer{Reason: ReasonShuttingDown}
 	default:
 		log.Warn("waiter gone without a wake (its hook ended or was killed); this session hears of new work only when it asks, until its next turn ends",
 			logkey.Identity, s.Identity())
-		return clearctl.WaitResponse{Reason: ReasonGone}
+		return WakeAnswer{Reason: ReasonGone}
 	}
 }
 
 // wake logs a wake and makes its answer.
-func (s *Session) wake(log *slog.Logger, who identity.ID, n actions.Notice) clearctl.WaitResponse {
+func (s *Session) wake(log *slog.Logger, who identity.ID, n actions.Notice) WakeAnswer {
 	log.Info("waking the session", logkey.Identity, who, logkey.ActionID, n.Record.ID, logKeyKind, n.Kind)
-	return clearctl.WaitResponse{Wake: true, Line: WakeLine(who, n)}
+	return WakeAnswer{Wake: true, Line: WakeLine(who, n)}
 }
 
 // keep records news a Notice returned: a claim becomes a handover (with
@@ -543,7 +538,7 @@ func (s *Session) closeWake() {
 // source says who has departed though this session never departed it (its
 // lease ran out while the process was stopped, say): the session carries on
 // instead of refusing every call. It returns the identity now current, and
-// ErrDeparted after Depart.
+// errBridgeDeparted after Depart.
 func (s *Session) replaceDeparted(ctx context.Context, who identity.ID) (identity.ID, error) {
 	s.retireMu.Lock()
 	defer s.retireMu.Unlock()
@@ -551,7 +546,7 @@ func (s *Session) replaceDeparted(ctx context.Context, who identity.ID) (identit
 	switch {
 	case s.departed:
 		s.mu.Unlock()
-		return "", ErrDeparted
+		return "", errBridgeDeparted
 	case s.id != who:
 		cur := s.id
 		s.mu.Unlock()

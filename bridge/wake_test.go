@@ -16,7 +16,6 @@ import (
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/actionstest"
 	"github.com/tractat-us/bee/actions/board"
-	"github.com/tractat-us/bee/clearctl"
 	"github.com/tractat-us/bee/identity"
 )
 
@@ -33,16 +32,16 @@ func newWakeSession(t *testing.T, src actions.Source, handover time.Duration) *S
 // armed is one registered waiter and its answer, once it comes.
 type armed struct {
 	cancel context.CancelFunc
-	done   chan clearctl.WaitResponse
+	done   chan WakeAnswer
 }
 
 // arm registers a waiter in the background.
 func arm(t *testing.T, s interface {
-	WaitForWork(context.Context, clearctl.WaitRequest) clearctl.WaitResponse
-}, req clearctl.WaitRequest) *armed {
+	WaitForWork(context.Context, WaitRequest) WakeAnswer
+}, req WaitRequest) *armed {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
-	a := &armed{cancel: cancel, done: make(chan clearctl.WaitResponse, 1)}
+	a := &armed{cancel: cancel, done: make(chan WakeAnswer, 1)}
 	go func() { a.done <- s.WaitForWork(ctx, req) }()
 	t.Cleanup(func() {
 		cancel()
@@ -52,7 +51,7 @@ func arm(t *testing.T, s interface {
 }
 
 // answer waits for the waiter's answer (10 s at most).
-func (a *armed) answer(t *testing.T) clearctl.WaitResponse {
+func (a *armed) answer(t *testing.T) WakeAnswer {
 	t.Helper()
 	select {
 	case r := <-a.done:
@@ -60,7 +59,7 @@ func (a *armed) answer(t *testing.T) clearctl.WaitResponse {
 		return r
 	case <-time.After(10 * time.Second):
 		t.Fatal("the waiter was not answered within 10 s")
-		return clearctl.WaitResponse{}
+		return WakeAnswer{}
 	}
 }
 
@@ -104,7 +103,7 @@ func TestWaitForWork_WakesAndHandsOver(t *testing.T) {
 	cs := connectPending(t, Ready(s), nil, nil)
 	me := s.Identity()
 
-	a := arm(t, s, clearctl.WaitRequest{PID: 1, HookEventName: "Stop"})
+	a := arm(t, s, WaitRequest{PID: 1, HookEventName: "Stop"})
 	require.Eventually(t, func() bool { return waiterSince(t, b, me) != nil }, 5*time.Second, 5*time.Millisecond,
 		"bee agents shows the waiter armed")
 	rec := post(t, b, "user:alice", "tester", "Fix the flaky test")
@@ -132,7 +131,7 @@ func TestWaitForWork_LooksFirst(t *testing.T) {
 	b := openBoard(t)
 	s := newWakeSession(t, b, time.Minute)
 	rec := post(t, b, "user:alice", "", "already there")
-	resp := arm(t, s, clearctl.WaitRequest{}).answer(t)
+	resp := arm(t, s, WaitRequest{}).answer(t)
 	require.True(t, resp.Wake)
 	require.Contains(t, resp.Line, rec.ID)
 }
@@ -143,7 +142,7 @@ func TestWaitForWork_OncePerActionAndHandoverBound(t *testing.T) {
 	b := openBoard(t)
 	s := newWakeSession(t, b, 200*time.Millisecond)
 	rec := post(t, b, "user:alice", "tester", "ignored")
-	resp := arm(t, s, clearctl.WaitRequest{}).answer(t)
+	resp := arm(t, s, WaitRequest{}).answer(t)
 	require.True(t, resp.Wake)
 	require.Contains(t, resp.Line, rec.ID)
 	require.Eventually(t, func() bool {
@@ -151,7 +150,7 @@ func TestWaitForWork_OncePerActionAndHandoverBound(t *testing.T) {
 		return err == nil && got.State == actions.Open
 	}, 5*time.Second, 10*time.Millisecond, "the claim goes back when no wait takes it")
 
-	a := arm(t, s, clearctl.WaitRequest{})
+	a := arm(t, s, WaitRequest{})
 	a.quietFor(t, 500*time.Millisecond)
 	other := post(t, b, "user:alice", "tester", "another one")
 	resp = a.answer(t)
@@ -164,10 +163,10 @@ func TestWaitForWork_OncePerActionAndHandoverBound(t *testing.T) {
 func TestWaitForWork_Supersede(t *testing.T) {
 	b := openBoard(t)
 	s := newWakeSession(t, b, time.Minute)
-	first := arm(t, s, clearctl.WaitRequest{PID: 1})
+	first := arm(t, s, WaitRequest{PID: 1})
 	first.quietFor(t, 100*time.Millisecond)
-	second := arm(t, s, clearctl.WaitRequest{PID: 2})
-	require.Equal(t, clearctl.WaitResponse{Reason: clearctl.ReasonSuperseded}, first.answer(t))
+	second := arm(t, s, WaitRequest{PID: 2})
+	require.Equal(t, WakeAnswer{Reason: ReasonSuperseded}, first.answer(t))
 	rec := post(t, b, "user:alice", "", "for the newest")
 	resp := second.answer(t)
 	require.True(t, resp.Wake)
@@ -189,7 +188,7 @@ func TestWaitForWork_SilentWhileAWaitRuns(t *testing.T) {
 	b := openBoard(t)
 	s := newWakeSession(t, b, time.Minute)
 	cs := connectPending(t, Ready(s), nil, nil)
-	a := arm(t, s, clearctl.WaitRequest{})
+	a := arm(t, s, WaitRequest{})
 	waited := make(chan actions.Page, 1)
 	go func() {
 		res, err := cs.CallTool(t.Context(), waitParams(10))
@@ -221,8 +220,8 @@ func TestWaitForWork_ClaimBeforeWake(t *testing.T) {
 	b := openBoard(t)
 	s1 := newWakeSession(t, b, time.Minute)
 	s2 := newWakeSession(t, b, time.Minute)
-	a1 := arm(t, s1, clearctl.WaitRequest{})
-	a2 := arm(t, s2, clearctl.WaitRequest{})
+	a1 := arm(t, s1, WaitRequest{})
+	a2 := arm(t, s2, WaitRequest{})
 	require.Eventually(t, func() bool {
 		return waiterSince(t, b, s1.Identity()) != nil && waiterSince(t, b, s2.Identity()) != nil
 	}, 5*time.Second, 5*time.Millisecond)
@@ -249,11 +248,11 @@ func TestWaitForWork_RetireCarriesOn(t *testing.T) {
 	b := openBoard(t)
 	s := newWakeSession(t, b, time.Minute)
 	old := s.Identity()
-	a := arm(t, s, clearctl.WaitRequest{})
+	a := arm(t, s, WaitRequest{})
 	require.Eventually(t, func() bool { return waiterSince(t, b, old) != nil }, 5*time.Second, 5*time.Millisecond)
-	resp, err := s.Retire(t.Context(), clearctl.RetireRequest{SessionID: "s-2"})
+	resp, err := s.Retire(t.Context(), RetireRequest{SessionID: "s-2"})
 	require.NoError(t, err)
-	require.Equal(t, string(old), resp.Retired)
+	require.Equal(t, old, resp.Retired)
 	require.Eventually(t, func() bool { return waiterSince(t, b, s.Identity()) != nil }, 5*time.Second, 5*time.Millisecond,
 		"the new identity shows the waiter armed")
 	rec := post(t, b, "user:alice", string(s.Identity()), "for the new one")
@@ -273,7 +272,7 @@ func TestWaitForWork_Outcome(t *testing.T) {
 	p, err := b.Next(t.Context(), other, "", time.Second)
 	require.NoError(t, err)
 	require.Len(t, p.Records, 1)
-	a := arm(t, s, clearctl.WaitRequest{})
+	a := arm(t, s, WaitRequest{})
 	a.quietFor(t, 200*time.Millisecond)
 	_, err = b.Finish(t.Context(), other, rec.ID, "it is\ndone")
 	require.NoError(t, err)
@@ -286,18 +285,18 @@ func TestWaitForWork_Outcome(t *testing.T) {
 func TestWaitForWork_DepartEndsIt(t *testing.T) {
 	b := openBoard(t)
 	s := newWakeSession(t, b, time.Minute)
-	a := arm(t, s, clearctl.WaitRequest{})
+	a := arm(t, s, WaitRequest{})
 	a.quietFor(t, 100*time.Millisecond)
 	require.NoError(t, s.Depart(t.Context()))
-	require.Equal(t, clearctl.WaitResponse{Reason: clearctl.ReasonShuttingDown}, a.answer(t))
+	require.Equal(t, WakeAnswer{Reason: ReasonShuttingDown}, a.answer(t))
 }
 
 // A waiter that asked to be re-armed gets the re-arm wake in time.
 func TestWaitForWork_Rearm(t *testing.T) {
 	b := openBoard(t)
 	s := newWakeSession(t, b, time.Minute)
-	resp := arm(t, s, clearctl.WaitRequest{RearmSeconds: 1}).answer(t)
-	require.Equal(t, clearctl.WaitResponse{Wake: true, Line: RearmLine}, resp)
+	resp := arm(t, s, WaitRequest{Rearm: time.Second}).answer(t)
+	require.Equal(t, WakeAnswer{Wake: true, Line: RearmLine}, resp)
 }
 
 // News a waiter found as it went away is kept: the next waiter hears it.
@@ -317,11 +316,11 @@ func TestWaitForWork_KeepsNewsForTheNextWaiter(t *testing.T) {
 		},
 	}
 	s := newWakeSession(t, src, time.Minute)
-	first := arm(t, s, clearctl.WaitRequest{})
+	first := arm(t, s, WaitRequest{})
 	<-claimed
 	first.cancel()
 	require.Equal(t, ReasonGone, first.answer(t).Reason)
-	resp := arm(t, s, clearctl.WaitRequest{}).answer(t)
+	resp := arm(t, s, WaitRequest{}).answer(t)
 	require.True(t, resp.Wake)
 	require.Contains(t, resp.Line, "a-1")
 }
@@ -356,7 +355,7 @@ func TestSession_ReplacesADepartedIdentity(t *testing.T) {
 	}
 	s := newWakeSession(t, src, time.Minute)
 	first := s.Identity()
-	resp := arm(t, s, clearctl.WaitRequest{}).answer(t)
+	resp := arm(t, s, WaitRequest{}).answer(t)
 	require.True(t, resp.Wake, "%+v", resp)
 	second := s.Identity()
 	require.NotEqual(t, first, second)
@@ -407,7 +406,7 @@ func TestWakeLine(t *testing.T) {
 
 func TestPending_WaitForWork_SetupFailed(t *testing.T) {
 	p := Start(t.Context(), Config{Agent: "tester"}, func() (actions.Source, error) { return nil, errors.New("board is damaged") })
-	resp := p.WaitForWork(t.Context(), clearctl.WaitRequest{})
+	resp := p.WaitForWork(t.Context(), WaitRequest{})
 	require.Equal(t, "bee cannot serve actions: board is damaged", resp.Reason)
 	require.False(t, resp.Wake)
 }

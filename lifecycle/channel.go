@@ -1,12 +1,15 @@
 package lifecycle
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
+	"time"
 
+	"github.com/tractat-us/bee/bridge"
 	"github.com/tractat-us/bee/clearctl"
 	"github.com/tractat-us/bee/logkey"
 	"github.com/tractat-us/bee/runfile"
@@ -27,8 +30,44 @@ type channel struct {
 // The control endpoint's two sides: the bridge's session (or the Pending
 // that will hold it) retires on /clear and holds wake-on-work waiters.
 type controller interface {
-	clearctl.Retirer
-	clearctl.Waker
+	Retire(ctx context.Context, req bridge.RetireRequest) (bridge.Retirement, error)
+	WaitForWork(ctx context.Context, req bridge.WaitRequest) bridge.WakeAnswer
+}
+
+// channelAdapter speaks clearctl's wire types to the bridge's own: the
+// bridge does not depend on the transport that reaches it.
+type channelAdapter struct{ c controller }
+
+var (
+	_ clearctl.Retirer = channelAdapter{}
+	_ clearctl.Waker   = channelAdapter{}
+)
+
+func (a channelAdapter) Retire(ctx context.Context, req clearctl.RetireRequest) (clearctl.RetireResponse, error) {
+	r, err := a.c.Retire(ctx, bridge.RetireRequest{SessionID: req.SessionID, TranscriptPath: req.TranscriptPath})
+	return clearctl.RetireResponse{Retired: string(r.Retired), Current: string(r.Current)}, err
+}
+
+// WaitForWork tells the bridge a channel that closes from a waiter that
+// went: the first is answered "shutting down" (the hook looks for a newer
+// bridge), the second is not.
+func (a channelAdapter) WaitForWork(ctx context.Context, req clearctl.WaitRequest) clearctl.WaitResponse {
+	bctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancel(nil)
+	stop := context.AfterFunc(ctx, func() {
+		cause := context.Cause(ctx)
+		if errors.Is(cause, clearctl.ErrClosed) {
+			cause = bridge.ErrShuttingDown
+		}
+		cancel(cause)
+	})
+	defer stop()
+	ans := a.c.WaitForWork(bctx, bridge.WaitRequest{
+		PID:           req.PID,
+		HookEventName: req.HookEventName,
+		Rearm:         time.Duration(req.RearmSeconds) * time.Second,
+	})
+	return clearctl.WaitResponse{Wake: ans.Wake, Line: ans.Line, Reason: ans.Reason}
 }
 
 // openChannel starts the control server and writes the run file for
@@ -44,7 +83,8 @@ func openChannel(dir string, claudePID int, r controller, log *slog.Logger) (*ch
 	if err != nil {
 		return nil, err
 	}
-	srv := clearctl.New(token, r, &clearctl.Options{Logger: log, Waker: r})
+	a := channelAdapter{r}
+	srv := clearctl.New(token, a, &clearctl.Options{Logger: log, Waker: a})
 	if err := srv.Start(); err != nil {
 		return nil, fmt.Errorf("start the /retire channel: %w", err)
 	}
