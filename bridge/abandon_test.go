@@ -101,6 +101,7 @@ func TestWait_ClaimGoesBackWhenTheAnswerCannotBeWritten(t *testing.T) {
 	logs := &syncLog{}
 	s, err := NewSession(t.Context(), Config{Agent: "tester", Source: b, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	require.NoError(t, err)
+	t.Cleanup(s.closeGiveBacks)
 	inR, inW, err := os.Pipe()
 	require.NoError(t, err)
 	outR, outW, err := os.Pipe()

@@ -27,6 +27,7 @@ func connect(t *testing.T, src actions.Source, opts *ServerOptions, copts *mcp.C
 	t.Helper()
 	s, err := NewSession(t.Context(), Config{Agent: "tester", Source: src, ClaudePID: 4242, SessionID: "s-1"})
 	require.NoError(t, err)
+	t.Cleanup(s.closeGiveBacks) // the source is the caller's to close
 	return s, connectPending(t, Ready(s), opts, copts)
 }
 
@@ -395,6 +396,7 @@ func TestSession_GiveBackUndelivered(t *testing.T) {
 	s.GiveBackUndelivered(json.RawMessage(`{"content":[],"structuredContent":{"identity":"agent:x#00000000"}}`))
 	s.GiveBackUndelivered(json.RawMessage(`not json`))
 	s.GiveBackUndelivered(nil)
+	require.NoError(t, s.Close()) // drains the give-back worker
 	require.Equal(t, []string{"a-9"}, src.Released())
 }
 
@@ -410,6 +412,7 @@ func TestWait_MarksTheClaimsItHandsOver(t *testing.T) {
 	raw, err := json.Marshal(res)
 	require.NoError(t, err)
 	s.GiveBackUndelivered(raw)
+	require.Eventually(t, func() bool { return len(src.Released()) == 1 }, 5*time.Second, 5*time.Millisecond)
 	require.Equal(t, []string{"a-5"}, src.Released())
 	list := call(t, cs, ToolList, nil)
 	raw, err = json.Marshal(list)

@@ -105,6 +105,17 @@ func (p *Pending) Wait(ctx context.Context) (*Session, error) {
 	}
 }
 
+// Session returns the session if it is set up, nil if it is not (yet):
+// unlike Wait, it never blocks.
+func (p *Pending) Session() *Session {
+	select {
+	case <-p.done:
+		return p.s
+	default:
+		return nil
+	}
+}
+
 // Retire waits for the session and retires its identity (Session.Retire).
 func (p *Pending) Retire(ctx context.Context, req RetireRequest) (Retirement, error) {
 	s, err := p.Wait(ctx)

@@ -74,6 +74,7 @@ type Session struct {
 	handoverWithin time.Duration
 
 	wk wakeState // wake on work, with its own lock
+	gb giveBacks // claims whose answer was not delivered, with its own lock
 
 	retireMu sync.Mutex // serializes Retire and Depart: no identity is retired twice
 
@@ -300,10 +301,11 @@ func (s *Session) endedWhileWaiting(who identity.ID) error {
 // that carries on.
 const newBridgeTakesOver = "a /mcp reconnect or a restart starts a new bridge, which takes over with a fresh identity; the claims of this one went back to the board"
 
-// Close ends the session's background work (the waiter's state writer)
-// and the source's. Call it after Depart; Close may be called more than
-// once.
+// Close ends the session's background work (the waiter's state writer,
+// after the give-back worker has given back what it holds) and the
+// source's. Call it after Depart; Close may be called more than once.
 func (s *Session) Close() error {
+	s.closeGiveBacks()
 	s.closeWake()
 	return s.source.Close()
 }

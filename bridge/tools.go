@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -605,21 +604,3 @@ func (s *Session) giveBackClaims(claims []claimRef) {
 	}
 }
 
-// GiveBackUndelivered releases the claims handed over by a wait result that
-// was never delivered (its call was cancelled as it claimed). result is the
-// JSON-RPC result as the transport withheld it. Only the claims the result
-// marks as handed over go back: a list that shows claimed actions hands
-// nothing over, so dropping one releases nothing.
-func (s *Session) GiveBackUndelivered(result json.RawMessage) {
-	var r struct {
-		Meta map[string]json.RawMessage `json:"_meta"`
-	}
-	if json.Unmarshal(result, &r) != nil {
-		return
-	}
-	var claims []claimRef
-	if json.Unmarshal(r.Meta[claimsMetaKey], &claims) != nil {
-		return
-	}
-	s.giveBackClaims(claims)
-}

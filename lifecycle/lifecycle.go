@@ -192,10 +192,12 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		In:     cfg.Stdin,
 		Out:    cfg.Stdout,
 		Logger: log,
+		// OnDropped runs on the transport's reading goroutine or inside
+		// Write: it only hands over, and the session's give-back worker
+		// does the board write. Only a call that got as far as claiming has
+		// a result to undo, so the session is set up by now.
 		OnDropped: func(_ jsonrpc.ID, result json.RawMessage) {
-			// Only a call that got as far as claiming has a result to undo,
-			// so the session is set up by now.
-			if s, err := pending.Wait(ctx); err == nil {
+			if s := pending.Session(); s != nil {
 				s.GiveBackUndelivered(result)
 			}
 		},

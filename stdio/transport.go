@@ -123,7 +123,9 @@ type Transport struct {
 	// after Close. The caller can then undo what that response carried (bee
 	// releases a claim nobody received). result is nil if the response was
 	// an error. It runs on the goroutine whose Write dropped the response,
-	// before that Write returns.
+	// before that Write returns, or on the reading goroutine: it must not
+	// block, or every line after it waits (hand slow work to a goroutine of
+	// your own, as bee's session does).
 	OnDropped func(id jsonrpc.ID, result json.RawMessage)
 	// DrainTimeout bounds how long Read holds back the end of In while
 	// requests are still in flight, so that their answers are written (those
