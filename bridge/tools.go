@@ -603,4 +603,3 @@ func (s *Session) giveBackClaims(claims []claimRef) {
 		s.log.Info("claim given back, its answer was not delivered", logkey.ActionID, r.ID, logkey.Identity, r.Holder)
 	}
 }
-
