@@ -190,10 +190,10 @@ type Source interface {
 
 	// Await waits, within timeout, until at least one of the actions ids
 	// has ended, and returns the ended ones (an empty, non-nil slice on
-	// timeout). Ended actions who posted are marked told: their poster has
-	// heard. It returns ErrUnknownAction, naming the id, before waiting
+	// timeout). Ended actions by posted (an agent's identity or a person)
+	// are marked told: their poster has heard. It returns ErrUnknownAction, naming the id, before waiting
 	// when an id names no action, and ctx's error when ctx ends first.
-	Await(ctx context.Context, who identity.ID, ids []string, timeout time.Duration) ([]Record, error)
+	Await(ctx context.Context, by Poster, ids []string, timeout time.Duration) ([]Record, error)
 
 	// List returns actions after since, oldest first, with the cursor to
 	// page on from. It returns ErrBadCursor for a cursor it did not make.
@@ -202,11 +202,12 @@ type Source interface {
 	// Get returns one action, or ErrUnknownAction.
 	Get(ctx context.Context, id string) (Record, error)
 
-	// Post adds an open action from who: an identity, or "user:<name>" for
-	// a person. to is "" (anyone), an agent name or an identity. It returns
-	// ErrEmptyTitle for an empty title and ErrNotLive, naming the live
-	// identities of that agent, for an identity that is not live.
-	Post(ctx context.Context, who identity.ID, to, title, body string) (Record, error)
+	// Post adds the open action d from by: an agent's identity or a person.
+	// d.To is "" (anyone), an agent name or an identity. It returns
+	// ErrBadPoster when by is neither, ErrEmptyTitle for an empty title and
+	// ErrNotLive, naming the live identities of that agent, for an identity
+	// that is not live.
+	Post(ctx context.Context, by Poster, d Draft) (Record, error)
 
 	// Finish marks an action who holds as done with an optional result. It
 	// returns ErrUnknownAction, ErrNotHeld or ErrEnded, wrapped with the
@@ -224,10 +225,10 @@ type Source interface {
 	Release(ctx context.Context, who identity.ID, id string) (Record, error)
 
 	// Cancel calls off an open or claimed action, with an optional reason.
-	// who is a person ("user:<name>"), who may cancel any action, or an
-	// identity of the agent that posted it (ErrNotPoster otherwise). It
-	// returns ErrUnknownAction or ErrEnded like Finish.
-	Cancel(ctx context.Context, who identity.ID, id, reason string) (Record, error)
+	// by is a person, who may cancel any action, or an identity of the
+	// agent that posted it (ErrNotPoster otherwise). It returns
+	// ErrUnknownAction or ErrEnded like Finish.
+	Cancel(ctx context.Context, by Poster, id, reason string) (Record, error)
 
 	// SetWaiter records whether who's session has a wake-on-work waiter
 	// armed, for people to see (MemberInfo.WaiterSince).
@@ -253,10 +254,10 @@ type Board interface {
 	Members(ctx context.Context) ([]MemberInfo, error)
 
 	// Readdress sends an open action to someone else (to is "", an agent
-	// name or a live identity). who is a person, or an identity of the
+	// name or a live identity). by is a person, or an identity of the
 	// poster's agent (ErrNotPoster otherwise). It returns
 	// ErrUnknownAction, ErrEnded, ErrNotOpen or ErrNotLive.
-	Readdress(ctx context.Context, who identity.ID, id, to string) (Record, error)
+	Readdress(ctx context.Context, by Poster, id, to string) (Record, error)
 
 	// Head returns the change cursor of the board as it is now: Changes
 	// from it reports only what changes afterwards.

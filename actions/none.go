@@ -58,7 +58,7 @@ func (NoActions) List(_ context.Context, since Cursor) (Page, error) {
 }
 
 // Post implements Source; NoActions holds nothing, so it returns ErrReadOnly.
-func (NoActions) Post(context.Context, identity.ID, string, string, string) (Record, error) {
+func (NoActions) Post(context.Context, Poster, Draft) (Record, error) {
 	return Record{}, fmt.Errorf("post: %w (bee-mcp runs with --source none)", ErrReadOnly)
 }
 
@@ -73,7 +73,7 @@ func (NoActions) Fail(_ context.Context, _ identity.ID, id, _ string) (Record, e
 }
 
 // Cancel implements Source; no action exists, so it returns ErrUnknownAction.
-func (NoActions) Cancel(_ context.Context, _ identity.ID, id, _ string) (Record, error) {
+func (NoActions) Cancel(_ context.Context, _ Poster, id, _ string) (Record, error) {
 	return Record{}, fmt.Errorf("cancel %q: %w", id, ErrUnknownAction)
 }
 
@@ -83,7 +83,7 @@ func (NoActions) Get(_ context.Context, id string) (Record, error) {
 }
 
 // Await implements Source: no action exists, so any id is ErrUnknownAction.
-func (NoActions) Await(_ context.Context, _ identity.ID, ids []string, _ time.Duration) ([]Record, error) {
+func (NoActions) Await(_ context.Context, _ Poster, ids []string, _ time.Duration) ([]Record, error) {
 	if len(ids) > 0 {
 		return nil, fmt.Errorf("await %q: %w", ids[0], ErrUnknownAction)
 	}

@@ -40,13 +40,13 @@ var (
 	ErrBadText = errors.New("bad text")
 )
 
-// User returns the poster name for a person called name ("user:<name>"); the
+// User returns the Poster for a person called name ("user:<name>"); the
 // name follows the rules of an agent name (identity.CheckName).
-func User(name string) (identity.ID, error) {
+func User(name string) (Poster, error) {
 	if err := identity.CheckName(name); err != nil {
 		return "", fmt.Errorf("user name: %w", err)
 	}
-	return identity.ID(UserPrefix + name), nil
+	return Poster(UserPrefix + name), nil
 }
 
 // IsUser reports whether who is a person ("user:<name>").
@@ -55,10 +55,7 @@ func IsUser(who string) bool { return strings.HasPrefix(who, UserPrefix) }
 // CheckPoster accepts an identity or a person ("user:<name>"), and returns
 // ErrBadPoster otherwise.
 func CheckPoster(who identity.ID) error {
-	if identity.IsID(string(who)) {
-		return nil
-	}
-	if name, ok := strings.CutPrefix(string(who), UserPrefix); ok && identity.CheckName(name) == nil {
+	if Poster(who).Kind() != NotAPoster {
 		return nil
 	}
 	return fmt.Errorf("poster %q is neither an identity (agent:<name>#<8 hex>) nor a person (%s<name>): %w", string(who), UserPrefix, ErrBadPoster)

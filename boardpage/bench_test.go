@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/board"
 )
 
@@ -28,7 +29,7 @@ func BenchmarkPostToEvent(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		i++
-		_, err := other.Post(b.Context(), tester, "", "post "+strconv.Itoa(i), "")
+		_, err := other.Post(b.Context(), tester, actions.Draft{Title: "post " + strconv.Itoa(i)})
 		require.NoError(b, err)
 		require.NotEmpty(b, next())
 	}

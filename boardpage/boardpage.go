@@ -56,7 +56,6 @@ import (
 	"time"
 
 	"github.com/tractat-us/bee/actions"
-	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/logkey"
 )
 
@@ -107,7 +106,7 @@ type Options struct {
 type Server struct {
 	// Fixed at creation.
 	board       actions.Board
-	person      identity.ID
+	person      actions.Poster
 	port        int // the requested port; 0 for ephemeral
 	logger      *slog.Logger
 	memberEvery time.Duration
@@ -147,7 +146,7 @@ type Server struct {
 // not listen yet: call Start. opts is copied; nil means defaults.
 //
 // New panics if b is nil or person is empty: both are programmer errors.
-func New(b actions.Board, person identity.ID, opts *Options) *Server {
+func New(b actions.Board, person actions.Poster, opts *Options) *Server {
 	if b == nil {
 		panic("boardpage: New with a nil Board")
 	}

@@ -11,6 +11,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/logkey"
 )
 
@@ -105,7 +106,7 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, sess *sessio
 	}
 	ctx, cancel := boardCtx(r)
 	defer cancel()
-	rec, err := s.board.Post(ctx, s.person, f.To, f.Title, f.Body)
+	rec, err := s.board.Post(ctx, s.person, actions.Draft{To: f.To, Title: f.Title, Body: f.Body})
 	if err != nil {
 		s.done(w, r, sess, &flash{Error: true, Text: plainWords("post it", err), Post: f})
 		return

@@ -27,7 +27,7 @@ const (
 
 // A demo board's people and agents.
 const (
-	alice    = identity.ID("user:alice")
+	alice    = actions.Poster("user:alice")
 	reviewer = identity.ID("agent:reviewer#1a2b3c4d")
 	builder  = identity.ID("agent:builder#5e6f7a8b")
 	docs     = identity.ID("agent:docs#9c0d1e2f")
@@ -46,7 +46,7 @@ func demoBoard(t *testing.T, b *board.Board) {
 		require.NoError(t, b.Join(ctx, m), "join %d", i)
 	}
 	post := func(to identity.ID, title, body string) actions.Record {
-		r, err := b.Post(ctx, alice, string(to), title, body)
+		r, err := b.Post(ctx, alice, actions.Draft{To: string(to), Title: title, Body: body})
 		require.NoError(t, err)
 		return r
 	}

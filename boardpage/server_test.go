@@ -20,7 +20,7 @@ import (
 	"github.com/tractat-us/bee/identity"
 )
 
-const tester = identity.ID("user:tester")
+const tester = actions.Poster("user:tester")
 
 // A page is a running Server on a fresh board, and a client that follows
 // no redirect, keeps no cookie of its own and uses no proxy.
@@ -112,7 +112,7 @@ func (p *page) csrf(cookie *http.Cookie) string {
 
 func (p *page) post(title string) actions.Record {
 	p.t.Helper()
-	r, err := p.board.Post(p.t.Context(), tester, "", title, "")
+	r, err := p.board.Post(p.t.Context(), tester, actions.Draft{Title: title})
 	require.NoError(p.t, err)
 	return r
 }
@@ -305,7 +305,7 @@ func TestServer_SecurityHeaders(t *testing.T) {
 func TestServer_EscapesBoardText(t *testing.T) {
 	p := newPage(t, nil)
 	title := `<img src=x onerror=alert(1)> & <script>alert(2)</script>`
-	r, err := p.board.Post(t.Context(), tester, "", title, `<b>bold</b> "quoted"`)
+	r, err := p.board.Post(t.Context(), tester, actions.Draft{Title: title, Body: `<b>bold</b> "quoted"`})
 	require.NoError(t, err)
 	_, err = p.board.Cancel(t.Context(), tester, r.ID, `<iframe src="javascript:alert(3)">`)
 	require.NoError(t, err)

@@ -78,7 +78,7 @@ func TestWait_NewerWaitSupersedesOlder(t *testing.T) {
 	require.Contains(t, text(res), "superseded by a newer "+ToolWait)
 	require.Contains(t, text(res), "claimed nothing")
 
-	rec, err := b.Post(t.Context(), "user:tester", "", "for the reading call", "")
+	rec, err := b.Post(t.Context(), "user:tester", actions.Draft{Title: "for the reading call"})
 	require.NoError(t, err)
 	select {
 	case res = <-second:
@@ -129,7 +129,7 @@ func TestWait_ClaimGoesBackWhenTheAnswerCannotBeWritten(t *testing.T) {
 
 	// The client goes: it will read nothing more.
 	require.NoError(t, outR.Close())
-	rec, err := b.Post(t.Context(), "user:tester", "", "claimed for nobody", "")
+	rec, err := b.Post(t.Context(), "user:tester", actions.Draft{Title: "claimed for nobody"})
 	require.NoError(t, err)
 
 	// The wait claims it, its answer goes nowhere, and the claim goes back.

@@ -25,7 +25,7 @@ func TestTools_BoardRefusalsByName(t *testing.T) {
 	// Someone else's claim, and a done action.
 	other := "agent:other#0000000a"
 	require.NoError(t, b.Join(t.Context(), actions.Member{ID: "agent:other#0000000a"}))
-	theirs, err := b.Post(t.Context(), "user:tester", other, "theirs", "")
+	theirs, err := b.Post(t.Context(), "user:tester", actions.Draft{To: other, Title: "theirs"})
 	require.NoError(t, err)
 	p, err := b.Next(t.Context(), "agent:other#0000000a", "", time.Second)
 	require.NoError(t, err)

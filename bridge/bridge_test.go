@@ -97,7 +97,7 @@ func waitingTools() []struct {
 	args map[string]any
 	src  actions.Source
 } {
-	awaits := &actionstest.Source{AwaitFunc: func(ctx context.Context, _ identity.ID, _ []string, timeout time.Duration) ([]actions.Record, error) {
+	awaits := &actionstest.Source{AwaitFunc: func(ctx context.Context, _ actions.Poster, _ []string, timeout time.Duration) ([]actions.Record, error) {
 		t := time.NewTimer(timeout)
 		defer t.Stop()
 		select {

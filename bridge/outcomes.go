@@ -105,7 +105,7 @@ func (t *tools) cancel(ctx context.Context, s *Session, req *mcp.CallToolRequest
 	if err != nil {
 		return sourceError(err), nil
 	}
-	rec, err := s.source.Cancel(ctx, who, id, reason)
+	rec, err := s.source.Cancel(ctx, actions.Agent(who), id, reason)
 	if err != nil {
 		return sourceError(err), nil
 	}
@@ -149,7 +149,7 @@ func (t *tools) await(ctx context.Context, s *Session, req *mcp.CallToolRequest,
 	defer s.beginWait()()
 	timeout := max(time.Until(deadline), time.Millisecond)
 	stopProgress := t.startProgress(ctx, req, deadline)
-	recs, err := s.source.Await(ctx, who, ids, timeout)
+	recs, err := s.source.Await(ctx, actions.Agent(who), ids, timeout)
 	stopProgress()
 	switch {
 	case ctx.Err() != nil:

@@ -77,7 +77,7 @@ func TestTools_OutcomesThroughMCP(t *testing.T) {
 	require.Equal(t, actions.Failed, f.State)
 
 	// Refusals, each naming what was wrong.
-	theirs, err := b.Post(ctx, "user:alice", "", "a person's", "")
+	theirs, err := b.Post(ctx, "user:alice", actions.Draft{Title: "a person's"})
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		name, tool string

@@ -516,7 +516,7 @@ func (t *tools) post(ctx context.Context, s *Session, req *mcp.CallToolRequest, 
 	if err != nil {
 		return sourceError(err), nil
 	}
-	rec, err := s.source.Post(ctx, who, to, title, body)
+	rec, err := s.source.Post(ctx, actions.Agent(who), actions.Draft{To: to, Title: title, Body: body})
 	if err != nil {
 		if errors.Is(err, actions.ErrEmptyTitle) {
 			return toolError(&argError{name: "title", msg: "must not be empty"}), nil

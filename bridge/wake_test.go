@@ -76,7 +76,7 @@ func (a *armed) quietFor(t *testing.T, d time.Duration) {
 
 func post(t *testing.T, b actions.Source, from identity.ID, to, title string) actions.Record {
 	t.Helper()
-	r, err := b.Post(t.Context(), from, to, title, "body of "+title)
+	r, err := b.Post(t.Context(), actions.Agent(from), actions.Draft{To: to, Title: title, Body: "body of " + title})
 	require.NoError(t, err)
 	return r
 }

@@ -21,13 +21,13 @@ type Source struct {
 	DepartFunc  func(ctx context.Context, who identity.ID) error
 	NextFunc    func(ctx context.Context, who identity.ID, after actions.Cursor, timeout time.Duration) (actions.Page, error)
 	ListFunc    func(ctx context.Context, since actions.Cursor) (actions.Page, error)
-	PostFunc    func(ctx context.Context, who identity.ID, to, title, body string) (actions.Record, error)
+	PostFunc    func(ctx context.Context, by actions.Poster, d actions.Draft) (actions.Record, error)
 	FinishFunc  func(ctx context.Context, who identity.ID, id, result string) (actions.Record, error)
 	ReleaseFunc func(ctx context.Context, who identity.ID, id string) (actions.Record, error)
 	FailFunc    func(ctx context.Context, who identity.ID, id, reason string) (actions.Record, error)
-	CancelFunc  func(ctx context.Context, who identity.ID, id, reason string) (actions.Record, error)
+	CancelFunc  func(ctx context.Context, by actions.Poster, id, reason string) (actions.Record, error)
 	GetFunc     func(ctx context.Context, id string) (actions.Record, error)
-	AwaitFunc   func(ctx context.Context, who identity.ID, ids []string, timeout time.Duration) ([]actions.Record, error)
+	AwaitFunc   func(ctx context.Context, by actions.Poster, ids []string, timeout time.Duration) ([]actions.Record, error)
 	NoticeFunc  func(ctx context.Context, who identity.ID, skip []string, timeout time.Duration) (actions.Notice, bool, error)
 	WaiterFunc  func(ctx context.Context, who identity.ID, armed bool) error
 
@@ -107,11 +107,11 @@ func (s *Source) List(ctx context.Context, since actions.Cursor) (actions.Page, 
 }
 
 // Post implements actions.Source.
-func (s *Source) Post(ctx context.Context, who identity.ID, to, title, body string) (actions.Record, error) {
+func (s *Source) Post(ctx context.Context, by actions.Poster, d actions.Draft) (actions.Record, error) {
 	if s.PostFunc != nil {
-		return s.PostFunc(ctx, who, to, title, body)
+		return s.PostFunc(ctx, by, d)
 	}
-	return actions.NoActions{}.Post(ctx, who, to, title, body)
+	return actions.NoActions{}.Post(ctx, by, d)
 }
 
 // Finish implements actions.Source.
@@ -142,11 +142,11 @@ func (s *Source) Fail(ctx context.Context, who identity.ID, id, reason string) (
 }
 
 // Cancel implements actions.Source.
-func (s *Source) Cancel(ctx context.Context, who identity.ID, id, reason string) (actions.Record, error) {
+func (s *Source) Cancel(ctx context.Context, by actions.Poster, id, reason string) (actions.Record, error) {
 	if s.CancelFunc != nil {
-		return s.CancelFunc(ctx, who, id, reason)
+		return s.CancelFunc(ctx, by, id, reason)
 	}
-	return actions.NoActions{}.Cancel(ctx, who, id, reason)
+	return actions.NoActions{}.Cancel(ctx, by, id, reason)
 }
 
 // Get implements actions.Source.
@@ -158,11 +158,11 @@ func (s *Source) Get(ctx context.Context, id string) (actions.Record, error) {
 }
 
 // Await implements actions.Source.
-func (s *Source) Await(ctx context.Context, who identity.ID, ids []string, timeout time.Duration) ([]actions.Record, error) {
+func (s *Source) Await(ctx context.Context, by actions.Poster, ids []string, timeout time.Duration) ([]actions.Record, error) {
 	if s.AwaitFunc != nil {
-		return s.AwaitFunc(ctx, who, ids, timeout)
+		return s.AwaitFunc(ctx, by, ids, timeout)
 	}
-	return actions.NoActions{}.Await(ctx, who, ids, timeout)
+	return actions.NoActions{}.Await(ctx, by, ids, timeout)
 }
 
 // Notice implements actions.Source.

@@ -94,7 +94,7 @@ func BenchmarkAwait(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		b.StopTimer()
-		r, err := board.Post(b.Context(), poster, "worker", "job", "")
+		r, err := board.Post(b.Context(), actions.Agent(poster), actions.Draft{To: "worker", Title: "job"})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -102,7 +102,7 @@ func BenchmarkAwait(b *testing.B) {
 		worker.expect("claimed "+r.ID, 10*time.Second)
 		current = r.ID
 		b.StartTimer()
-		recs, err := board.Await(b.Context(), poster, []string{r.ID}, 5*time.Second)
+		recs, err := board.Await(b.Context(), actions.Agent(poster), []string{r.ID}, 5*time.Second)
 		end := time.Now()
 		if err != nil {
 			b.Fatal(err)
@@ -251,7 +251,7 @@ func BenchmarkDepart(b *testing.B) {
 			if i >= 3 {
 				to = string(who)
 			}
-			if _, err := board.Post(ctx, "user:bench", to, "job", ""); err != nil {
+			if _, err := board.Post(ctx, "user:bench", actions.Draft{To: to, Title: "job"}); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -36,7 +36,7 @@ func mint(tb testing.TB, name string) identity.ID {
 
 func post(t *testing.T, b *Board, from identity.ID, to, title string) actions.Record {
 	t.Helper()
-	rec, err := b.Post(t.Context(), from, to, title, "body of "+title)
+	rec, err := b.Post(t.Context(), actions.Agent(from), actions.Draft{To: to, Title: title, Body: "body of " + title})
 	require.NoError(t, err)
 	return rec
 }
@@ -87,7 +87,7 @@ func TestOpen_ReopenKeepsActions(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "board.db")
 	b, err := Open(path, nil)
 	require.NoError(t, err)
-	rec, err := b.Post(t.Context(), "user:alice", "", "kept", "")
+	rec, err := b.Post(t.Context(), "user:alice", actions.Draft{Title: "kept"})
 	require.NoError(t, err)
 	p1, err := b.List(t.Context(), "")
 	require.NoError(t, err)
@@ -135,7 +135,7 @@ func TestOpen_DamagedRefused(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "board.db")
 	b, err := Open(path, nil)
 	require.NoError(t, err)
-	_, err = b.Post(t.Context(), "user:alice", "", "soon lost", "")
+	_, err = b.Post(t.Context(), "user:alice", actions.Draft{Title: "soon lost"})
 	require.NoError(t, err)
 	_, err = b.db.Exec("PRAGMA wal_checkpoint(TRUNCATE)")
 	require.NoError(t, err)
@@ -325,7 +325,7 @@ func TestBoard_LockedBeyondBusyTimeout(t *testing.T) {
 	require.NoError(t, err)
 
 	start := time.Now()
-	_, err = b.Post(t.Context(), "user:alice", "", "blocked", "")
+	_, err = b.Post(t.Context(), "user:alice", actions.Draft{Title: "blocked"})
 	require.ErrorIs(t, err, ErrLocked)
 	require.Contains(t, err.Error(), path)
 	require.Less(t, time.Since(start), 2*time.Second)
@@ -357,7 +357,7 @@ func TestBoard_LockFileHeldElsewhere(t *testing.T) {
 	require.NoError(t, err)
 
 	start := time.Now()
-	_, err = b.Post(t.Context(), "user:alice", "", "blocked", "")
+	_, err = b.Post(t.Context(), "user:alice", actions.Draft{Title: "blocked"})
 	require.ErrorIs(t, err, ErrLocked)
 	require.Contains(t, err.Error(), path)
 	require.Less(t, time.Since(start), 2*time.Second)
@@ -408,7 +408,7 @@ func TestOpen_NewBoardIsPrivate(t *testing.T) {
 	b, err := Open(path, nil)
 	require.NoError(t, err)
 	defer b.Close()
-	_, err = b.Post(t.Context(), "user:me", "", "a title", "a body")
+	_, err = b.Post(t.Context(), "user:me", actions.Draft{Title: "a title", Body: "a body"})
 	require.NoError(t, err)
 	for _, p := range []string{path, path + "-wal"} {
 		fi, err := os.Stat(p)

@@ -58,7 +58,8 @@ func mayManage(who identity.ID, from string) bool {
 // that posted it (actions.ErrNotPoster otherwise). A poster that cancels
 // its own action has heard of it already; anyone else's cancel wakes the
 // poster's waiter.
-func (b *Board) Cancel(ctx context.Context, who identity.ID, id, reason string) (actions.Record, error) {
+func (b *Board) Cancel(ctx context.Context, by actions.Poster, id, reason string) (actions.Record, error) {
+	who := identity.ID(by)
 	if err := checkPoster(who); err != nil {
 		return actions.Record{}, fmt.Errorf("cancel %s: %w", id, err)
 	}
@@ -106,7 +107,8 @@ func (b *Board) Cancel(ctx context.Context, who identity.ID, id, reason string) 
 // Readdress implements actions.Board: an open action goes to to ("", an
 // agent name or a live identity), and the waiters of every process wake.
 // who is a person or an identity of the poster's agent.
-func (b *Board) Readdress(ctx context.Context, who identity.ID, id, to string) (actions.Record, error) {
+func (b *Board) Readdress(ctx context.Context, by actions.Poster, id, to string) (actions.Record, error) {
+	who := identity.ID(by)
 	if err := checkPoster(who); err != nil {
 		return actions.Record{}, fmt.Errorf("readdress %s: %w", id, err)
 	}
@@ -324,7 +326,8 @@ func seqsJSON(ids []string) (string, []int64, error) {
 // as soon as there is one, waking when an action ends in any process, and
 // marks told those that who posted. An id that names no action is
 // actions.ErrUnknownAction before any wait.
-func (b *Board) Await(ctx context.Context, who identity.ID, ids []string, timeout time.Duration) ([]actions.Record, error) {
+func (b *Board) Await(ctx context.Context, by actions.Poster, ids []string, timeout time.Duration) ([]actions.Record, error) {
+	who := identity.ID(by)
 	if len(ids) == 0 {
 		return nil, errors.New("await: no action ids given")
 	}

@@ -97,7 +97,7 @@ func TestBoard_KilledHolderDepartsAtOnce(t *testing.T) {
 	ms, err := b.Members(t.Context())
 	require.NoError(t, err)
 	require.Empty(t, ms)
-	_, err = b.Post(t.Context(), "user:alice", victim, "more", "")
+	_, err = b.Post(t.Context(), "user:alice", actions.Draft{To: victim, Title: "more"})
 	require.ErrorIs(t, err, actions.ErrNotLive)
 }
 
@@ -134,7 +134,7 @@ func TestBoard_AwaitWokenAcrossProcesses(t *testing.T) {
 	}
 	ch := make(chan result, 1)
 	go func() {
-		recs, err := b.Await(t.Context(), poster, []string{other.ID, r.ID}, 20*time.Second)
+		recs, err := b.Await(t.Context(), actions.Agent(poster), []string{other.ID, r.ID}, 20*time.Second)
 		ch <- result{recs, err}
 	}()
 	start := time.Now()
@@ -153,11 +153,11 @@ func TestBoard_AwaitWokenAcrossProcesses(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, ok, "the awaited outcome was told, yet noticed: %+v", n)
 
-	recs, err := b.Await(t.Context(), poster, []string{other.ID}, 50*time.Millisecond)
+	recs, err := b.Await(t.Context(), actions.Agent(poster), []string{other.ID}, 50*time.Millisecond)
 	require.NoError(t, err)
 	require.Empty(t, recs, "timeout: an empty list")
 	require.NotNil(t, recs)
-	_, err = b.Await(t.Context(), poster, []string{r.ID, "a-77"}, time.Second)
+	_, err = b.Await(t.Context(), actions.Agent(poster), []string{r.ID, "a-77"}, time.Second)
 	require.ErrorIs(t, err, actions.ErrUnknownAction)
 	require.ErrorContains(t, err, "a-77")
 	worker.finish(10 * time.Second)

@@ -41,7 +41,7 @@ func TestBoard_ManyProcesses(t *testing.T) {
 	for p := range posters {
 		wg.Go(func() {
 			for i := p; i < total; i += posters {
-				r, err := b.Post(t.Context(), "user:tester", "", fmt.Sprintf("job %d", i), "")
+				r, err := b.Post(t.Context(), "user:tester", actions.Draft{Title: fmt.Sprintf("job %d", i)})
 				if err != nil {
 					t.Error(err)
 					return

@@ -190,7 +190,7 @@ func rolePoster(ctx context.Context, b *Board, out *roleOut, cmds <-chan string)
 		if title == "now" {
 			title = "t0=" + strconv.FormatInt(time.Now().UnixNano(), 10)
 		}
-		r, err := b.Post(ctx, "user:poster", "", title, "")
+		r, err := b.Post(ctx, "user:poster", actions.Draft{Title: title})
 		if err != nil {
 			return err
 		}

@@ -259,7 +259,8 @@ func checkText(field, s string, limit int) error {
 // bytes. A bad to is ErrBadRecipient, a bad who ErrBadPoster, and an
 // identity that is not live actions.ErrNotLive, naming the live identities
 // of its agent. Posting wakes the waiters of every process.
-func (b *Board) Post(ctx context.Context, who identity.ID, to, title, body string) (actions.Record, error) {
+func (b *Board) Post(ctx context.Context, by actions.Poster, d actions.Draft) (actions.Record, error) {
+	who, to, title, body := identity.ID(by), d.To, d.Title, d.Body
 	title = strings.TrimSpace(title)
 	switch {
 	case title == "":

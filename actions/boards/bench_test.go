@@ -155,7 +155,7 @@ func benchClaims(b *testing.B, location string) {
 		for g := range 4 {
 			wg.Go(func() {
 				for i := g; i < stock; i += 4 {
-					if _, err := board.Post(b.Context(), "user:bench", "", "job", ""); err != nil {
+					if _, err := board.Post(b.Context(), "user:bench", actions.Draft{Title: "job"}); err != nil {
 						b.Error(err)
 						return
 					}
@@ -208,7 +208,7 @@ func benchAwait(b *testing.B, location string) {
 	var lat []time.Duration
 	for range b.N {
 		for range rounds {
-			r, err := board.Post(b.Context(), poster, "worker", "job", "")
+			r, err := board.Post(b.Context(), actions.Agent(poster), actions.Draft{To: "worker", Title: "job"})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -216,7 +216,7 @@ func benchAwait(b *testing.B, location string) {
 			worker.expect("claimed "+r.ID, 10*time.Second)
 			got := make(chan []actions.Record, 1)
 			go func() {
-				recs, err := board.Await(b.Context(), poster, []string{r.ID}, 5*time.Second)
+				recs, err := board.Await(b.Context(), actions.Agent(poster), []string{r.ID}, 5*time.Second)
 				if err != nil {
 					b.Error(err)
 				}
@@ -279,7 +279,7 @@ func runRole(role string) error {
 		cmd := in.Text()
 		switch {
 		case role == "poster" && cmd == "post now":
-			if _, err := board.Post(ctx, "user:bench", "", "t0="+strconv.FormatInt(time.Now().UnixNano(), 10), ""); err != nil {
+			if _, err := board.Post(ctx, "user:bench", actions.Draft{Title: "t0=" + strconv.FormatInt(time.Now().UnixNano(), 10)}); err != nil {
 				return err
 			}
 		case role == "rate" && cmd == "go":

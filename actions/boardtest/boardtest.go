@@ -93,7 +93,7 @@ func Mint(tb testing.TB, name string) identity.ID {
 
 func post(t *testing.T, b actions.Board, from identity.ID, to, title string) actions.Record {
 	t.Helper()
-	rec, err := b.Post(t.Context(), from, to, title, "body of "+title)
+	rec, err := b.Post(t.Context(), actions.Agent(from), actions.Draft{To: to, Title: title, Body: "body of " + title})
 	require.NoError(t, err)
 	return rec
 }
@@ -190,7 +190,7 @@ func testListPageBoundedByBytes(t *testing.T, open Opener) {
 	b := open(t, "", Options{})
 	body := strings.Repeat("x", 60<<10)
 	for range 20 {
-		_, err := b.Post(t.Context(), "user:alice", "", "big", body)
+		_, err := b.Post(t.Context(), "user:alice", actions.Draft{Title: "big", Body: body})
 		require.NoError(t, err)
 	}
 	p, err := b.List(t.Context(), "")
@@ -211,31 +211,31 @@ func testPostRefusals(t *testing.T, open Opener) {
 	ctx := t.Context()
 	who := Mint(t, "poster")
 
-	_, err := b.Post(ctx, who, "", "  \t\n ", "body")
+	_, err := b.Post(ctx, actions.Agent(who), actions.Draft{Title: "  \t\n ", Body: "body"})
 	require.ErrorIs(t, err, actions.ErrEmptyTitle)
 
-	_, err = b.Post(ctx, who, "", strings.Repeat("x", actions.MaxTitleLen+1), "")
+	_, err = b.Post(ctx, actions.Agent(who), actions.Draft{Title: strings.Repeat("x", actions.MaxTitleLen+1)})
 	require.ErrorIs(t, err, actions.ErrTooLong)
 	require.ErrorContains(t, err, "title")
-	_, err = b.Post(ctx, who, "", strings.Repeat("é", actions.MaxTitleLen), "") // characters, not bytes
+	_, err = b.Post(ctx, actions.Agent(who), actions.Draft{Title: strings.Repeat("é", actions.MaxTitleLen)}) // characters, not bytes
 	require.NoError(t, err)
 
-	_, err = b.Post(ctx, who, "", "two\nlines", "")
+	_, err = b.Post(ctx, actions.Agent(who), actions.Draft{Title: "two\nlines"})
 	require.ErrorIs(t, err, actions.ErrBadText)
-	_, err = b.Post(ctx, who, "", "bad", "\xff\xfe")
+	_, err = b.Post(ctx, actions.Agent(who), actions.Draft{Title: "bad", Body: "\xff\xfe"})
 	require.ErrorIs(t, err, actions.ErrBadText)
 
-	_, err = b.Post(ctx, who, "", "big", strings.Repeat("x", actions.MaxBodyLen+1))
+	_, err = b.Post(ctx, actions.Agent(who), actions.Draft{Title: "big", Body: strings.Repeat("x", actions.MaxBodyLen+1)})
 	require.ErrorIs(t, err, actions.ErrTooLong)
 	require.ErrorContains(t, err, "body")
 
 	for _, to := range []string{"has space", "agent:x#zz", "agent:", "#12345678", "-lead"} {
-		_, err = b.Post(ctx, who, to, "t", "")
+		_, err = b.Post(ctx, actions.Agent(who), actions.Draft{To: to, Title: "t"})
 		require.ErrorIs(t, err, actions.ErrBadRecipient, "to %q", to)
 		require.ErrorContains(t, err, to)
 	}
 	for _, from := range []identity.ID{"", "alice", "user:", "user:has space", "agent:x"} {
-		_, err = b.Post(ctx, from, "", "t", "")
+		_, err = b.Post(ctx, actions.Agent(from), actions.Draft{Title: "t"})
 		require.ErrorIs(t, err, actions.ErrBadPoster, "from %q", from)
 	}
 
@@ -555,7 +555,7 @@ func testCloseAfterDepart(t *testing.T, open Opener) {
 	require.NoError(t, b.Depart(t.Context(), who))
 	require.NoError(t, b.Close())
 	require.NoError(t, b.Close())
-	_, err := b.Post(t.Context(), "user:alice", "", "late", "")
+	_, err := b.Post(t.Context(), "user:alice", actions.Draft{Title: "late"})
 	require.ErrorIs(t, err, actions.ErrClosed)
 	_, err = b.Next(t.Context(), who, "", time.Second)
 	require.ErrorIs(t, err, actions.ErrClosed)

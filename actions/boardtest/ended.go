@@ -57,9 +57,9 @@ func testEndingTransitions(t *testing.T, open Opener) {
 
 	// cancelled while claimed: the holder's finish is refused with why.
 	r = claimed("cancel me while held")
-	_, err = b.Cancel(ctx, stranger, r.ID, "")
+	_, err = b.Cancel(ctx, actions.Agent(stranger), r.ID, "")
 	require.ErrorIs(t, err, actions.ErrNotPoster, "another agent may not cancel it")
-	cancelled, err := b.Cancel(ctx, sibling, r.ID, "not needed any more")
+	cancelled, err := b.Cancel(ctx, actions.Agent(sibling), r.ID, "not needed any more")
 	require.NoError(t, err, "any identity of the poster's agent may cancel")
 	require.Equal(t, actions.Cancelled, cancelled.State)
 	require.Equal(t, string(sibling), cancelled.EndedBy)
@@ -84,7 +84,7 @@ func testEndingTransitions(t *testing.T, open Opener) {
 		{"finish done", func(id string) (actions.Record, error) { return b.Finish(ctx, worker, id, "") }, done, "finished by"},
 		{"fail done", func(id string) (actions.Record, error) { return b.Fail(ctx, worker, id, "x") }, done, "finished by"},
 		{"release failed", func(id string) (actions.Record, error) { return b.Release(ctx, worker, id) }, failed, "failed (" + string(worker) + ": the disk is full)"},
-		{"cancel failed", func(id string) (actions.Record, error) { return b.Cancel(ctx, poster, id, "") }, failed, "failed"},
+		{"cancel failed", func(id string) (actions.Record, error) { return b.Cancel(ctx, actions.Agent(poster), id, "") }, failed, "failed"},
 		{"cancel cancelled", func(id string) (actions.Record, error) { return b.Cancel(ctx, "user:alice", id, "") }, c, "cancelled by user:alice"},
 		{"readdress done", func(id string) (actions.Record, error) { return b.Readdress(ctx, "user:alice", id, "") }, done, "finished by"},
 	} {
@@ -105,11 +105,11 @@ func testEndingTransitions(t *testing.T, open Opener) {
 	_, err = b.Readdress(ctx, "user:alice", held.ID, "")
 	require.ErrorIs(t, err, actions.ErrNotOpen)
 	o := post(t, b, poster, "nobody-yet", "re-address me")
-	_, err = b.Readdress(ctx, stranger, o.ID, "")
+	_, err = b.Readdress(ctx, actions.Agent(stranger), o.ID, "")
 	require.ErrorIs(t, err, actions.ErrNotPoster)
-	_, err = b.Readdress(ctx, poster, o.ID, string(Mint(t, "worker")))
+	_, err = b.Readdress(ctx, actions.Agent(poster), o.ID, string(Mint(t, "worker")))
 	require.ErrorIs(t, err, actions.ErrNotLive)
-	re, err := b.Readdress(ctx, poster, o.ID, string(worker))
+	re, err := b.Readdress(ctx, actions.Agent(poster), o.ID, string(worker))
 	require.NoError(t, err)
 	require.Equal(t, string(worker), re.To)
 	require.Equal(t, o.ID, next(t, b, worker).ID)
@@ -122,19 +122,19 @@ func testPostToIdentityThatIsNotLive(t *testing.T, open Opener) {
 	ctx := t.Context()
 	gone := joinLive(t, b, "resumer")
 	require.NoError(t, b.Depart(ctx, gone))
-	_, err := b.Post(ctx, "user:alice", string(gone), "void", "")
+	_, err := b.Post(ctx, "user:alice", actions.Draft{To: string(gone), Title: "void"})
 	require.ErrorIs(t, err, actions.ErrNotLive)
 	require.ErrorContains(t, err, "has departed")
 	require.ErrorContains(t, err, `post to the agent name "resumer"`)
 
 	live := joinLive(t, b, "resumer")
-	_, err = b.Post(ctx, "user:alice", string(gone), "void", "")
+	_, err = b.Post(ctx, "user:alice", actions.Draft{To: string(gone), Title: "void"})
 	require.ErrorIs(t, err, actions.ErrNotLive)
 	require.ErrorContains(t, err, "live identities of agent \"resumer\": "+string(live))
 
-	_, err = b.Post(ctx, "user:alice", string(Mint(t, "resumer")), "void", "")
+	_, err = b.Post(ctx, "user:alice", actions.Draft{To: string(Mint(t, "resumer")), Title: "void"})
 	require.ErrorContains(t, err, "never joined")
-	r, err := b.Post(ctx, "user:alice", string(live), "fine", "")
+	r, err := b.Post(ctx, "user:alice", actions.Draft{To: string(live), Title: "fine"})
 	require.NoError(t, err)
 	require.Equal(t, string(live), r.To)
 }
@@ -179,7 +179,7 @@ func testNoticeOutcomes(t *testing.T, open Opener) {
 	// A poster that cancels its own action has heard of it already; a
 	// person's posts are never told to agents.
 	r3 := post(t, b, successor, "", "job 3")
-	_, err = b.Cancel(ctx, successor, r3.ID, "")
+	_, err = b.Cancel(ctx, actions.Agent(successor), r3.ID, "")
 	require.NoError(t, err)
 	r4 := post(t, b, "user:alice", "worker", "job 4")
 	next(t, b, worker)
@@ -291,6 +291,6 @@ func testExpiredLeaseReaddresses(t *testing.T, open Opener) {
 	got, err := b.Get(t.Context(), addressed.ID)
 	require.NoError(t, err)
 	require.Equal(t, "stale", got.To, "re-addressed to the agent name")
-	_, err = b.Post(t.Context(), "user:alice", string(stale), "more", "")
+	_, err = b.Post(t.Context(), "user:alice", actions.Draft{To: string(stale), Title: "more"})
 	require.ErrorIs(t, err, actions.ErrNotLive)
 }

@@ -48,7 +48,7 @@ func testFailAndCancel(t *testing.T, open Opener) {
 	c := post(t, b, poster, "", "will be cancelled")
 	require.Equal(t, c.ID, next(t, b, worker).ID)
 	later := Mint(t, "lead")
-	cancelled, err := b.Cancel(ctx, later, c.ID, "no longer needed")
+	cancelled, err := b.Cancel(ctx, actions.Agent(later), c.ID, "no longer needed")
 	require.NoError(t, err)
 	require.Equal(t, actions.Cancelled, cancelled.State)
 	require.Equal(t, string(later), cancelled.EndedBy)
@@ -57,7 +57,7 @@ func testFailAndCancel(t *testing.T, open Opener) {
 	require.ErrorIs(t, err, actions.ErrEnded)
 	require.ErrorContains(t, err, "cancelled by "+string(later))
 	require.ErrorContains(t, err, "no longer needed")
-	_, err = b.Cancel(ctx, poster, c.ID, "")
+	_, err = b.Cancel(ctx, actions.Agent(poster), c.ID, "")
 	require.ErrorIs(t, err, actions.ErrEnded)
 
 	// An open action cancelled by a person has no holder.
@@ -75,10 +75,10 @@ func testCancelRefusals(t *testing.T, open Opener) {
 	poster := Mint(t, "lead")
 	stranger := Mint(t, "stranger")
 	a := post(t, b, poster, "", "job")
-	_, err := b.Cancel(ctx, stranger, a.ID, "")
+	_, err := b.Cancel(ctx, actions.Agent(stranger), a.ID, "")
 	require.ErrorIs(t, err, actions.ErrNotPoster)
 	require.ErrorContains(t, err, string(poster))
-	_, err = b.Cancel(ctx, poster, "a-99", "")
+	_, err = b.Cancel(ctx, actions.Agent(poster), "a-99", "")
 	require.ErrorIs(t, err, actions.ErrUnknownAction)
 	_, err = b.Cancel(ctx, "nobody", a.ID, "")
 	require.ErrorIs(t, err, actions.ErrBadPoster)
@@ -96,11 +96,11 @@ func testReaddress(t *testing.T, open Opener) {
 	a := post(t, b, poster, "nobody-yet", "job")
 	nothingFor(t, b, w)
 
-	_, err := b.Readdress(ctx, Mint(t, "stranger"), a.ID, "worker")
+	_, err := b.Readdress(ctx, actions.Agent(Mint(t, "stranger")), a.ID, "worker")
 	require.ErrorIs(t, err, actions.ErrNotPoster)
-	_, err = b.Readdress(ctx, poster, a.ID, string(Mint(t, "worker")))
+	_, err = b.Readdress(ctx, actions.Agent(poster), a.ID, string(Mint(t, "worker")))
 	require.ErrorIs(t, err, actions.ErrNotLive, "an identity that never joined")
-	_, err = b.Readdress(ctx, poster, a.ID, "bad name!")
+	_, err = b.Readdress(ctx, actions.Agent(poster), a.ID, "bad name!")
 	require.ErrorIs(t, err, actions.ErrBadRecipient)
 
 	r, err := b.Readdress(ctx, "user:alice", a.ID, string(w))
@@ -108,14 +108,14 @@ func testReaddress(t *testing.T, open Opener) {
 	require.Equal(t, string(w), r.To)
 	require.Equal(t, a.ID, next(t, b, w).ID)
 
-	_, err = b.Readdress(ctx, poster, a.ID, "")
+	_, err = b.Readdress(ctx, actions.Agent(poster), a.ID, "")
 	require.ErrorIs(t, err, actions.ErrNotOpen)
 	require.ErrorContains(t, err, string(w))
 	_, err = b.Finish(ctx, w, a.ID, "")
 	require.NoError(t, err)
-	_, err = b.Readdress(ctx, poster, a.ID, "")
+	_, err = b.Readdress(ctx, actions.Agent(poster), a.ID, "")
 	require.ErrorIs(t, err, actions.ErrEnded)
-	_, err = b.Readdress(ctx, poster, "a-99", "")
+	_, err = b.Readdress(ctx, actions.Agent(poster), "a-99", "")
 	require.ErrorIs(t, err, actions.ErrUnknownAction)
 }
 
@@ -128,22 +128,22 @@ func testPostToIdentityNotLive(t *testing.T, open Opener) {
 	join(t, b, gone)
 	require.NoError(t, b.Depart(ctx, gone))
 
-	_, err := b.Post(ctx, "user:alice", string(gone), "for the departed", "")
+	_, err := b.Post(ctx, "user:alice", actions.Draft{To: string(gone), Title: "for the departed"})
 	require.ErrorIs(t, err, actions.ErrNotLive)
 	require.ErrorContains(t, err, "departed")
 	require.ErrorContains(t, err, string(live), "the error names the agent's live identities")
 
 	never := Mint(t, "nobody")
-	_, err = b.Post(ctx, "user:alice", string(never), "for a stranger", "")
+	_, err = b.Post(ctx, "user:alice", actions.Draft{To: string(never), Title: "for a stranger"})
 	require.ErrorIs(t, err, actions.ErrNotLive)
 	require.ErrorContains(t, err, `post to the agent name "nobody"`)
 
 	dead := Mint(t, "worker")
 	require.NoError(t, b.Join(ctx, actions.Member{ID: dead, PID: deadPID(t)}))
-	_, err = b.Post(ctx, "user:alice", string(dead), "for the dead", "")
+	_, err = b.Post(ctx, "user:alice", actions.Draft{To: string(dead), Title: "for the dead"})
 	require.ErrorIs(t, err, actions.ErrNotLive)
 
-	r, err := b.Post(ctx, "user:alice", string(live), "for the live", "")
+	r, err := b.Post(ctx, "user:alice", actions.Draft{To: string(live), Title: "for the live"})
 	require.NoError(t, err)
 	require.Equal(t, string(live), r.To)
 }
@@ -164,7 +164,7 @@ func testAwaitWakesOnEnd(t *testing.T, open Opener) {
 	}
 	ch := make(chan result, 1)
 	go func() {
-		recs, err := b.Await(ctx, poster, []string{a.ID, c.ID}, 20*time.Second)
+		recs, err := b.Await(ctx, actions.Agent(poster), []string{a.ID, c.ID}, 20*time.Second)
 		ch <- result{recs, err}
 	}()
 	require.Equal(t, a.ID, next(t, other, w).ID)

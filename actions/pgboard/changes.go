@@ -128,7 +128,8 @@ const pendingPoll = 20 * time.Millisecond
 // as soon as there is one, waking when an action ends on any machine, and
 // marks told those that who posted. An id that names no action is
 // actions.ErrUnknownAction before any wait.
-func (b *Board) Await(ctx context.Context, who identity.ID, ids []string, timeout time.Duration) ([]actions.Record, error) {
+func (b *Board) Await(ctx context.Context, by actions.Poster, ids []string, timeout time.Duration) ([]actions.Record, error) {
+	who := identity.ID(by)
 	if len(ids) == 0 {
 		return nil, errors.New("await: no action ids given")
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/internal/pgtest"
 )
 
@@ -103,7 +104,7 @@ func TestMachines_ExactlyOnceWithKills(t *testing.T) {
 	procs := []*proc{start(0), start(1), start(2)}
 	total := 300
 	for i := range total {
-		_, err := b.Post(t.Context(), "user:tester", "", fmt.Sprintf("job %d", i), "")
+		_, err := b.Post(t.Context(), "user:tester", actions.Draft{Title: fmt.Sprintf("job %d", i)})
 		require.NoError(t, err)
 	}
 	done := func() int {

@@ -23,7 +23,7 @@ var mint = boardtest.Mint
 
 func post(t *testing.T, b *Board, title string) actions.Record {
 	t.Helper()
-	r, err := b.Post(t.Context(), "user:alice", "", title, "")
+	r, err := b.Post(t.Context(), "user:alice", actions.Draft{Title: title})
 	require.NoError(t, err)
 	return r
 }
@@ -236,7 +236,7 @@ func TestBoard_OtherMachinesJudgedByLease(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, ms, 2, "both live: their leases are renewed, idle or not")
 	nothingNow(t, here, mint(t, "thief"))
-	_, err = here.Post(t.Context(), "user:alice", string(idle), "for the idle one", "")
+	_, err = here.Post(t.Context(), "user:alice", actions.Draft{To: string(idle), Title: "for the idle one"})
 	require.NoError(t, err, "an idle member elsewhere is live")
 
 	require.NoError(t, there.Close()) // its machine goes away without a word
@@ -326,7 +326,7 @@ func TestBoard_ServerRestart(t *testing.T) {
 	posted := 0
 	postSome := func(n int) {
 		for range n {
-			_, err := b.Post(t.Context(), "user:tester", "", fmt.Sprintf("job %d", posted), "")
+			_, err := b.Post(t.Context(), "user:tester", actions.Draft{Title: fmt.Sprintf("job %d", posted)})
 			require.NoError(t, err)
 			posted++
 		}

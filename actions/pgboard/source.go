@@ -98,7 +98,8 @@ func isCode(err error, code string) bool {
 // name or a live identity). It refuses what actions.CheckPost refuses, and
 // an identity that is not live (actions.ErrNotLive, naming the live
 // identities of its agent). Posting wakes the waiters on every machine.
-func (b *Board) Post(ctx context.Context, who identity.ID, to, title, body string) (actions.Record, error) {
+func (b *Board) Post(ctx context.Context, by actions.Poster, d actions.Draft) (actions.Record, error) {
+	who, to, title, body := identity.ID(by), d.To, d.Title, d.Body
 	title, err := actions.CheckPost(who, to, title, body)
 	if err != nil {
 		return actions.Record{}, fmt.Errorf("post: %w", err)
@@ -298,7 +299,8 @@ func (b *Board) settle(ctx context.Context, op string, who identity.ID, id strin
 // that posted it (actions.ErrNotPoster otherwise). A poster that cancels
 // its own action has heard of it already; anyone else's cancel wakes the
 // poster's waiter.
-func (b *Board) Cancel(ctx context.Context, who identity.ID, id, reason string) (actions.Record, error) {
+func (b *Board) Cancel(ctx context.Context, by actions.Poster, id, reason string) (actions.Record, error) {
+	who := identity.ID(by)
 	if err := actions.CheckPoster(who); err != nil {
 		return actions.Record{}, fmt.Errorf("cancel %s: %w", id, err)
 	}
@@ -346,7 +348,8 @@ func (b *Board) Cancel(ctx context.Context, who identity.ID, id, reason string) 
 // Readdress implements actions.Board: an open action goes to to ("", an
 // agent name or a live identity), and the waiters on every machine wake.
 // who is a person or an identity of the poster's agent.
-func (b *Board) Readdress(ctx context.Context, who identity.ID, id, to string) (actions.Record, error) {
+func (b *Board) Readdress(ctx context.Context, by actions.Poster, id, to string) (actions.Record, error) {
+	who := identity.ID(by)
 	if err := actions.CheckPoster(who); err != nil {
 		return actions.Record{}, fmt.Errorf("readdress %s: %w", id, err)
 	}

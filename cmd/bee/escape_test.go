@@ -124,7 +124,7 @@ func TestMain_WatchPrintsEscaped(t *testing.T) {
 	b, err := board.Open(path, nil)
 	require.NoError(t, err)
 	defer b.Close()
-	_, err = b.Post(t.Context(), "user:mallory", "worker", hostile, "")
+	_, err = b.Post(t.Context(), "user:mallory", actions.Draft{To: "worker", Title: hostile})
 	require.NoError(t, err)
 	line := stdout.next(t, 10*time.Second)
 	requireInert(t, line)

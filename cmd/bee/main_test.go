@@ -396,7 +396,7 @@ func TestMain_Watch(t *testing.T) {
 			b, err := board.Open(path, nil)
 			require.NoError(t, err)
 			defer b.Close()
-			_, err = b.Post(t.Context(), "user:alice", "worker", "made while watching", "")
+			_, err = b.Post(t.Context(), "user:alice", actions.Draft{To: "worker", Title: "made while watching"})
 			require.NoError(t, err)
 			line := stdout.next(t, 10*time.Second)
 			if asJSON {

@@ -4,6 +4,7 @@ import (
 	"os/user"
 	"strings"
 
+	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/board"
 	"github.com/tractat-us/bee/identity"
 )
@@ -11,7 +12,7 @@ import (
 // person is who runs a command that acts on the board as a person
 // ("user:<name>"): from (a --from flag), else $USER, else $LOGNAME, else
 // the account's name. cmd names the command for the error.
-func (e *env) person(cmd, from string) (identity.ID, error) {
+func (e *env) person(cmd, from string) (actions.Poster, error) {
 	name, what := strings.TrimPrefix(from, board.UserPrefix), "--from"
 	for _, v := range []string{"USER", "LOGNAME"} {
 		if name == "" {
@@ -30,7 +31,7 @@ func (e *env) person(cmd, from string) (identity.ID, error) {
 	if identity.CheckName(name) != nil {
 		return "", usagef(hint, "bee %s: cannot %s as %s %q: a person's name %s", cmd, cmd, what, name, nameRule(name))
 	}
-	who, err := board.User(name)
+	who, err := actions.User(name)
 	if err != nil {
 		return "", usagef(hint, "bee %s: cannot %s as %s %q: %v", cmd, cmd, what, name, err)
 	}

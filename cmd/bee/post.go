@@ -67,7 +67,7 @@ func (c *PostCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer b.Close()
-	rec, err := b.Post(ctx, poster, c.to, title, body)
+	rec, err := b.Post(ctx, poster, actions.Draft{To: c.to, Title: title, Body: body})
 	if err != nil {
 		if errors.Is(err, actions.ErrEmptyTitle) {
 			return &usageError{msg: "bee " + err.Error(), hint: "bee post --help", err: err}
@@ -90,7 +90,7 @@ func (c *PostCommand) Run(ctx context.Context, args []string) error {
 }
 
 // poster is the person posting (see env.person).
-func (c *PostCommand) poster() (identity.ID, error) { return c.env.person("post", c.from) }
+func (c *PostCommand) poster() (actions.Poster, error) { return c.env.person("post", c.from) }
 
 // nameRule says why identity.CheckName refuses name, in words that fit a
 // person's name as well as an agent's (identity's own message calls every

@@ -87,16 +87,16 @@ func someoneElsesWork(t *testing.T, forAnyone bool) string {
 	require.NoError(t, err)
 	defer b.Close()
 	ctx := t.Context()
-	alice := identity.ID("user:alice")
-	_, err = b.Post(ctx, alice, "demo", "for agent demo", "not the demo's")
+	alice := actions.Poster("user:alice")
+	_, err = b.Post(ctx, alice, actions.Draft{To: "demo", Title: "for agent demo", Body: "not the demo's"})
 	require.NoError(t, err)
-	_, err = b.Post(ctx, alice, "reviewer", "for reviewer", "")
+	_, err = b.Post(ctx, alice, actions.Draft{To: "reviewer", Title: "for reviewer"})
 	require.NoError(t, err)
 	worker := identity.ID("agent:worker#12345678")
 	require.NoError(t, b.Join(ctx, actions.Member{ID: worker, PID: os.Getpid()}))
-	_, err = b.Post(ctx, alice, "worker", "claimed by worker", "")
+	_, err = b.Post(ctx, alice, actions.Draft{To: "worker", Title: "claimed by worker"})
 	require.NoError(t, err)
-	_, err = b.Post(ctx, alice, "worker", "done by worker", "")
+	_, err = b.Post(ctx, alice, actions.Draft{To: "worker", Title: "done by worker"})
 	require.NoError(t, err)
 	for range 2 {
 		p, err := b.Next(ctx, worker, "", time.Second)
@@ -108,7 +108,7 @@ func someoneElsesWork(t *testing.T, forAnyone bool) string {
 		}
 	}
 	if forAnyone {
-		_, err = b.Post(ctx, alice, "", "for anyone", "someone's real work")
+		_, err = b.Post(ctx, alice, actions.Draft{Title: "for anyone", Body: "someone's real work"})
 		require.NoError(t, err)
 	}
 	return path
