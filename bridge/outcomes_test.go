@@ -107,29 +107,117 @@ func TestTools_OutcomesThroughMCP(t *testing.T) {
 	}
 }
 
-// The hand-written record schema names exactly the fields actions.Record
-// encodes, so the two cannot drift apart.
-func TestSchema_RecordMatchesType(t *testing.T) {
-	var schema struct {
-		Properties map[string]json.RawMessage `json:"properties"`
+// Every hand-written output schema describes exactly what its Go type
+// encodes (the same properties, of the same JSON types, required only
+// where the field is always encoded), so the two cannot drift apart.
+func TestSchema_OutputsMatchTypes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		schema json.RawMessage
+		typ    reflect.Type
+	}{
+		{"record", json.RawMessage(recordSchema), reflect.TypeFor[actions.Record]()},
+		{ToolWait + " page", pageOutputSchema, reflect.TypeFor[actions.Page]()},
+		{"records", recordsOutputSchema, reflect.TypeFor[recordsResult]()},
+		{"action", actionOutputSchema, reflect.TypeFor[actionResult]()},
+		{ToolWhoami, whoamiOutputSchema, reflect.TypeFor[Whoami]()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var schema jsonSchema
+			require.NoError(t, json.Unmarshal(tc.schema, &schema))
+			matchSchema(t, tc.name, schema, tc.typ, false)
+		})
 	}
+	// The states a record's schema allows are the states there are.
+	var schema jsonSchema
 	require.NoError(t, json.Unmarshal([]byte(recordSchema), &schema))
-	var fields []string
-	rt := reflect.TypeFor[actions.Record]()
-	for i := range rt.NumField() {
-		name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
-		fields = append(fields, name)
+	var states []actions.State
+	require.NoError(t, json.Unmarshal(schema.Properties["state"].Enum, &states))
+	require.ElementsMatch(t, []actions.State{actions.Open, actions.Claimed, actions.Done, actions.Failed, actions.Cancelled}, states)
+}
+
+// jsonSchema is the part of a JSON schema the output schemas use.
+type jsonSchema struct {
+	Type       json.RawMessage       `json:"type"` // "string" or ["integer", "null"]
+	Properties map[string]jsonSchema `json:"properties"`
+	Required   []string              `json:"required"`
+	Items      *jsonSchema           `json:"items"`
+	Enum       json.RawMessage       `json:"enum"`
+}
+
+// matchSchema holds schema against what encoding/json makes of typ at
+// path. nullable says the value may encode as null (a pointer without
+// omitempty).
+func matchSchema(t *testing.T, path string, schema jsonSchema, typ reflect.Type, nullable bool) {
+	t.Helper()
+	if typ.Kind() == reflect.Pointer {
+		matchSchema(t, path, schema, typ.Elem(), nullable)
+		return
 	}
-	var props []string
-	for p := range schema.Properties {
-		props = append(props, p)
+	want := jsonType(typ)
+	var types []string
+	if err := json.Unmarshal(schema.Type, &types); err != nil {
+		var one string
+		require.NoError(t, json.Unmarshal(schema.Type, &one), "%s: type", path)
+		types = []string{one}
 	}
-	require.ElementsMatch(t, fields, props)
-	var states struct {
-		Enum []actions.State `json:"enum"`
+	if nullable {
+		require.ElementsMatch(t, []string{want, "null"}, types, "%s: a value that may be null", path)
+	} else {
+		require.Equal(t, []string{want}, types, "%s", path)
 	}
-	require.NoError(t, json.Unmarshal(schema.Properties["state"], &states))
-	require.ElementsMatch(t, []actions.State{actions.Open, actions.Claimed, actions.Done, actions.Failed, actions.Cancelled}, states.Enum)
+	switch want {
+	case "array":
+		require.NotNil(t, schema.Items, "%s: items", path)
+		matchSchema(t, path+"[]", *schema.Items, typ.Elem(), false)
+	case "object":
+		always := map[string]bool{}
+		var fields []string
+		for f := range typ.Fields() {
+			name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if !f.IsExported() || name == "-" {
+				continue
+			}
+			omit := strings.Contains(opts, "omitempty")
+			fields = append(fields, name)
+			always[name] = !omit
+			prop, ok := schema.Properties[name]
+			require.True(t, ok, "%s: field %s has no property in the schema", path, name)
+			matchSchema(t, path+"."+name, prop, f.Type, f.Type.Kind() == reflect.Pointer && !omit)
+		}
+		var props []string
+		for p := range schema.Properties {
+			props = append(props, p)
+		}
+		require.ElementsMatch(t, fields, props, "%s: properties", path)
+		for _, r := range schema.Required {
+			require.True(t, always[r], "%s: %s is required but not always encoded (omitempty)", path, r)
+		}
+	}
+}
+
+// jsonType is the JSON type encoding/json gives a value of typ.
+func jsonType(typ reflect.Type) string {
+	if typ == reflect.TypeFor[time.Time]() {
+		return "string"
+	}
+	switch typ.Kind() {
+	case reflect.String:
+		return "string"
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "integer"
+	case reflect.Float32, reflect.Float64:
+		return "number"
+	case reflect.Slice, reflect.Array:
+		return "array"
+	case reflect.Struct, reflect.Map:
+		return "object"
+	}
+	return "unknown " + typ.String()
 }
 
 func mcpParams(name string, args any) *mcp.CallToolParams {
