@@ -38,6 +38,7 @@ import (
 
 	"github.com/tractat-us/bee/ancestry"
 	"github.com/tractat-us/bee/clearctl"
+	"github.com/tractat-us/bee/internal/liveness"
 	"github.com/tractat-us/bee/runfile"
 	"github.com/tractat-us/bee/sockowner"
 )
@@ -146,8 +147,8 @@ type Config struct {
 	// Retire asks the bridge to retire. nil means clearctl.Retire.
 	Retire func(ctx context.Context, port int, token string, req clearctl.RetireRequest) (clearctl.RetireResponse, error)
 	// Alive reports whether the bridge process pid is alive. nil means
-	// the package's Alive: a signal 0 check, where EPERM (alive, but
-	// someone else's) counts as alive.
+	// liveness.Alive: a signal 0 check, where EPERM (alive, but someone
+	// else's) counts as alive.
 	Alive func(pid int) bool
 	// Listener checks that the bridge process pid is the one listening on
 	// port before the token is sent there. nil means sockowner.Check; its
@@ -183,7 +184,7 @@ func Run(ctx context.Context, cfg Config, stdin io.Reader) (outcome string) {
 		cfg.Retire = clearctl.Retire
 	}
 	if cfg.Alive == nil {
-		cfg.Alive = Alive
+		cfg.Alive = liveness.Alive
 	}
 	if cfg.Listener == nil {
 		cfg.Listener = sockowner.Check

@@ -8,13 +8,13 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
 	"github.com/tractat-us/bee/clearctl"
 	"github.com/tractat-us/bee/runfile"
 )
@@ -373,15 +373,4 @@ func TestRun_Panic(t *testing.T) {
 		panic("fake bridge exploded")
 	}), strings.NewReader(clearInput))
 	require.Equal(t, "bee-hook: internal error: fake bridge exploded", out)
-}
-
-func TestAlive(t *testing.T) {
-	require.True(t, Alive(os.Getpid()))
-	require.True(t, Alive(1), "pid 1 exists; EPERM, if any, counts as alive")
-	require.False(t, Alive(0))
-	require.False(t, Alive(-1))
-
-	cmd := exec.Command("true")
-	require.NoError(t, cmd.Run())
-	require.False(t, Alive(cmd.Process.Pid), "a reaped child is gone")
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tractat-us/bee/clearctl"
+	"github.com/tractat-us/bee/internal/liveness"
 	"github.com/tractat-us/bee/runfile"
 	"github.com/tractat-us/bee/sockowner"
 )
@@ -124,7 +125,7 @@ func Wait(ctx context.Context, cfg WaitConfig, stdin io.Reader) (res WaitResult)
 		cfg.WaitForWork = clearctl.WaitForWork
 	}
 	if cfg.Alive == nil {
-		cfg.Alive = Alive
+		cfg.Alive = liveness.Alive
 	}
 	if cfg.Listener == nil {
 		cfg.Listener = sockowner.Check

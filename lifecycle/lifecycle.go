@@ -23,7 +23,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -32,6 +31,7 @@ import (
 	"github.com/tractat-us/bee/actions/boards"
 	"github.com/tractat-us/bee/ancestry"
 	"github.com/tractat-us/bee/bridge"
+	"github.com/tractat-us/bee/internal/liveness"
 	"github.com/tractat-us/bee/logkey"
 	"github.com/tractat-us/bee/stdio"
 	"github.com/tractat-us/bee/version"
@@ -309,7 +309,7 @@ func waitForEnd(ctx context.Context, sigs <-chan os.Signal, every time.Duration,
 			if os.Getppid() != ppid {
 				return "parent process gone"
 			}
-			if claudePID != 0 && syscall.Kill(claudePID, 0) == syscall.ESRCH {
+			if claudePID != 0 && !liveness.Alive(claudePID) {
 				return "claude process gone"
 			}
 			if ch != nil && ch.takenOver(log) {

@@ -8,11 +8,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/internal/liveness"
 	"github.com/tractat-us/bee/logkey"
 )
 
@@ -189,13 +189,7 @@ func (b *Board) Members(ctx context.Context) ([]MemberInfo, error) {
 
 // processAlive reports whether process pid runs (signal 0 succeeds, or is
 // refused for lack of permission).
-func processAlive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
-}
+func processAlive(pid int) bool { return liveness.Alive(pid) }
 
 // heldIDs turns group_concat's "7,3,12" into ["a-3", "a-7", "a-12"].
 func heldIDs(list string) []string {

@@ -7,13 +7,13 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/internal/liveness"
 	"github.com/tractat-us/bee/logkey"
 )
 
@@ -225,13 +225,7 @@ func (b *Board) live(m liveMember) bool {
 
 // processAlive reports whether process pid runs (signal 0 succeeds, or is
 // refused for lack of permission).
-func processAlive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
-}
+func processAlive(pid int) bool { return liveness.Alive(pid) }
 
 // liveCols read a liveMember from bee_members m ($1 is the lease in ms).
 var liveCols = `m.identity, m.departed_at IS NOT NULL, m.host_key, m.pid, ` + leaseEnd("m", "$1") + ` > clock_timestamp()`

@@ -11,8 +11,10 @@ import (
 	"text/tabwriter"
 
 	"github.com/mattn/go-isatty"
+
 	"github.com/tractat-us/bee/ancestry"
 	"github.com/tractat-us/bee/hooks"
+	"github.com/tractat-us/bee/internal/liveness"
 	"github.com/tractat-us/bee/runfile"
 	"github.com/tractat-us/bee/termtext"
 	"github.com/tractat-us/bee/version"
@@ -106,7 +108,7 @@ func runWith(ctx context.Context, base hooks.Config, wbase hooks.WaitConfig, arg
 	case *list:
 		alive := base.Alive
 		if alive == nil {
-			alive = hooks.Alive
+			alive = liveness.Alive
 		}
 		if err := listBridges(*runDir, alive, stdout); err != nil {
 			fmt.Fprintf(stderr, "bee-hook: %s\n", termtext.Line(err.Error()))
