@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/tractat-us/bee/internal/textcut"
 )
 
 // args holds a tool call's arguments by name, still undecoded, so that
@@ -65,7 +66,7 @@ func describe(v json.RawMessage) string {
 	}
 	switch v[0] {
 	case '"':
-		return "a string " + truncate(string(v), 40)
+		return "a string " + textcut.Runes(string(v), 40)
 	case 't', 'f':
 		return "a boolean " + string(v)
 	case '[':
@@ -75,15 +76,7 @@ func describe(v json.RawMessage) string {
 	case 'n':
 		return "null"
 	}
-	return truncate(string(v), 40)
-}
-
-// truncate cuts s to at most n runes, marking the cut.
-func truncate(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	return string([]rune(s)[:n]) + "..."
+	return textcut.Runes(string(v), 40)
 }
 
 // integer returns the named argument as an integer in [min, max], or def

@@ -9,10 +9,10 @@ import (
 	"sync"
 	"time"
 	"unicode"
-	"unicode/utf8"
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/internal/textcut"
 	"github.com/tractat-us/bee/logkey"
 )
 
@@ -576,7 +576,7 @@ func (s *Session) replaceDeparted(ctx context.Context, who identity.ID) (identit
 // most MaxWakeLine bytes.
 func WakeLine(who identity.ID, n actions.Notice) string {
 	r := n.Record
-	title := `"` + clip(oneLine(r.Title), 100) + `"`
+	title := `"` + textcut.Within(oneLine(r.Title), 100) + `"`
 	var line string
 	switch {
 	case n.Kind == actions.NoticeWork:
@@ -594,7 +594,7 @@ func WakeLine(who identity.ID, n actions.Notice) string {
 			line += ": " + oneLine(r.Result)
 		}
 	}
-	return clip(oneLine(line), MaxWakeLine)
+	return textcut.Within(oneLine(line), MaxWakeLine)
 }
 
 // oneLine turns control characters (newlines among them, and the Unicode
@@ -609,20 +609,6 @@ func oneLine(s string) string {
 		return r
 	}, s)
 	return strings.Join(strings.Fields(s), " ")
-}
-
-// clip cuts s to at most n bytes on a rune boundary, ending it with "…"
-// when cut.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const ell = "…"
-	n -= len(ell)
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + ell
 }
 
 // Log attribute keys of the waiter.

@@ -12,7 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"unicode/utf8"
+
+	"github.com/tractat-us/bee/internal/textcut"
 )
 
 const (
@@ -104,17 +105,5 @@ func errorText(data []byte) string {
 	if len(s) <= maxStatusBodyBytes {
 		return s
 	}
-	return cut(s, maxStatusBodyBytes)
-}
-
-// cut shortens s to at most n bytes, on a rune boundary, and marks the cut
-// with "…".
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
+	return textcut.Bytes(s, maxStatusBodyBytes)
 }

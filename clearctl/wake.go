@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tractat-us/bee/internal/textcut"
 	"github.com/tractat-us/bee/logkey"
 )
 
@@ -50,7 +51,7 @@ func (req WaitRequest) Validate() error {
 	switch req.HookEventName {
 	case "", "Stop", "SessionStart":
 	default:
-		return fmt.Errorf("hook_event_name %q is not Stop or SessionStart", cut(req.HookEventName, 64))
+		return fmt.Errorf("hook_event_name %q is not Stop or SessionStart", textcut.Bytes(req.HookEventName, 64))
 	}
 	if req.PID < 0 {
 		return fmt.Errorf("pid %d is negative", req.PID)
@@ -244,7 +245,7 @@ func WaitForWork(ctx context.Context, port int, token string, req WaitRequest) (
 		return none, fmt.Errorf("wait for work: decode answer: %w", err)
 	}
 	if len(out.Line) > MaxLineBytes {
-		out.Line = cut(out.Line, MaxLineBytes)
+		out.Line = textcut.Bytes(out.Line, MaxLineBytes)
 	}
 	return out, nil
 }

@@ -34,11 +34,11 @@ import (
 	"strings"
 	"time"
 	"unicode"
-	"unicode/utf8"
 
 	"github.com/tractat-us/bee/ancestry"
 	"github.com/tractat-us/bee/clearctl"
 	"github.com/tractat-us/bee/internal/liveness"
+	"github.com/tractat-us/bee/internal/textcut"
 	"github.com/tractat-us/bee/runfile"
 	"github.com/tractat-us/bee/sockowner"
 )
@@ -334,12 +334,5 @@ func oneLine(s string) string {
 		}
 		return r
 	}, s)
-	if len(s) > maxOutcome {
-		n := maxOutcome
-		for n > 0 && !utf8.RuneStart(s[n]) {
-			n--
-		}
-		s = s[:n] + "…"
-	}
-	return s
+	return textcut.Bytes(s, maxOutcome)
 }

@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/tractat-us/bee/internal/textcut"
 )
 
 const (
@@ -302,7 +304,7 @@ func (m *members) classify(line []byte) item {
 
 	msg, err := jsonrpc.DecodeMessage(line)
 	if err != nil {
-		return bad("message could not be decoded: " + truncate(err.Error(), reasonBytes))
+		return bad("message could not be decoded: " + textcut.Bytes(err.Error(), reasonBytes))
 	}
 	switch msg := msg.(type) {
 	case *jsonrpc.Request:
@@ -497,7 +499,7 @@ func objectMembers(raw json.RawMessage) map[string]json.RawMessage {
 func parseError(line []byte, reason string) item {
 	return item{reject: &rejection{
 		code:    jsonrpc.CodeParseError,
-		message: "parse error: " + truncate(reason, reasonBytes),
+		message: "parse error: " + textcut.Bytes(reason, reasonBytes),
 		log:     "stdin line is not json",
 		attrs:   []any{logKeyPrefix, prefix(line)},
 	}}
@@ -525,18 +527,6 @@ func prefix(line []byte) string {
 		return strings.ToValidUTF8(string(line), "\uFFFD")
 	}
 	return strings.ToValidUTF8(string(line[:logPrefixBytes]), "\uFFFD") + "…"
-}
-
-// truncate shortens s to at most n bytes (plus an ellipsis), on a rune
-// boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 // idText formats id for an error message.

@@ -6,9 +6,9 @@ import (
 	"io"
 	"text/tabwriter"
 	"time"
-	"unicode/utf8"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/internal/textcut"
 	"github.com/tractat-us/bee/termtext"
 )
 
@@ -51,12 +51,7 @@ func orDash(s string) string {
 // oneLine makes s fit one table cell: controls shown escaped (a tab as a
 // space), and cut to at most n characters.
 func oneLine(s string, n int) string {
-	s = safe(s)
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
+	return textcut.RunesWithin(safe(s), n)
 }
 
 // age says how long ago t was, compactly: "12s", "3m", "5h", "2d".

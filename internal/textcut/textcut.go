@@ -39,3 +39,13 @@ func Runes(s string, n int) string {
 	}
 	return string([]rune(s)[:max(n, 0)]) + Ellipsis
 }
+
+// RunesWithin returns s when it holds at most n runes, else its first n-1
+// runes followed by Ellipsis: n runes in all, as a table cell of width n
+// wants.
+func RunesWithin(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return Runes(s, n-1)
+}

@@ -43,4 +43,6 @@ func TestRunes(t *testing.T) {
 	require.Equal(t, "日本語", Runes("日本語", 3))
 	require.Equal(t, "日本…", Runes("日本語です", 2))
 	require.Equal(t, "…", Runes("ab", 0))
+	require.Equal(t, "日本語", RunesWithin("日本語", 3))
+	require.Equal(t, "日…", RunesWithin("日本語", 2))
 }
