@@ -234,11 +234,9 @@ func handle(ctx context.Context, cfg Config, stdin io.Reader) string {
 		return ""
 	}
 
-	dir := cfg.RunDir
-	if dir == "" {
-		if dir, err = runfile.DefaultDir(); err != nil {
-			return "bee-hook: " + err.Error()
-		}
+	dir, err := runfile.Dir(cfg.RunDir)
+	if err != nil {
+		return "bee-hook: " + err.Error()
 	}
 	claudePID := cfg.ClaudePID
 	if claudePID == 0 {

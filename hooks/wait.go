@@ -153,12 +153,9 @@ func wait(ctx context.Context, cfg WaitConfig, stdin io.Reader) WaitResult {
 	default:
 		return WaitResult{Line: fmt.Sprintf("bee-hook: ignoring a %s input; the waiter runs on Stop and SessionStart", in.HookEventName)}
 	}
-	dir := cfg.RunDir
-	if dir == "" {
-		var err error
-		if dir, err = runfile.DefaultDir(); err != nil {
-			return WaitResult{Line: "bee-hook: " + err.Error()}
-		}
+	dir, err := runfile.Dir(cfg.RunDir)
+	if err != nil {
+		return WaitResult{Line: "bee-hook: " + err.Error()}
 	}
 	claudePID := cfg.ClaudePID
 	if claudePID == 0 {

@@ -73,11 +73,9 @@ func (a channelAdapter) WaitForWork(ctx context.Context, req clearctl.WaitReques
 // openChannel starts the control server and writes the run file for
 // claudePID. On error nothing is left behind.
 func openChannel(dir string, claudePID int, r controller, log *slog.Logger) (*channel, error) {
-	if dir == "" {
-		var err error
-		if dir, err = runfile.DefaultDir(); err != nil {
-			return nil, err
-		}
+	dir, err := runfile.Dir(dir)
+	if err != nil {
+		return nil, err
 	}
 	token, err := runfile.NewToken()
 	if err != nil {

@@ -95,6 +95,15 @@ func fileError(path, op string, err error) *FileError {
 	return &FileError{Path: path, Op: op, Err: err}
 }
 
+// Dir returns dir when it is not "", else DefaultDir(): what every
+// option documented as `"" means the default run directory` resolves to.
+func Dir(dir string) (string, error) {
+	if dir != "" {
+		return dir, nil
+	}
+	return DefaultDir()
+}
+
 // DefaultDir returns $BEE_RUN_DIR if it is set, else ~/.bee/run, as an
 // absolute path. It does not create the directory (see [EnsureDir]).
 func DefaultDir() (string, error) {

@@ -40,6 +40,18 @@ func mode(t *testing.T, path string) fs.FileMode {
 	return fi.Mode()
 }
 
+func TestDir(t *testing.T) {
+	given := t.TempDir()
+	got, err := Dir(given)
+	require.NoError(t, err)
+	require.Equal(t, given, got, "a given directory is used as it is")
+	env := t.TempDir()
+	t.Setenv(EnvDir, env)
+	got, err = Dir("")
+	require.NoError(t, err)
+	require.Equal(t, env, got, `"" means the default run directory`)
+}
+
 func TestDefaultDir(t *testing.T) {
 	t.Run("env", func(t *testing.T) {
 		dir := t.TempDir()

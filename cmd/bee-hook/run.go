@@ -165,11 +165,9 @@ func usageError(stderr io.Writer, format string, args ...any) int {
 // as a table. It never prints a token, and prints paths and errors inert
 // (termtext): a directory name can hold escape sequences.
 func listBridges(dir string, alive func(int) bool, stdout io.Writer) error {
-	if dir == "" {
-		var err error
-		if dir, err = runfile.DefaultDir(); err != nil {
-			return err
-		}
+	dir, err := runfile.Dir(dir)
+	if err != nil {
+		return err
 	}
 	files, err := runfile.List(dir)
 	if err != nil {
