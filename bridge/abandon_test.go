@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/board"
+	"github.com/tractat-us/bee/internal/testio"
 	"github.com/tractat-us/bee/stdio"
 )
 
@@ -98,7 +98,7 @@ func TestWait_NewerWaitSupersedesOlder(t *testing.T) {
 // the action back.
 func TestWait_ClaimGoesBackWhenTheAnswerCannotBeWritten(t *testing.T) {
 	b := openBoard(t)
-	logs := &syncLog{}
+	logs := &testio.Buffer{}
 	s, err := NewSession(t.Context(), Config{Agent: "tester", Source: b, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	require.NoError(t, err)
 	t.Cleanup(s.closeGiveBacks)
@@ -139,22 +139,4 @@ func TestWait_ClaimGoesBackWhenTheAnswerCannotBeWritten(t *testing.T) {
 	r, err := b.Get(t.Context(), rec.ID)
 	require.NoError(t, err)
 	require.Equal(t, actions.Open, r.State)
-}
-
-// syncLog is a log sink goroutines and the test share.
-type syncLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *syncLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -1,7 +1,6 @@
 package clearctl
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,30 +17,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/tractat-us/bee/internal/testio"
 )
 
 const testToken = "3f9c0a7e5b1d4c2a8e6f0b9d7c5a3e1f-test-token"
 
 // TestMain fails the run if any test leaves a goroutine behind.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// syncBuffer is a log sink that retire goroutines and tests may share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 // newTestServer starts a Server with testToken and closes it when the test
 // ends.
@@ -126,7 +109,7 @@ func TestNew(t *testing.T) {
 }
 
 func TestServer_Handler(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testio.Buffer{}
 	// Registered before newTestServer's cleanup, so it runs after Close.
 	t.Cleanup(func() {
 		require.NotContains(t, logs.String(), testToken, "the token must never be logged")

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tractat-us/bee/actions/board"
+	"github.com/tractat-us/bee/internal/testio"
 )
 
 // A bridge that ends right after it starts, while its join waits for a
@@ -32,7 +33,7 @@ func TestRun_EndsBeforeItsSessionIsSetUp(t *testing.T) {
 	defer lock.Close()
 	require.NoError(t, unix.Flock(int(lock.Fd()), unix.LOCK_EX))
 
-	logs := &syncBuffer{}
+	logs := &testio.Buffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(context.Background(), Config{

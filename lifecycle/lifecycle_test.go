@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/board"
+	"github.com/tractat-us/bee/internal/testio"
 )
 
 func TestMain(m *testing.M) {
@@ -37,24 +37,7 @@ type proc struct {
 	sigs   chan os.Signal
 	done   chan error
 	board  string
-	logBuf *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logBuf *testio.Buffer
 }
 
 func startBridge(t *testing.T) *proc {
@@ -63,7 +46,7 @@ func startBridge(t *testing.T) *proc {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	b := &proc{t: t, in: inW, lines: make(chan string, 100), sigs: make(chan os.Signal, 4), done: make(chan error, 1),
-		board: filepath.Join(dir, "board.db"), logBuf: &syncBuffer{}}
+		board: filepath.Join(dir, "board.db"), logBuf: &testio.Buffer{}}
 	go func() {
 		defer close(b.lines)
 		sc := bufio.NewScanner(outR)
