@@ -29,46 +29,10 @@ var bin string
 // TestMain builds bee-mcp and bee-hook, copies the test binary to a file
 // named claude, and, when run as that stand-in, plays Claude Code's part.
 func TestMain(m *testing.M) {
-	if os.Getenv("BEE_TEST_ROLE") == "claude" {
-		os.Exit(standInClaude())
+	if si, ok := bridgetest.StandInFromEnv(); ok {
+		os.Exit(standInClaude(si))
 	}
-	dir, err := os.MkdirTemp("", "clearflow-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bin = dir
-	code := build(dir)
-	if code == 0 {
-		code = m.Run()
-	}
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-func build(dir string) int {
-	for _, c := range []string{"bee-mcp", "bee-hook"} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, c), "github.com/tractat-us/bee/cmd/"+c)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintf(os.Stderr, "build %s: %v\n", c, err)
-			return 1
-		}
-	}
-	self, err := os.ReadFile(os.Args[0])
-	if err == nil {
-		err = os.WriteFile(filepath.Join(dir, "claude"), self, 0o755)
-	}
-	if err == nil {
-		// claude under another command name, as a versioned binary run by
-		// its path shows.
-		err = os.Symlink("claude", filepath.Join(dir, versionedClaude))
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "copy the test binary as claude: %v\n", err)
-		return 1
-	}
-	return 0
+	os.Exit(bridgetest.RunWithClaude(m, &bin, versionedClaude))
 }
 
 // versionedClaude is the stand-in claude's other command name.
@@ -79,11 +43,11 @@ const versionedClaude = "claude-2.1.328"
 // arrive on fd 3 and answers leave on fd 4, one JSON line each. A second
 // bridge, when a command asks for one, gets fd 5 as its stdin and fd 6 as
 // its stdout.
-func standInClaude() int {
+func standInClaude(si bridgetest.StandIn) int {
 	ctl := os.NewFile(3, "control")
 	answers := os.NewFile(4, "answers")
 	secondIn, secondOut := os.NewFile(5, "second-stdin"), os.NewFile(6, "second-stdout")
-	bridge := exec.Command(filepath.Join(os.Getenv("BEE_TEST_BIN"), "bee-mcp"), "--agent", "cleartest")
+	bridge := exec.Command(filepath.Join(si.Bin, "bee-mcp"), "--agent", "cleartest")
 	bridge.Stdin, bridge.Stdout, bridge.Stderr = os.Stdin, os.Stdout, os.Stderr
 	// What Claude Code adds to an MCP server's environment.
 	bridge.Env = append(os.Environ(), "CLAUDECODE=1")
@@ -98,7 +62,7 @@ func standInClaude() int {
 		defer close(reaped)
 		bridge.Wait()
 		// Report how the bridge ended, for the tests of its endings.
-		if f := os.Getenv("BEE_TEST_EXIT_FILE"); f != "" {
+		if f := si.ExitFile; f != "" {
 			st := bridge.ProcessState
 			ws, _ := st.Sys().(syscall.WaitStatus)
 			b, _ := json.Marshal(bridgeExit{Code: st.ExitCode(), Signaled: ws.Signaled(), Signal: ws.Signal().String()})
@@ -121,7 +85,7 @@ func standInClaude() int {
 		if c.Spawn {
 			// Another MCP server entry (or a /mcp reconnect) starts a
 			// second bridge under the same claude.
-			second := exec.Command(filepath.Join(os.Getenv("BEE_TEST_BIN"), "bee-mcp"), "--agent", "cleartest")
+			second := exec.Command(filepath.Join(si.Bin, "bee-mcp"), "--agent", "cleartest")
 			second.Env = append(append(os.Environ(), "CLAUDECODE=1"), c.Env...)
 			second.Stdin, second.Stdout = secondIn, secondOut
 			errFile, err := os.Create(c.Stderr)
@@ -215,9 +179,8 @@ func startAs(t testing.TB, source, name string) *session {
 	require.NoError(t, err)
 	cmd := exec.Command(filepath.Join(bin, name))
 	cmd.Env = append(os.Environ(),
-		"BEE_TEST_ROLE=claude", "BEE_TEST_BIN="+bin,
-		"BEE_RUN_DIR="+s.runDir, "BEE_BOARD="+s.board, "BEE_SOURCE="+source, "BEE_LOG_LEVEL=debug",
-		"BEE_TEST_EXIT_FILE="+s.exitFile)
+		bridgetest.StandIn{Bin: bin, ExitFile: s.exitFile}.Env(),
+		"BEE_RUN_DIR="+s.runDir, "BEE_BOARD="+s.board, "BEE_SOURCE="+source, "BEE_LOG_LEVEL=debug")
 	cmd.ExtraFiles = []*os.File{ctlR, ansW, secondInR, secondOutW}
 	s.mcp = bridgetest.Start(t, cmd)
 	ctlR.Close()

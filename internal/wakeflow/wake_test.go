@@ -37,41 +37,10 @@ var bin string
 // TestMain builds bee-mcp and bee-hook, copies the test binary to a file
 // named claude, and, when run as that stand-in, plays Claude Code's part.
 func TestMain(m *testing.M) {
-	if os.Getenv("BEE_TEST_ROLE") == "claude" {
-		os.Exit(standInClaude())
+	if si, ok := bridgetest.StandInFromEnv(); ok {
+		os.Exit(standInClaude(si))
 	}
-	dir, err := os.MkdirTemp("", "wakeflow-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bin = dir
-	code := build(dir)
-	if code == 0 {
-		code = m.Run()
-	}
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-func build(dir string) int {
-	for _, c := range []string{"bee-mcp", "bee-hook"} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, c), "github.com/tractat-us/bee/cmd/"+c)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintf(os.Stderr, "build %s: %v\n", c, err)
-			return 1
-		}
-	}
-	self, err := os.ReadFile(os.Args[0])
-	if err == nil {
-		err = os.WriteFile(filepath.Join(dir, "claude"), self, 0o755)
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "copy the test binary as claude: %v\n", err)
-		return 1
-	}
-	return 0
+	os.Exit(bridgetest.RunWithClaude(m, &bin))
 }
 
 // A command is one line the test sends the stand-in claude on fd 3.
@@ -98,7 +67,7 @@ type event struct {
 // shares its stdin and stdout (the test talks MCP through them). Hooks run
 // in the background, as asyncRewake hooks do; "reconnect" replaces the
 // bridge with a new one, as /mcp does.
-func standInClaude() int {
+func standInClaude(si bridgetest.StandIn) int {
 	ctl := os.NewFile(3, "control")
 	answers := os.NewFile(4, "answers")
 	var mu sync.Mutex
@@ -111,7 +80,7 @@ func standInClaude() int {
 	}
 	var bridges sync.WaitGroup
 	startBridge := func(stdin io.Reader, stdout io.Writer) *exec.Cmd {
-		b := exec.Command(filepath.Join(os.Getenv("BEE_TEST_BIN"), "bee-mcp"), "--agent", "waketest")
+		b := exec.Command(filepath.Join(si.Bin, "bee-mcp"), "--agent", "waketest")
 		b.Stdin, b.Stdout, b.Stderr = stdin, stdout, os.Stderr
 		if err := b.Start(); err != nil {
 			fmt.Fprintln(os.Stderr, "stand-in claude:", err)
@@ -207,7 +176,7 @@ func start(t testing.TB, env ...string) *session {
 	require.NoError(t, err)
 	cmd := exec.Command(filepath.Join(bin, "claude"))
 	cmd.Env = append(os.Environ(),
-		"BEE_TEST_ROLE=claude", "BEE_TEST_BIN="+bin,
+		bridgetest.StandIn{Bin: bin}.Env(),
 		"BEE_RUN_DIR="+s.runDir, "BEE_BOARD="+s.board, "BEE_LOG_LEVEL=debug")
 	cmd.Env = append(cmd.Env, env...)
 	cmd.ExtraFiles = []*os.File{ctlR, ansW}
