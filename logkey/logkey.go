@@ -12,6 +12,11 @@ const (
 	ClaudePID = "claude_pid" // the Claude Code process the bridge belongs to
 	SessionID = "session_id" // a Claude Code session id
 	ActionID  = "action_id"  // an action's id on the board
+	ActionIDs = "action_ids" // several actions' ids
+	Holder    = "holder"     // the identity holding an action
+	To        = "to"         // whom an action is for: "", an agent name or an identity
+	From      = "from"       // who posted an action
+	State     = "state"      // an action's state
 	Tool      = "tool"       // an MCP tool name
 	Source    = "source"     // the action source (board, none)
 	Path      = "path"       // a file bee reads or writes

@@ -69,6 +69,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tractat-us/bee/logkey"
 )
 
 // DefaultMaxLineBytes is the longest line a connection reads when
@@ -86,16 +88,15 @@ const (
 	methodProgress  = "notifications/progress"
 )
 
-// Attribute keys of the connection's log records.
+// Attribute keys of the connection's log records: bee's shared ones from
+// logkey, and those only the transport logs.
 const (
 	logKeyID      = "id"
 	logKeyMethod  = "method"
-	logKeyReason  = "reason"
 	logKeyBytes   = "bytes"
 	logKeyLimit   = "limit"
 	logKeyPrefix  = "prefix"
 	logKeyToken   = "progress_token"
-	logKeyError   = "error"
 	logKeyPending = "pending"
 )
 
@@ -573,7 +574,7 @@ func (c *conn) rejectLine(r *rejection) error {
 		c.logger.Warn(r.log, r.attrs...)
 		return nil
 	}
-	c.logger.Warn(r.log, append(r.attrs, logKeyReason, r.message)...)
+	c.logger.Warn(r.log, append(r.attrs, logkey.Reason, r.message)...)
 	if err := c.writeLine(r.reply()); err != nil {
 		return fmt.Errorf("stdio: writing error reply: %w", err)
 	}
@@ -676,7 +677,7 @@ func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	c.writeMu.Unlock()
 	if err != nil {
 		if answer != nil {
-			c.logger.Warn("response not written: stdout failed", logKeyID, answer.ID.Raw(), logKeyError, err)
+			c.logger.Warn("response not written: stdout failed", logKeyID, answer.ID.Raw(), logkey.Err, err)
 			c.dropped(answer)
 		}
 		return fmt.Errorf("stdio: writing stdout: %w", err)

@@ -15,7 +15,7 @@ import (
 )
 
 // logKeyState names an action's state in the board's logs.
-const logKeyState = "state"
+const logKeyState = logkey.State
 
 // noSkip is the skip list that skips nothing.
 const noSkip = "[]"

@@ -19,12 +19,12 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// Log attribute keys the board adds to logkey's.
+// Log attribute keys, as logkey names them.
 const (
-	logKeyHolder = "holder"
-	logKeyTo     = "to"
-	logKeyFrom   = "from"
-	logKeyIDs    = "action_ids"
+	logKeyHolder = logkey.Holder
+	logKeyTo     = logkey.To
+	logKeyFrom   = logkey.From
+	logKeyIDs    = logkey.ActionIDs
 )
 
 // recordCols are the columns scanRecord reads, in order.

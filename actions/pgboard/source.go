@@ -16,13 +16,13 @@ import (
 	"github.com/tractat-us/bee/logkey"
 )
 
-// Log attribute keys the board adds to logkey's.
+// Log attribute keys, as logkey names them.
 const (
-	logKeyHolder = "holder"
-	logKeyTo     = "to"
-	logKeyFrom   = "from"
-	logKeyState  = "state"
-	logKeyIDs    = "action_ids"
+	logKeyHolder = logkey.Holder
+	logKeyTo     = logkey.To
+	logKeyFrom   = logkey.From
+	logKeyState  = logkey.State
+	logKeyIDs    = logkey.ActionIDs
 )
 
 // recordCols are the columns scanRecord reads, in order.
