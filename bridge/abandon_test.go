@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/board"
+	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/internal/testio"
 	"github.com/tractat-us/bee/stdio"
 )
@@ -98,8 +98,10 @@ func TestWait_NewerWaitSupersedesOlder(t *testing.T) {
 // the action back.
 func TestWait_ClaimGoesBackWhenTheAnswerCannotBeWritten(t *testing.T) {
 	b := openBoard(t)
+	released := make(chan string, 1)
+	src := releaseWatch{Board: b, released: released}
 	logs := &testio.Buffer{}
-	s, err := NewSession(t.Context(), Config{Agent: "tester", Source: b, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	s, err := NewSession(t.Context(), Config{Agent: "tester", Source: src, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	require.NoError(t, err)
 	t.Cleanup(s.closeGiveBacks)
 	inR, inW, err := os.Pipe()
@@ -133,10 +135,31 @@ func TestWait_ClaimGoesBackWhenTheAnswerCannotBeWritten(t *testing.T) {
 	require.NoError(t, err)
 
 	// The wait claims it, its answer goes nowhere, and the claim goes back.
-	require.Eventually(t, func() bool {
-		return strings.Contains(logs.String(), "claim given back, its answer was not delivered")
-	}, 10*time.Second, 10*time.Millisecond, "the claim made for the gone client was not given back; log:\n%s", logs.String())
+	select {
+	case id := <-released:
+		require.Equal(t, rec.ID, id)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the claim made for the gone client was not given back; log:\n%s", logs.String())
+	}
 	r, err := b.Get(t.Context(), rec.ID)
 	require.NoError(t, err)
 	require.Equal(t, actions.Open, r.State)
+}
+
+// releaseWatch is a board that says which action each successful Release
+// put back.
+type releaseWatch struct {
+	*board.Board
+	released chan<- string
+}
+
+func (w releaseWatch) Release(ctx context.Context, who identity.ID, id string) (actions.Record, error) {
+	r, err := w.Board.Release(ctx, who, id)
+	if err == nil {
+		select {
+		case w.released <- id:
+		default:
+		}
+	}
+	return r, err
 }
