@@ -76,7 +76,7 @@ type WaitConfig struct {
 	PID int
 	// WaitForWork long-polls a bridge; nil means clearctl.WaitForWork.
 	WaitForWork func(ctx context.Context, port int, token string, req clearctl.WaitRequest) (clearctl.WaitResponse, error)
-	// Alive reports whether a process is alive; nil means Alive.
+	// Alive reports whether a process is alive; nil means liveness.Alive.
 	Alive func(pid int) bool
 	// Listener checks that the bridge process pid is the one listening on
 	// port before the token is sent there; nil means sockowner.Check. Its

@@ -210,11 +210,13 @@ func TestBridge_CleanEnds(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			p := startBridge(t, nil)
 			p.Initialize()
-			// A wait in flight must not hold the exit up.
+			// A wait in flight must not hold the exit up. Its debug line is
+			// the one sign from outside the process that it runs.
 			p.Call(2, "tools/call", bridgetest.ToolCall("bee_wait_action", map[string]any{"timeoutSeconds": 60}, nil))
-			time.Sleep(50 * time.Millisecond)
+			p.WaitStderr(10*time.Second, `msg="tool call" claude_pid=0 tool=bee_wait_action`)
 			start := time.Now()
 			tc.end(p)
 			require.Equal(t, 0, p.WaitExit(5*time.Second))
