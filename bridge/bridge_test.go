@@ -177,6 +177,7 @@ func TestWait_Refusals(t *testing.T) {
 }
 
 func TestWait_TimesOutWithinBound(t *testing.T) {
+	t.Parallel()
 	_, cs := connect(t, nil, nil, nil)
 	start := time.Now()
 	res := call(t, cs, ToolWait, json.RawMessage(`{"timeoutSeconds":1,"cursor":null}`))
@@ -192,6 +193,7 @@ func TestWait_TimesOutWithinBound(t *testing.T) {
 }
 
 func TestWaits_Progress(t *testing.T) {
+	t.Parallel()
 	for _, wt := range waitingTools() {
 		t.Run(wt.tool, func(t *testing.T) {
 			var mu sync.Mutex
@@ -224,6 +226,7 @@ func TestWaits_Progress(t *testing.T) {
 }
 
 func TestWait_NoProgressWithoutToken(t *testing.T) {
+	t.Parallel()
 	var n int
 	var mu sync.Mutex
 	copts := &mcp.ClientOptions{ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
@@ -490,6 +493,7 @@ func TestPending_WaitHonoursContext(t *testing.T) {
 }
 
 func TestWait_BoundCountsTheBoardOpening(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	defer close(release)
 	p := Start(t.Context(), Config{Agent: "x"}, func() (actions.Source, error) {

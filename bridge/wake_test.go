@@ -139,6 +139,7 @@ func TestWaitForWork_LooksFirst(t *testing.T) {
 // A claim nobody takes goes back within the bound, and the same identity is
 // not woken for that action again; a different action still wakes it.
 func TestWaitForWork_OncePerActionAndHandoverBound(t *testing.T) {
+	t.Parallel()
 	b := openBoard(t)
 	s := newWakeSession(t, b, 200*time.Millisecond)
 	rec := post(t, b, "user:alice", "tester", "ignored")
@@ -293,6 +294,7 @@ func TestWaitForWork_DepartEndsIt(t *testing.T) {
 
 // A waiter that asked to be re-armed gets the re-arm wake in time.
 func TestWaitForWork_Rearm(t *testing.T) {
+	t.Parallel()
 	b := openBoard(t)
 	s := newWakeSession(t, b, time.Minute)
 	resp := arm(t, s, WaitRequest{Rearm: time.Second}).answer(t)

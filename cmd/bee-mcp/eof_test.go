@@ -10,6 +10,7 @@ import (
 // A client that writes its requests and closes stdin at once, as a script
 // piping into bee-mcp does, gets every answer before the bridge ends.
 func TestBridge_AnswersBeforeStdinEOFEnds(t *testing.T) {
+	t.Parallel()
 	p := startBridge(t, nil)
 	p.Send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"script","version":"0"}}}`)
 	p.Send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)

@@ -127,6 +127,7 @@ func TestBridge_WaitRefusals(t *testing.T) {
 }
 
 func TestBridge_WaitTimesOutInBound(t *testing.T) {
+	t.Parallel()
 	p := startBridge(t, nil)
 	p.Initialize()
 	start := time.Now()
@@ -143,6 +144,7 @@ func TestBridge_WaitTimesOutInBound(t *testing.T) {
 }
 
 func TestBridge_WaitProgress(t *testing.T) {
+	t.Parallel()
 	p := startBridge(t, []string{"BEE_PROGRESS_INTERVAL=200ms"})
 	p.Initialize()
 	p.Call(7, "tools/call", bridgetest.ToolCall("bee_wait_action", map[string]any{"timeoutSeconds": 2}, "tok-7"))
@@ -161,6 +163,7 @@ func TestBridge_WaitProgress(t *testing.T) {
 }
 
 func TestBridge_StdoutIsOnlyJSONRPCAtDebug(t *testing.T) {
+	t.Parallel()
 	p := startBridge(t, nil, "--log-level", "debug")
 	p.Initialize()
 	callTool(p, 2, "bee_whoami", nil)
@@ -172,6 +175,7 @@ func TestBridge_StdoutIsOnlyJSONRPCAtDebug(t *testing.T) {
 }
 
 func TestBridge_MalformedLinesWhileWaiting(t *testing.T) {
+	t.Parallel()
 	p := startBridge(t, nil)
 	p.Initialize()
 	start := time.Now()
@@ -227,6 +231,7 @@ func TestBridge_CleanEnds(t *testing.T) {
 }
 
 func TestBridge_HelpAndVersion(t *testing.T) {
+	t.Parallel()
 	for _, arg := range []string{"--help", "--version"} {
 		cmd := exec.Command(os.Args[0], arg)
 		cmd.Env = append(os.Environ(), "BEE_TEST_RUN_AS=bee-mcp")

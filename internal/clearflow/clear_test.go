@@ -494,6 +494,7 @@ func TestBridge_SecondSignalDoesNotCutCleanupShort(t *testing.T) {
 }
 
 func TestBridge_EndsWhenRunFileTakenOver(t *testing.T) {
+	t.Parallel()
 	s := start(t, "board")
 	rec := s.postAndClaim()
 	// A newer bridge of the same Claude process launched as this one was
@@ -510,6 +511,7 @@ func TestBridge_EndsWhenRunFileTakenOver(t *testing.T) {
 }
 
 func TestBridge_EndsWhenClaudeIsGone(t *testing.T) {
+	t.Parallel()
 	s := start(t, "board")
 	rec := s.postAndClaim()
 	// Claude dies without a word; the bridge's stdin stays open (the test

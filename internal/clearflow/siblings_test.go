@@ -47,6 +47,7 @@ func readFile(path string) string {
 // within 2 s, leaving its client without a server). It says in its log
 // that /clear now retires only the other bridge's identity.
 func TestBridge_SiblingServerKeepsServing(t *testing.T) {
+	t.Parallel()
 	s := start(t, "board")
 	rec := s.postAndClaim()
 	before := s.whoami()

@@ -324,6 +324,7 @@ func (s *session) tool(name string, args any) bridgetest.ToolResult {
 // the identity it is claimed for, nothing on stdout; the woken model's
 // bee_wait_action gets that claim at once.
 func TestWake_PostWakesTheWaiter(t *testing.T) {
+	t.Parallel()
 	s := start(t)
 	b := s.openBoard()
 	s.waiter("w1")
@@ -350,6 +351,7 @@ func TestWake_PostWakesTheWaiter(t *testing.T) {
 // A newer waiter supersedes the older, which exits 0; SIGTERM ends the
 // newer at once, with 0; the bridge says the session has no waiter then.
 func TestWake_SupersedeAndSIGTERM(t *testing.T) {
+	t.Parallel()
 	s := start(t)
 	b := s.openBoard()
 	s.waiter("w1")
@@ -377,6 +379,7 @@ func TestWake_SupersedeAndSIGTERM(t *testing.T) {
 // A claim made for a wake that no bee_wait_action takes goes back to the
 // board within the bound, and that action does not wake the session again.
 func TestWake_HandoverBound(t *testing.T) {
+	t.Parallel()
 	s := start(t, "BEE_HANDOVER_WITHIN=300ms")
 	b := s.openBoard()
 	s.waiter("w1")
@@ -404,6 +407,7 @@ func TestWake_HandoverBound(t *testing.T) {
 // and a new one starts; the waiter registers with the new one, and a post
 // wakes it under the new bridge's identity.
 func TestWake_FollowsAReconnect(t *testing.T) {
+	t.Parallel()
 	s := start(t)
 	b := s.openBoard()
 	s.waiter("w1")
@@ -431,6 +435,7 @@ func TestWake_FollowsAReconnect(t *testing.T) {
 // The bridge ends with no successor (the session is ending): the waiter
 // exits 0 within its bound, without a wake.
 func TestWake_BridgeGoneWaiterEnds(t *testing.T) {
+	t.Parallel()
 	s := start(t)
 	b := s.openBoard()
 	s.waiter("w1", "--bridge-within", "500ms")
