@@ -137,8 +137,12 @@ type Config struct {
 	// RunDir is the run directory. "" means runfile.DefaultDir().
 	RunDir string
 	// ClaudePID is the Claude process whose bridge to retire. 0 means the
-	// nearest claude ancestor of this process (ancestry.ClaudePID).
+	// one FindClaude finds.
 	ClaudePID int
+	// FindClaude finds the Claude process when ClaudePID is 0. nil means
+	// FindClaude: the nearest claude ancestor, else $CLAUDE_PID when that
+	// is an ancestor.
+	FindClaude func(ctx context.Context) (pid int, found bool, err error)
 	// Timeout bounds the whole Run, reading the input included. 0 means
 	// DefaultTimeout.
 	Timeout time.Duration
@@ -186,6 +190,9 @@ func Run(ctx context.Context, cfg Config, stdin io.Reader) (outcome string) {
 	if cfg.Alive == nil {
 		cfg.Alive = liveness.Alive
 	}
+	if cfg.FindClaude == nil {
+		cfg.FindClaude = FindClaude
+	}
 	if cfg.Listener == nil {
 		cfg.Listener = sockowner.Check
 	}
@@ -213,10 +220,10 @@ func Run(ctx context.Context, cfg Config, stdin io.Reader) (outcome string) {
 	return oneLine(outcome)
 }
 
-// findClaude finds the Claude process: by name, else by $CLAUDE_PID when
-// that is an ancestor (claude running under another name); tests replace
-// it.
-var findClaude = func(ctx context.Context) (int, bool, error) {
+// FindClaude finds the Claude process above this one: by name, else by
+// $CLAUDE_PID when that is an ancestor (claude running under another
+// name). found is false when there is none.
+func FindClaude(ctx context.Context) (pid int, found bool, err error) {
 	f, ok, err := ancestry.Find(ctx, ancestry.HookHints(os.Getenv))
 	return f.PID, ok, err
 }
@@ -240,7 +247,7 @@ func handle(ctx context.Context, cfg Config, stdin io.Reader) string {
 	}
 	claudePID := cfg.ClaudePID
 	if claudePID == 0 {
-		pid, ok, err := findClaude(ctx)
+		pid, ok, err := cfg.FindClaude(ctx)
 		if err != nil {
 			return "bee-hook: cannot look for the claude process: " + err.Error()
 		}

@@ -195,10 +195,9 @@ func TestRun_InputSize(t *testing.T) {
 
 func TestRun_NoClaudeAncestor(t *testing.T) {
 	f := newFixture(t)
-	findClaude = func(context.Context) (int, bool, error) { return 0, false, nil }
-	t.Cleanup(func() { findClaude = origFindClaude })
 	cfg := f.config(true, mustNotRetire(t))
 	cfg.ClaudePID = 0
+	cfg.FindClaude = func(context.Context) (int, bool, error) { return 0, false, nil }
 
 	out := Run(t.Context(), cfg, strings.NewReader(clearInput))
 	require.Equal(t, "bee-hook: no claude process above this hook; nothing to retire", out)
@@ -206,10 +205,9 @@ func TestRun_NoClaudeAncestor(t *testing.T) {
 
 func TestRun_FindsClaude(t *testing.T) {
 	f := newFixture(t)
-	findClaude = func(context.Context) (int, bool, error) { return testClaudePID, true, nil }
-	t.Cleanup(func() { findClaude = origFindClaude })
 	cfg := f.config(true, retired)
 	cfg.ClaudePID = 0
+	cfg.FindClaude = func(context.Context) (int, bool, error) { return testClaudePID, true, nil }
 
 	out := Run(t.Context(), cfg, strings.NewReader(clearInput))
 	require.Equal(t, "bee-hook: retired agent:x#aaaaaaaa -> agent:x#bbbbbbbb", out)
@@ -217,18 +215,15 @@ func TestRun_FindsClaude(t *testing.T) {
 
 func TestRun_AncestryFails(t *testing.T) {
 	f := newFixture(t)
-	findClaude = func(context.Context) (int, bool, error) {
-		return 0, false, errors.New("ancestry: reading process 9: boom")
-	}
-	t.Cleanup(func() { findClaude = origFindClaude })
 	cfg := f.config(true, mustNotRetire(t))
 	cfg.ClaudePID = 0
+	cfg.FindClaude = func(context.Context) (int, bool, error) {
+		return 0, false, errors.New("ancestry: reading process 9: boom")
+	}
 
 	out := Run(t.Context(), cfg, strings.NewReader(clearInput))
 	require.Equal(t, "bee-hook: cannot look for the claude process: ancestry: reading process 9: boom", out)
 }
-
-var origFindClaude = findClaude
 
 func TestRun_NoRunFile(t *testing.T) {
 	f := newFixture(t)

@@ -60,9 +60,11 @@ type WaitConfig struct {
 	// RunDir is the run directory; "" means runfile.DefaultDir().
 	RunDir string
 	// ClaudePID is the Claude process whose bridge to wait on. 0 means the
-	// one the /clear hook finds: the nearest claude ancestor, else
-	// $CLAUDE_PID when that is an ancestor.
+	// one FindClaude finds.
 	ClaudePID int
+	// FindClaude finds the Claude process when ClaudePID is 0. nil means
+	// the package's FindClaude, as the /clear hook uses.
+	FindClaude func(ctx context.Context) (pid int, found bool, err error)
 	// BridgeWithin bounds each wait for a live bridge's run file; 0 means
 	// DefaultBridgeWithin.
 	BridgeWithin time.Duration
@@ -127,6 +129,9 @@ func Wait(ctx context.Context, cfg WaitConfig, stdin io.Reader) (res WaitResult)
 	if cfg.Alive == nil {
 		cfg.Alive = liveness.Alive
 	}
+	if cfg.FindClaude == nil {
+		cfg.FindClaude = FindClaude
+	}
 	if cfg.Listener == nil {
 		cfg.Listener = sockowner.Check
 	}
@@ -159,7 +164,7 @@ func wait(ctx context.Context, cfg WaitConfig, stdin io.Reader) WaitResult {
 	}
 	claudePID := cfg.ClaudePID
 	if claudePID == 0 {
-		pid, ok, err := findClaude(ctx)
+		pid, ok, err := cfg.FindClaude(ctx)
 		switch {
 		case err != nil:
 			return WaitResult{Line: "bee-hook: cannot look for the claude process: " + err.Error()}

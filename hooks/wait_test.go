@@ -300,11 +300,10 @@ func TestWait_StopsAtOnce(t *testing.T) {
 
 // With no claude process found, the waiter ends without a wake.
 func TestWait_NoClaude(t *testing.T) {
-	defer func(f func(context.Context) (int, bool, error)) { findClaude = f }(findClaude)
-	findClaude = func(context.Context) (int, bool, error) { return 0, false, nil }
 	w := newWaitFixture(t)
 	cfg := w.config()
 	cfg.ClaudePID = 0
+	cfg.FindClaude = func(context.Context) (int, bool, error) { return 0, false, nil }
 	res := Wait(t.Context(), cfg, strings.NewReader(stopInput))
 	require.Equal(t, WaitResult{Line: "bee-hook: no claude process above this hook; no session to wake"}, res)
 	reqs, _ := w.registrations()
