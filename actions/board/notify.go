@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/tractat-us/bee/logkey"
@@ -37,9 +38,16 @@ const (
 // poll.) The watching file lives outside the notify directory because an
 // open file inside it would keep a removed directory from reporting its
 // removal.
+//
+// The same watcher watches the database file itself, and calls onDB when
+// its inode is renamed, unlinked or has its attributes changed, so that a
+// Board learns at once that its file was moved away or deleted (see
+// checkFile).
 type notifier struct {
 	dir          string
 	watchingPath string
+	dbPath       string
+	onDB         func()
 	log          *slog.Logger
 	w            *fsnotify.Watcher
 	probe        *os.File // the watching file, for writers' probes
@@ -52,7 +60,7 @@ type notifier struct {
 	change chan struct{} // closed on any change, claimable or not
 }
 
-func newNotifier(dir, watchingPath string, log *slog.Logger, g *group) (*notifier, error) {
+func newNotifier(dir, watchingPath, dbPath string, onDB func(), log *slog.Logger, g *group) (*notifier, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("notify directory: %w", err)
 	}
@@ -64,6 +72,10 @@ func newNotifier(dir, watchingPath string, log *slog.Logger, g *group) (*notifie
 		_ = w.Close()
 		return nil, fmt.Errorf("watch %s: %w", dir, err)
 	}
+	if err := w.Add(dbPath); err != nil {
+		// Each call still checks the file; only an idle Board notices late.
+		log.Warn("cannot watch the board file; a move or delete shows at the next call", logkey.Err, err)
+	}
 	probe, err := os.OpenFile(watchingPath, os.O_RDONLY|os.O_CREATE, 0o600)
 	if err != nil {
 		_ = w.Close()
@@ -72,6 +84,8 @@ func newNotifier(dir, watchingPath string, log *slog.Logger, g *group) (*notifie
 	n := &notifier{
 		dir:          dir,
 		watchingPath: watchingPath,
+		dbPath:       dbPath,
+		onDB:         onDB,
 		log:          log,
 		w:            w,
 		probe:        probe,
@@ -95,6 +109,11 @@ func (n *notifier) run() {
 				return
 			}
 			switch {
+			case ev.Name == n.dbPath:
+				// Writes (checkpoints) say nothing about the file's place.
+				if ev.Has(fsnotify.Remove | fsnotify.Rename | fsnotify.Chmod) {
+					n.onDB()
+				}
 			case ev.Name == n.dir && ev.Has(fsnotify.Remove|fsnotify.Rename):
 				n.rewatch()
 				n.broadcast(true)
@@ -188,13 +207,19 @@ func (n *notifier) watched() bool {
 	return false
 }
 
+// flockShared takes a shared lock, trying for at most a second: a writer
+// holds the exclusive lock only for its probe, but a writer stopped
+// mid-probe must not hang Wait.
 func flockShared(fd int) error {
-	for {
-		err := unix.Flock(fd, unix.LOCK_SH)
-		if !errors.Is(err, unix.EINTR) {
+	var err error
+	for range 50 {
+		err = unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB)
+		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
 			return err
 		}
+		time.Sleep(20 * time.Millisecond)
 	}
+	return err
 }
 
 // touch tells every process watching the board about a commit, and the

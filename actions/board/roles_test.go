@@ -64,6 +64,9 @@ func runRole(role string) error {
 	if role == "waiter" {
 		opts.beforeSleep = func() { out.say("sleeping") }
 	}
+	if setup := roleOptions[role]; setup != nil {
+		setup(opts, out)
+	}
 	b, err := Open(os.Getenv(envPath), opts)
 	if err != nil {
 		return err
@@ -94,6 +97,9 @@ func runRole(role string) error {
 		return roleWaiter(ctx, b, out)
 	case "rate":
 		return roleRate(ctx, b, out, cmds)
+	}
+	if run := moreRoles[role]; run != nil {
+		return run(ctx, b, out, cmds)
 	}
 	return fmt.Errorf("unknown role %q", role)
 }
