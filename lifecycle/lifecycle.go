@@ -129,8 +129,11 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	log = log.With(logkey.ClaudePID, claudePID)
 
 	// The handshake does not wait for the board: the session is set up
-	// while the client talks, and each tool call waits for it.
-	pending := bridge.Start(ctx, bridge.Config{
+	// while the client talks, and each tool call waits for it. A setup
+	// that retries (the board is locked) stops when the bridge ends.
+	setupCtx, stopSetup := context.WithCancel(ctx)
+	defer stopSetup()
+	pending := bridge.Start(setupCtx, bridge.Config{
 		Agent:     cfg.Agent,
 		ClaudePID: claudePID,
 		SessionID: cfg.SessionID,
@@ -205,6 +208,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// retire. Closing the channel also ends a retire in flight, so the
 	// departure below never queues behind one.
 	ch.close(log)
+	stopSetup()
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), departBound)
 	defer cancel()
 	sess, err := pending.Wait(dctx)
