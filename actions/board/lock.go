@@ -78,11 +78,16 @@ type writeLock struct {
 	pending *queued    // the request the kernel has queued for this process, if any
 	closed  bool       // close has run; the helper of pending closes f
 
-	// file is the database file the Board opened, set once by Open before
-	// any write: a write is refused once the lock file marks it damaged.
+	// file is the database file the Board opened, set once by Open (bind)
+	// before any write: a write is refused once the lock file marks it
+	// damaged, that is when the damaged slot starts with mark.
 	file fileID
+	mark []byte
 	// holding is Options.holdingLock.
 	holding func()
+	// Buffers for the record, used only by the lock's holder.
+	slot    [slotSize]byte
+	scratch [slotSize]byte
 }
 
 // A queued is a flock request the kernel has queued, run by the helper

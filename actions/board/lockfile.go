@@ -59,21 +59,42 @@ func (l *writeLock) writeSlot(slot int, line string) {
 	if l.f == nil {
 		return
 	}
-	buf := bytes.Repeat([]byte{' '}, slotSize)
-	copy(buf, line)
-	buf[slotSize-1] = '\n'
+	var buf [slotSize]byte
+	fillSlot(buf[:], []byte(line))
 	// Best effort: the record only helps a person and a later Open.
-	_, _ = unix.Pwrite(l.fd, buf, int64(slot*slotSize))
+	_, _ = unix.Pwrite(l.fd, buf[:], int64(slot*slotSize))
 }
 
-// noteHolder records this process as the lock's holder, from now.
+// fillSlot writes line into slot, padded with spaces to a newline.
+func fillSlot(slot, line []byte) {
+	n := copy(slot[:slotSize-1], line)
+	for i := n; i < slotSize-1; i++ {
+		slot[i] = ' '
+	}
+	slot[slotSize-1] = '\n'
+}
+
+// noteHolder records this process as the lock's holder, from now. It runs
+// at every write, under the lock, so it allocates nothing: only the lock's
+// holder uses the buffers.
 func (l *writeLock) noteHolder() {
-	l.writeSlot(slotHolder, fmt.Sprintf("holder %d %d", os.Getpid(), nowMS()))
+	line := append(l.scratch[:0], "holder "...)
+	line = strconv.AppendInt(line, int64(os.Getpid()), 10)
+	line = append(line, ' ')
+	line = strconv.AppendInt(line, nowMS(), 10)
+	fillSlot(l.slot[:], line)
+	_, _ = unix.Pwrite(l.fd, l.slot[:], slotHolder*slotSize)
 }
 
 // noteDB records id as the database file the sibling files belong to.
 func (l *writeLock) noteDB(id fileID) {
 	l.writeSlot(slotDB, fmt.Sprintf("db %d %d", id.dev, id.ino))
+}
+
+// bind makes id the database file whose damage mark the lock checks.
+func (l *writeLock) bind(id fileID) {
+	l.file = id
+	l.mark = fmt.Appendf(nil, "damaged %d %d ", id.dev, id.ino)
 }
 
 // noteDamaged marks id damaged, for every bee process.
@@ -124,9 +145,14 @@ func (l *writeLock) record() lockRecord {
 }
 
 // damaged refuses, with ErrCorrupt, the database file the lock file marks
-// damaged.
+// damaged. It runs at every write, under the lock: one read, and a parse
+// only when the mark names this file.
 func (l *writeLock) damaged() error {
-	if l.file == (fileID{}) {
+	if l.f == nil || l.file == (fileID{}) {
+		return nil
+	}
+	n, _ := unix.Pread(l.fd, l.slot[:], slotDamaged*slotSize)
+	if n < len(l.mark) || !bytes.Equal(l.slot[:len(l.mark)], l.mark) {
 		return nil
 	}
 	if r := l.record(); r.damaged == l.file {

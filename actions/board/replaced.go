@@ -173,7 +173,7 @@ func (b *Board) admitLocked(created *bool) (holders []int, err error) {
 // bind makes id the file this Board serves.
 func (b *Board) bind(id fileID) {
 	b.file = id
-	b.lock.file = id
+	b.lock.bind(id)
 }
 
 // setAside moves the WAL and shared-memory files of another database file
