@@ -24,13 +24,20 @@ type Cursor string
 // State is where an action is in its life.
 type State string
 
-// The states an action moves through: open -> claimed -> done, and claimed
-// -> open again when its holder releases it, departs or loses its lease.
+// The states an action moves through: open -> claimed -> done or failed,
+// claimed -> open again when its holder releases it, departs or dies, and
+// open or claimed -> cancelled by its poster or a person. Done, failed and
+// cancelled are terminal: an action that has ended never changes again.
 const (
-	Open    State = "open"
-	Claimed State = "claimed"
-	Done    State = "done"
+	Open      State = "open"
+	Claimed   State = "claimed"
+	Done      State = "done"      // finished by its holder, with an optional result
+	Failed    State = "failed"    // its holder could not do it, and said why
+	Cancelled State = "cancelled" // its poster or a person called it off
 )
+
+// Ended reports whether s is terminal: done, failed or cancelled.
+func (s State) Ended() bool { return s == Done || s == Failed || s == Cancelled }
 
 // A Record is one action as a Source reports it. ID is the handle the tools
 // take back exactly as given.
@@ -43,12 +50,22 @@ type Record struct {
 	Body  string `json:"body,omitempty"`
 	State State  `json:"state"`
 	// Holder is the identity holding the claim while State is Claimed, and
-	// the one that finished it when State is Done.
-	Holder    string     `json:"holder,omitempty"`
-	Result    string     `json:"result,omitempty"`
+	// the one that held it last once the action has ended ("" when it was
+	// cancelled before anyone claimed it).
+	Holder string `json:"holder,omitempty"`
+	// HolderGone is set on a claimed action whose holder has gone without a
+	// word (its process died): the claim goes back to open at the next
+	// write, and every view shows it meanwhile.
+	HolderGone bool   `json:"holderGone,omitempty"`
+	Result     string `json:"result,omitempty"` // what a done action produced
+	// Reason says why a failed or cancelled action ended.
+	Reason string `json:"reason,omitempty"`
+	// EndedBy is who ended it: the holder for done and failed, the poster
+	// or a person for cancelled.
+	EndedBy   string     `json:"endedBy,omitempty"`
 	PostedAt  time.Time  `json:"postedAt"`
 	ClaimedAt *time.Time `json:"claimedAt,omitempty"`
-	DoneAt    *time.Time `json:"doneAt,omitempty"`
+	EndedAt   *time.Time `json:"endedAt,omitempty"`
 }
 
 // A Page is a run of records and the cursor to resume from. Records is
@@ -67,6 +84,42 @@ type Member struct {
 	SessionID string // the Claude Code session, when known
 }
 
+// A MemberInfo is a live identity as a Board reports it to people.
+type MemberInfo struct {
+	ID         identity.ID `json:"identity"`
+	Agent      string      `json:"agent"`
+	PID        int         `json:"pid"`
+	ClaudePID  int         `json:"claudePid,omitempty"`
+	SessionID  string      `json:"sessionId,omitempty"`
+	JoinedAt   time.Time   `json:"joinedAt"`
+	RenewedAt  time.Time   `json:"renewedAt"`
+	LeaseUntil time.Time   `json:"leaseUntil"`
+	// Holding lists the ids of the actions the identity holds, oldest first;
+	// never nil.
+	Holding []string `json:"holding"`
+	// WaiterSince is when the session's wake-on-work waiter was armed; nil
+	// when none is armed (the session hears of new work only when it asks).
+	WaiterSince *time.Time `json:"waiterSince,omitempty"`
+}
+
+// NoticeKind says what a Notice is about.
+type NoticeKind string
+
+// The kinds of Notice.
+const (
+	// NoticeWork: an action the identity may take, now claimed for it.
+	NoticeWork NoticeKind = "work"
+	// NoticeOutcome: an action the identity (or its agent) posted has
+	// ended.
+	NoticeOutcome NoticeKind = "outcome"
+)
+
+// A Notice is news for an idle session, as Source.Notice returns it.
+type Notice struct {
+	Kind   NoticeKind `json:"kind"`
+	Record Record     `json:"record"`
+}
+
 // Errors a Source returns, wrapped with the detail that names the action.
 var (
 	// ErrBadCursor: the cursor was not made by this Source.
@@ -76,10 +129,22 @@ var (
 	// ErrNotHeld: the action is not claimed by the caller (open, or held by
 	// someone else).
 	ErrNotHeld = errors.New("action not held by this identity")
-	// ErrAlreadyDone: the action is finished; nothing more can be done to it.
-	ErrAlreadyDone = errors.New("action already done")
+	// ErrEnded: the action has ended (done, failed or cancelled); nothing
+	// more can be done to it.
+	ErrEnded = errors.New("action has ended")
+	// ErrNotPoster: only the action's poster (an identity of the same
+	// agent) or a person may cancel or re-address it.
+	ErrNotPoster = errors.New("not the action's poster")
+	// ErrNotOpen: the action is claimed; it can be re-addressed only while
+	// it is open.
+	ErrNotOpen = errors.New("action is not open")
+	// ErrNotLive: the action is addressed to an identity that is not live
+	// (departed, or its process is gone); nobody could ever claim it.
+	ErrNotLive = errors.New("identity is not live")
 	// ErrEmptyTitle: an action needs a title.
 	ErrEmptyTitle = errors.New("action title is empty")
+	// ErrEmptyReason: failing an action needs a reason.
+	ErrEmptyReason = errors.New("reason is empty")
 	// ErrReadOnly: the Source does not take posts, finishes or releases.
 	ErrReadOnly = errors.New("source does not hold actions")
 	// ErrDeparted: the identity has departed; Next will not claim for it.
@@ -96,7 +161,8 @@ type Source interface {
 	Join(ctx context.Context, m Member) error
 
 	// Depart records that the identity has gone: its unfinished claims go
-	// back to open at once, and nothing addressed to it is lost. Idempotent.
+	// back to open at once, and what was addressed to it exactly goes to
+	// its agent name, so nothing addressed to it is lost. Idempotent.
 	Depart(ctx context.Context, who identity.ID) error
 
 	// Next waits for the oldest open action who may take, claims it for who
@@ -109,25 +175,93 @@ type Source interface {
 	// not make and ErrDeparted for an identity that has departed.
 	Next(ctx context.Context, who identity.ID, after Cursor, timeout time.Duration) (Page, error)
 
+	// Notice waits, within timeout, for news for an idle who: an open
+	// action who may take whose id is not in skip, which it claims for who
+	// before returning (so that of several idle sessions only one hears of
+	// it), or an ended action who posted (or a departed identity of who's
+	// agent posted) that nobody has been told of yet, which it marks told.
+	// Outcomes come first. ok is false on timeout. When ctx ends first it
+	// returns ctx's error and leaves nothing claimed or told. It returns
+	// ErrDeparted for an identity that has departed.
+	Notice(ctx context.Context, who identity.ID, skip []string, timeout time.Duration) (n Notice, ok bool, err error)
+
+	// Await waits, within timeout, until at least one of the actions ids
+	// has ended, and returns the ended ones (an empty, non-nil slice on
+	// timeout). Ended actions who posted are marked told: their poster has
+	// heard. It returns ErrUnknownAction, naming the id, before waiting
+	// when an id names no action, and ctx's error when ctx ends first.
+	Await(ctx context.Context, who identity.ID, ids []string, timeout time.Duration) ([]Record, error)
+
 	// List returns actions after since, oldest first, with the cursor to
 	// page on from. It returns ErrBadCursor for a cursor it did not make.
 	List(ctx context.Context, since Cursor) (Page, error)
 
+	// Get returns one action, or ErrUnknownAction.
+	Get(ctx context.Context, id string) (Record, error)
+
 	// Post adds an open action from who: an identity, or "user:<name>" for
 	// a person. to is "" (anyone), an agent name or an identity. It returns
-	// ErrEmptyTitle for an empty title.
+	// ErrEmptyTitle for an empty title and ErrNotLive, naming the live
+	// identities of that agent, for an identity that is not live.
 	Post(ctx context.Context, who identity.ID, to, title, body string) (Record, error)
 
 	// Finish marks an action who holds as done with an optional result. It
-	// returns ErrUnknownAction, ErrNotHeld or ErrAlreadyDone, wrapped with
-	// the action's id and, where there is one, its holder.
+	// returns ErrUnknownAction, ErrNotHeld or ErrEnded, wrapped with the
+	// action's id and, where there is one, who holds or ended it (and why,
+	// for a cancelled action).
 	Finish(ctx context.Context, who identity.ID, id, result string) (Record, error)
+
+	// Fail marks an action who holds as failed, with the reason it could
+	// not be done (ErrEmptyReason when there is none), with the same errors
+	// as Finish.
+	Fail(ctx context.Context, who identity.ID, id, reason string) (Record, error)
 
 	// Release puts an action who holds back to open, with the same errors
 	// as Finish.
 	Release(ctx context.Context, who identity.ID, id string) (Record, error)
 
+	// Cancel calls off an open or claimed action, with an optional reason.
+	// who is a person ("user:<name>"), who may cancel any action, or an
+	// identity of the agent that posted it (ErrNotPoster otherwise). It
+	// returns ErrUnknownAction or ErrEnded like Finish.
+	Cancel(ctx context.Context, who identity.ID, id, reason string) (Record, error)
+
+	// SetWaiter records whether who's session has a wake-on-work waiter
+	// armed, for people to see (MemberInfo.WaiterSince).
+	SetWaiter(ctx context.Context, who identity.ID, armed bool) error
+
 	// Close ends the source's background work (lease renewal, watchers).
 	// Close may be called more than once.
 	Close() error
+}
+
+// A Board is a Source as people use it (bee, the board page): it also
+// lists the live identities, re-addresses actions and reports changes as
+// they happen.
+type Board interface {
+	Source
+
+	// Location says where the board is, for people: a file's path or a
+	// server's URL without its password.
+	Location() string
+
+	// Members returns the live identities, oldest first, with what each
+	// holds.
+	Members(ctx context.Context) ([]MemberInfo, error)
+
+	// Readdress sends an open action to someone else (to is "", an agent
+	// name or a live identity). who is a person, or an identity of the
+	// poster's agent (ErrNotPoster otherwise). It returns
+	// ErrUnknownAction, ErrEnded, ErrNotOpen or ErrNotLive.
+	Readdress(ctx context.Context, who identity.ID, id, to string) (Record, error)
+
+	// Head returns the change cursor of the board as it is now: Changes
+	// from it reports only what changes afterwards.
+	Head(ctx context.Context) (Cursor, error)
+
+	// Changes returns the actions that changed after the change cursor
+	// after (made by Head or Changes; "" is the start), each once, in its
+	// current state, waiting up to timeout for a change in any process. On
+	// timeout the page is empty and its cursor is after.
+	Changes(ctx context.Context, after Cursor, timeout time.Duration) (Page, error)
 }

@@ -67,6 +67,44 @@ func (NoActions) Finish(_ context.Context, _ identity.ID, id, _ string) (Record,
 	return Record{}, fmt.Errorf("finish %q: %w", id, ErrUnknownAction)
 }
 
+// Fail implements Source; no action exists, so it returns ErrUnknownAction.
+func (NoActions) Fail(_ context.Context, _ identity.ID, id, _ string) (Record, error) {
+	return Record{}, fmt.Errorf("fail %q: %w", id, ErrUnknownAction)
+}
+
+// Cancel implements Source; no action exists, so it returns ErrUnknownAction.
+func (NoActions) Cancel(_ context.Context, _ identity.ID, id, _ string) (Record, error) {
+	return Record{}, fmt.Errorf("cancel %q: %w", id, ErrUnknownAction)
+}
+
+// Get implements Source; no action exists, so it returns ErrUnknownAction.
+func (NoActions) Get(_ context.Context, id string) (Record, error) {
+	return Record{}, fmt.Errorf("action %q: %w", id, ErrUnknownAction)
+}
+
+// Await implements Source: no action exists, so any id is ErrUnknownAction.
+func (NoActions) Await(_ context.Context, _ identity.ID, ids []string, _ time.Duration) ([]Record, error) {
+	if len(ids) > 0 {
+		return nil, fmt.Errorf("await %q: %w", ids[0], ErrUnknownAction)
+	}
+	return []Record{}, nil
+}
+
+// Notice waits until timeout or ctx ends: there is never news.
+func (NoActions) Notice(ctx context.Context, _ identity.ID, _ []string, timeout time.Duration) (Notice, bool, error) {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return Notice{}, false, ctx.Err()
+	case <-t.C:
+		return Notice{}, false, nil
+	}
+}
+
+// SetWaiter implements Source; it records nothing.
+func (NoActions) SetWaiter(context.Context, identity.ID, bool) error { return nil }
+
 // Release implements Source; no action exists, so it returns ErrUnknownAction.
 func (NoActions) Release(_ context.Context, _ identity.ID, id string) (Record, error) {
 	return Record{}, fmt.Errorf("release %q: %w", id, ErrUnknownAction)

@@ -86,7 +86,74 @@ func TestServer_ToolsList(t *testing.T) {
 		require.NotEmpty(t, tool.Description, tool.Name)
 		require.NotNil(t, tool.OutputSchema, tool.Name)
 	}
-	require.ElementsMatch(t, []string{ToolWait, ToolList, ToolWhoami, ToolPost, ToolFinish, ToolRelease}, names)
+	require.ElementsMatch(t, []string{ToolWait, ToolList, ToolWhoami, ToolPost, ToolFinish, ToolRelease, ToolFail, ToolCancel, ToolAwait}, names)
+}
+
+// waitingTools are the tools that wait within timeoutSeconds, with the
+// arguments each needs besides it and a source under which each waits out
+// its bound: they share the bounds, refusals, progress and cancel rules.
+func waitingTools() []struct {
+	tool string
+	args map[string]any
+	src  actions.Source
+} {
+	awaits := &actionstest.Source{AwaitFunc: func(ctx context.Context, _ identity.ID, _ []string, timeout time.Duration) ([]actions.Record, error) {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-t.C:
+			return []actions.Record{}, nil
+		}
+	}}
+	return []struct {
+		tool string
+		args map[string]any
+		src  actions.Source
+	}{
+		{ToolWait, map[string]any{}, nil},
+		{ToolAwait, map[string]any{"ids": []string{"a-1"}}, awaits},
+	}
+}
+
+// withArgs is base with the JSON object extra's fields added.
+func withArgs(t *testing.T, base map[string]any, extra string) json.RawMessage {
+	t.Helper()
+	// RawMessage keeps extra's values as written: 1e1 must stay 1e1.
+	m := map[string]json.RawMessage{}
+	for k, v := range base {
+		raw, err := json.Marshal(v)
+		require.NoError(t, err)
+		m[k] = raw
+	}
+	require.NoError(t, json.Unmarshal([]byte(extra), &m))
+	raw, err := json.Marshal(m)
+	require.NoError(t, err)
+	return raw
+}
+
+func TestWaits_TimeoutRefusals(t *testing.T) {
+	for _, wt := range waitingTools() {
+		_, cs := connect(t, wt.src, nil, nil)
+		for _, tc := range []struct {
+			name string
+			args string
+		}{
+			{"string timeout", `{"timeoutSeconds":"30"}`},
+			{"fraction", `{"timeoutSeconds":30.5}`},
+			{"zero", `{"timeoutSeconds":0}`},
+			{"over cap", `{"timeoutSeconds":61}`},
+			{"boolean", `{"timeoutSeconds":true}`},
+			{"exponent", `{"timeoutSeconds":1e1}`},
+		} {
+			t.Run(wt.tool+"/"+tc.name, func(t *testing.T) {
+				res := call(t, cs, wt.tool, withArgs(t, wt.args, tc.args))
+				require.True(t, res.IsError)
+				require.Contains(t, text(res), "argument timeoutSeconds")
+			})
+		}
+	}
 }
 
 func TestWait_Refusals(t *testing.T) {
@@ -96,12 +163,6 @@ func TestWait_Refusals(t *testing.T) {
 		args string
 		want string
 	}{
-		{"string timeout", `{"timeoutSeconds":"30"}`, "timeoutSeconds"},
-		{"fraction", `{"timeoutSeconds":30.5}`, "timeoutSeconds"},
-		{"zero", `{"timeoutSeconds":0}`, "timeoutSeconds"},
-		{"over cap", `{"timeoutSeconds":61}`, "timeoutSeconds"},
-		{"boolean", `{"timeoutSeconds":true}`, "timeoutSeconds"},
-		{"exponent", `{"timeoutSeconds":1e1}`, "timeoutSeconds"},
 		{"cursor number", `{"timeoutSeconds":1,"cursor":5}`, "cursor"},
 		{"cursor object", `{"timeoutSeconds":1,"cursor":{}}`, "cursor"},
 		{"cursor not made by source", `{"timeoutSeconds":1,"cursor":"17"}`, "cursor"},
@@ -129,29 +190,35 @@ func TestWait_TimesOutWithinBound(t *testing.T) {
 	require.Contains(t, text(res), "Call bee_wait_action again with cursor \"0\"")
 }
 
-func TestWait_Progress(t *testing.T) {
-	var mu sync.Mutex
-	var got []float64
-	copts := &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
-		mu.Lock()
-		got = append(got, req.Params.Progress)
-		mu.Unlock()
-		// None in the last 500 ms of the wait.
-		assert.LessOrEqual(t, req.Params.Progress, req.Params.Total-0.5, "progress inside the quiet stretch")
-	}}
-	_, cs := connect(t, nil, &ServerOptions{ProgressInterval: 100 * time.Millisecond}, copts)
-	params := &mcp.CallToolParams{Name: ToolWait, Arguments: map[string]any{"timeoutSeconds": 1}}
-	params.SetProgressToken("p1")
-	res, err := cs.CallTool(t.Context(), params)
-	require.NoError(t, err)
-	require.False(t, res.IsError)
-	mu.Lock()
-	defer mu.Unlock()
-	// 100 ms ticks over 1 s, none in the last 500 ms: about 4.
-	require.GreaterOrEqual(t, len(got), 2, "progress notifications received")
-	require.LessOrEqual(t, len(got), 5, "no progress in the last 500 ms")
-	for i := 1; i < len(got); i++ {
-		require.Greater(t, got[i], got[i-1], "progress must increase")
+func TestWaits_Progress(t *testing.T) {
+	for _, wt := range waitingTools() {
+		t.Run(wt.tool, func(t *testing.T) {
+			var mu sync.Mutex
+			var got []float64
+			copts := &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+				mu.Lock()
+				got = append(got, req.Params.Progress)
+				mu.Unlock()
+				// None in the last 500 ms of the wait.
+				assert.LessOrEqual(t, req.Params.Progress, req.Params.Total-0.5, "progress inside the quiet stretch")
+			}}
+			_, cs := connect(t, wt.src, &ServerOptions{ProgressInterval: 100 * time.Millisecond}, copts)
+			params := &mcp.CallToolParams{Name: wt.tool, Arguments: withArgs(t, wt.args, `{"timeoutSeconds":1}`)}
+			params.SetProgressToken("p1")
+			start := time.Now()
+			res, err := cs.CallTool(t.Context(), params)
+			require.NoError(t, err)
+			require.False(t, res.IsError, text(res))
+			require.Less(t, time.Since(start), 3*time.Second, "returned within its bound")
+			mu.Lock()
+			defer mu.Unlock()
+			// 100 ms ticks over 1 s, none in the last 500 ms: about 4.
+			require.GreaterOrEqual(t, len(got), 2, "progress notifications received")
+			require.LessOrEqual(t, len(got), 5, "no progress in the last 500 ms")
+			for i := 1; i < len(got); i++ {
+				require.Greater(t, got[i], got[i-1], "progress must increase")
+			}
+		})
 	}
 }
 
@@ -170,14 +237,18 @@ func TestWait_NoProgressWithoutToken(t *testing.T) {
 	require.Zero(t, n)
 }
 
-func TestWait_CancelEndsAtOnce(t *testing.T) {
-	_, cs := connect(t, nil, nil, nil)
-	ctx, cancel := context.WithCancel(t.Context())
-	time.AfterFunc(200*time.Millisecond, cancel)
-	start := time.Now()
-	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: ToolWait, Arguments: map[string]any{"timeoutSeconds": 30}})
-	require.ErrorIs(t, err, context.Canceled)
-	require.Less(t, time.Since(start), 5*time.Second)
+func TestWaits_CancelEndsAtOnce(t *testing.T) {
+	for _, wt := range waitingTools() {
+		t.Run(wt.tool, func(t *testing.T) {
+			_, cs := connect(t, wt.src, nil, nil)
+			ctx, cancel := context.WithCancel(t.Context())
+			time.AfterFunc(200*time.Millisecond, cancel)
+			start := time.Now()
+			_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: wt.tool, Arguments: withArgs(t, wt.args, `{"timeoutSeconds":30}`)})
+			require.ErrorIs(t, err, context.Canceled)
+			require.Less(t, time.Since(start), 5*time.Second)
+		})
+	}
 }
 
 func TestWhoami(t *testing.T) {

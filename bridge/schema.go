@@ -60,6 +60,38 @@ var (
   "additionalProperties": false
 }`)
 
+	failInputSchema = json.RawMessage(`{
+  "type": "object",
+  "properties": {
+    "id": {"type": "string", "description": "The action's id exactly as bee_wait_action returned it."},
+    "reason": {"type": "string", "description": "Why it cannot be done, for whoever posted it."}
+  },
+  "required": ["id", "reason"],
+  "additionalProperties": false
+}`)
+
+	cancelInputSchema = json.RawMessage(`{
+  "type": "object",
+  "properties": {
+    "id": {"type": "string", "description": "The id of an action your agent posted, exactly as bee_post_action returned it."},
+    "reason": {"type": ["string", "null"], "description": "Why it is no longer needed, for whoever holds it."}
+  },
+  "required": ["id"],
+  "additionalProperties": false
+}`)
+
+	awaitInputSchema = json.RawMessage(`{
+  "type": "object",
+  "properties": {
+    "ids": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 100,
+      "description": "The ids of the actions to wait for, exactly as bee_post_action returned them."},
+    "timeoutSeconds": {"type": "integer", "minimum": 1, "maximum": 60, "default": 45,
+      "description": "How long to wait, in whole seconds (1 to 60, default 45)."}
+  },
+  "required": ["ids"],
+  "additionalProperties": false
+}`)
+
 	recordSchema = `{
   "type": "object",
   "properties": {
@@ -69,12 +101,15 @@ var (
     "from": {"type": "string"},
     "title": {"type": "string"},
     "body": {"type": "string"},
-    "state": {"type": "string", "enum": ["open", "claimed", "done"]},
+    "state": {"type": "string", "enum": ["open", "claimed", "done", "failed", "cancelled"]},
     "holder": {"type": "string"},
+    "holderGone": {"type": "boolean"},
     "result": {"type": "string"},
+    "reason": {"type": "string"},
+    "endedBy": {"type": "string"},
     "postedAt": {"type": "string"},
     "claimedAt": {"type": "string"},
-    "doneAt": {"type": "string"}
+    "endedAt": {"type": "string"}
   },
   "required": ["id", "seq", "to", "from", "title", "state", "postedAt"]
 }`
@@ -86,6 +121,12 @@ var (
     "cursor": {"type": "string"}
   },
   "required": ["records", "cursor"]
+}`)
+
+	recordsOutputSchema = json.RawMessage(`{
+  "type": "object",
+  "properties": {"records": {"type": "array", "items": ` + recordSchema + `}},
+  "required": ["records"]
 }`)
 
 	actionOutputSchema = json.RawMessage(`{

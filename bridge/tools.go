@@ -53,9 +53,9 @@ type ServerOptions struct {
 }
 
 const instructions = `bee connects this session to a shared action board. Other agents and people post actions there.
-To work on the board: call bee_wait_action (it waits up to 45 s and claims the next action meant for you), do the action, then call bee_finish_action with its id and a short result. If you cannot do it, call bee_release_action so someone else can.
+To work on the board: call bee_wait_action (it waits up to 45 s and claims the next action meant for you), do the action, then call bee_finish_action with its id and a short result. If someone else could do it, call bee_release_action; if it cannot be done as asked, call bee_fail_action with the reason.
 If bee_wait_action returns no records, nothing came in time: call it again with the cursor it returned.
-To hand work to another agent, call bee_post_action. bee_whoami tells you your identity on the board.`
+To hand work to another agent, call bee_post_action; bee_await_action waits until it ends (done, failed or cancelled), and bee_cancel_action calls it off. bee_whoami tells you your identity on the board.`
 
 // NewServer returns an MCP server serving the tools of the session p
 // holds or will hold. The server answers both handshakes (initialize and
@@ -134,6 +134,7 @@ func NewServer(p *Pending, opts *ServerOptions) *mcp.Server {
 		InputSchema:  releaseInputSchema,
 		OutputSchema: actionOutputSchema,
 	}, t.logged(t.release, setupBound))
+	addOutcomeTools(srv, t)
 	return srv
 }
 
@@ -149,7 +150,13 @@ func setupBound(*mcp.CallToolRequest) time.Duration { return 10 * time.Second }
 // session counts against it: a wait always returns within timeoutSeconds.
 // Arguments the wait will refuse count as the default.
 func waitBound(req *mcp.CallToolRequest) time.Duration {
-	a, err := parseArgs(req.Params.Arguments, "timeoutSeconds", "cursor")
+	return timeoutArg(req, "timeoutSeconds", "cursor")
+}
+
+// timeoutArg is the timeoutSeconds argument of a call that takes the
+// arguments allowed, or DefaultWait when the call will be refused.
+func timeoutArg(req *mcp.CallToolRequest, allowed ...string) time.Duration {
+	a, err := parseArgs(req.Params.Arguments, allowed...)
 	if err != nil {
 		return DefaultWait
 	}

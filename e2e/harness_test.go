@@ -337,6 +337,7 @@ type Record struct {
 	State  string          `json:"state"`
 	Holder string          `json:"holder"`
 	Result any             `json:"result"`
+	Reason string          `json:"reason"`
 }
 
 // IDString is the id as text (a JSON string unquoted, a number as is).

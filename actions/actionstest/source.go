@@ -24,6 +24,12 @@ type Source struct {
 	PostFunc    func(ctx context.Context, who identity.ID, to, title, body string) (actions.Record, error)
 	FinishFunc  func(ctx context.Context, who identity.ID, id, result string) (actions.Record, error)
 	ReleaseFunc func(ctx context.Context, who identity.ID, id string) (actions.Record, error)
+	FailFunc    func(ctx context.Context, who identity.ID, id, reason string) (actions.Record, error)
+	CancelFunc  func(ctx context.Context, who identity.ID, id, reason string) (actions.Record, error)
+	GetFunc     func(ctx context.Context, id string) (actions.Record, error)
+	AwaitFunc   func(ctx context.Context, who identity.ID, ids []string, timeout time.Duration) ([]actions.Record, error)
+	NoticeFunc  func(ctx context.Context, who identity.ID, skip []string, timeout time.Duration) (actions.Notice, bool, error)
+	WaiterFunc  func(ctx context.Context, who identity.ID, armed bool) error
 
 	mu       sync.Mutex
 	joined   []actions.Member
@@ -125,6 +131,54 @@ func (s *Source) Release(ctx context.Context, who identity.ID, id string) (actio
 		return s.ReleaseFunc(ctx, who, id)
 	}
 	return actions.NoActions{}.Release(ctx, who, id)
+}
+
+// Fail implements actions.Source.
+func (s *Source) Fail(ctx context.Context, who identity.ID, id, reason string) (actions.Record, error) {
+	if s.FailFunc != nil {
+		return s.FailFunc(ctx, who, id, reason)
+	}
+	return actions.NoActions{}.Fail(ctx, who, id, reason)
+}
+
+// Cancel implements actions.Source.
+func (s *Source) Cancel(ctx context.Context, who identity.ID, id, reason string) (actions.Record, error) {
+	if s.CancelFunc != nil {
+		return s.CancelFunc(ctx, who, id, reason)
+	}
+	return actions.NoActions{}.Cancel(ctx, who, id, reason)
+}
+
+// Get implements actions.Source.
+func (s *Source) Get(ctx context.Context, id string) (actions.Record, error) {
+	if s.GetFunc != nil {
+		return s.GetFunc(ctx, id)
+	}
+	return actions.NoActions{}.Get(ctx, id)
+}
+
+// Await implements actions.Source.
+func (s *Source) Await(ctx context.Context, who identity.ID, ids []string, timeout time.Duration) ([]actions.Record, error) {
+	if s.AwaitFunc != nil {
+		return s.AwaitFunc(ctx, who, ids, timeout)
+	}
+	return actions.NoActions{}.Await(ctx, who, ids, timeout)
+}
+
+// Notice implements actions.Source.
+func (s *Source) Notice(ctx context.Context, who identity.ID, skip []string, timeout time.Duration) (actions.Notice, bool, error) {
+	if s.NoticeFunc != nil {
+		return s.NoticeFunc(ctx, who, skip, timeout)
+	}
+	return actions.NoActions{}.Notice(ctx, who, skip, timeout)
+}
+
+// SetWaiter implements actions.Source.
+func (s *Source) SetWaiter(ctx context.Context, who identity.ID, armed bool) error {
+	if s.WaiterFunc != nil {
+		return s.WaiterFunc(ctx, who, armed)
+	}
+	return nil
 }
 
 // Close implements actions.Source.

@@ -16,6 +16,7 @@ import (
 // Benchmarks across processes. Run them without -race, for example:
 //
 //	go test -run '^$' -bench . ./actions/board/
+//	go test -run '^$' -bench 'Wake|Await' -benchtime 200x ./actions/board/
 //	BEE_BOARD_BENCH_IDLE=1 go test -run '^$' -bench IdleCPU -benchtime 1x -timeout 5m ./actions/board/
 //
 // BenchmarkIdleCPU takes 30 s and runs only when BEE_BOARD_BENCH_IDLE=1.
@@ -66,6 +67,62 @@ func BenchmarkWake(b *testing.B) {
 	b.ReportMetric(float64(quantile(lat, 0.99).Microseconds()), "p99-µs")
 	b.ReportMetric(float64(lat[len(lat)-1].Microseconds()), "max-µs")
 	poster.finish(10 * time.Second)
+}
+
+// BenchmarkAwait measures finish-to-await latency across processes: this
+// process awaits an action that another process holds, then asks it to
+// finish the action; the time runs from just before the other process calls
+// Finish to Await's return here (its safety poll set to 10 s, so only the
+// notifier can wake it).
+func BenchmarkAwait(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "board.db")
+	worker := startProc(b, "worker", path)
+	worker.expect("ready ", 30*time.Second)
+	var current string // the action awaited; only the awaiting goroutine reads it
+	board, err := Open(path, &Options{
+		SafetyPoll: 10 * time.Second,
+		// Ask for the finish only once Await is about to sleep.
+		beforeSleep: func() { worker.send("finish " + current + " now") },
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer board.Close()
+	poster := mint(b, "bench")
+
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		r, err := board.Post(b.Context(), poster, "worker", "job", "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		worker.send("claim")
+		worker.expect("claimed "+r.ID, 10*time.Second)
+		current = r.ID
+		b.StartTimer()
+		recs, err := board.Await(b.Context(), poster, []string{r.ID}, 5*time.Second)
+		end := time.Now()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(recs) != 1 {
+			b.Fatal("await did not return the finished action within 5 s")
+		}
+		ns, err := strconv.ParseInt(strings.TrimPrefix(recs[0].Result, "t0="), 10, 64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, end.Sub(time.Unix(0, ns)))
+		worker.expect("ended "+r.ID, 10*time.Second)
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(quantile(lat, 0.5).Microseconds()), "p50-µs")
+	b.ReportMetric(float64(quantile(lat, 0.99).Microseconds()), "p99-µs")
+	b.ReportMetric(float64(lat[len(lat)-1].Microseconds()), "max-µs")
+	worker.finish(10 * time.Second)
 }
 
 func quantile(sorted []time.Duration, q float64) time.Duration {

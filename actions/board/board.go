@@ -233,8 +233,8 @@ type Options struct {
 	// context: a test cancels the context here to reach the moment a claim
 	// has committed but nobody will receive it.
 	afterClaim func(actions.Record)
-	// beforeSleep runs each time a Next, having found nothing to claim, is
-	// about to sleep: a test waits for it to know the next wake-up must come
+	// beforeSleep runs each time a Next (or an Await), having found nothing,
+	// is about to sleep: a test waits for it to know the next wake-up must come
 	// through the notifier.
 	beforeSleep func()
 	// noWriteLock leaves writers to SQLite's busy handler instead of the

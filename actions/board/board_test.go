@@ -325,14 +325,14 @@ func TestBoard_FinishReleaseRefusals(t *testing.T) {
 	require.Equal(t, actions.Done, done.State)
 	require.Equal(t, "all good", done.Result)
 	require.Equal(t, string(x), done.Holder)
-	require.NotNil(t, done.DoneAt)
+	require.NotNil(t, done.EndedAt)
 	require.NotNil(t, done.ClaimedAt)
 
 	_, err = b.Finish(ctx, x, a.ID, "")
-	require.ErrorIs(t, err, actions.ErrAlreadyDone)
+	require.ErrorIs(t, err, actions.ErrEnded)
 	require.ErrorContains(t, err, "finished by agent:x#12345678")
 	_, err = b.Release(ctx, x, a.ID)
-	require.ErrorIs(t, err, actions.ErrAlreadyDone)
+	require.ErrorIs(t, err, actions.ErrEnded)
 }
 
 func TestBoard_BadCursors(t *testing.T) {
@@ -354,7 +354,7 @@ func TestBoard_BadCursors(t *testing.T) {
 		require.ErrorIs(t, err, actions.ErrBadCursor, "next %q", c)
 	}
 	for _, c := range []actions.Cursor{actions.StartCursor, "garbage", list.Cursor, actions.Cursor(b.id + ".r1.x")} {
-		_, err := b.Wait(ctx, c, time.Millisecond)
+		_, err := b.Changes(ctx, c, time.Millisecond)
 		require.ErrorIs(t, err, actions.ErrBadCursor, "wait %q", c)
 	}
 }
@@ -387,6 +387,8 @@ func TestBoard_NextOldestFirstAndAddressing(t *testing.T) {
 	w1 := mint(t, "worker")
 	w2 := mint(t, "worker")
 	other := mint(t, "other")
+	// Only a live identity can be posted to.
+	require.NoError(t, b.Join(t.Context(), actions.Member{ID: w1, PID: os.Getpid()}))
 
 	forW1 := post(t, b, alice, string(w1), "for w1 exactly")
 	forWorkers := post(t, b, alice, "worker", "for any worker")
@@ -537,8 +539,9 @@ func TestBoard_Members(t *testing.T) {
 	b := openTest(t, "", nil)
 	ctx := t.Context()
 	w := mint(t, "w")
-	require.NoError(t, b.Join(ctx, actions.Member{ID: w, PID: 4242, ClaudePID: 4241, SessionID: "sess-1"}))
-	require.NoError(t, b.Join(ctx, actions.Member{ID: w, PID: 4242, ClaudePID: 4241, SessionID: "sess-2"}), "Join is idempotent")
+	// A member's process must run, or the board departs it at once.
+	require.NoError(t, b.Join(ctx, actions.Member{ID: w, PID: os.Getpid(), ClaudePID: 4241, SessionID: "sess-1"}))
+	require.NoError(t, b.Join(ctx, actions.Member{ID: w, PID: os.Getpid(), ClaudePID: 4241, SessionID: "sess-2"}), "Join is idempotent")
 	a := post(t, b, "user:alice", "", "one")
 	c := post(t, b, "user:alice", "", "two")
 	next(t, b, w)
@@ -550,7 +553,7 @@ func TestBoard_Members(t *testing.T) {
 	m := ms[0]
 	require.Equal(t, w, m.ID)
 	require.Equal(t, "w", m.Agent)
-	require.Equal(t, 4242, m.PID)
+	require.Equal(t, os.Getpid(), m.PID)
 	require.Equal(t, 4241, m.ClaudePID)
 	require.Equal(t, "sess-2", m.SessionID)
 	require.Equal(t, []string{a.ID, c.ID}, m.Holding)
@@ -632,14 +635,14 @@ func TestBoard_Wait(t *testing.T) {
 	early := post(t, b, "user:alice", "", "early")
 
 	// From the start, Wait reports what exists.
-	p, err := b.Wait(ctx, "", time.Second)
+	p, err := b.Changes(ctx, "", time.Second)
 	require.NoError(t, err)
 	require.Len(t, p.Records, 1)
 	require.Equal(t, early.ID, p.Records[0].ID)
 
 	head, err := b.Head(ctx)
 	require.NoError(t, err)
-	p, err = b.Wait(ctx, head, 50*time.Millisecond)
+	p, err = b.Changes(ctx, head, 50*time.Millisecond)
 	require.NoError(t, err)
 	require.NotNil(t, p.Records)
 	require.Empty(t, p.Records)
@@ -649,7 +652,7 @@ func TestBoard_Wait(t *testing.T) {
 	w := mint(t, "w")
 	got := make(chan actions.Page, 1)
 	go func() {
-		p, err := b.Wait(ctx, head, 10*time.Second)
+		p, err := b.Changes(ctx, head, 10*time.Second)
 		if err == nil {
 			got <- p
 		}
@@ -665,7 +668,7 @@ func TestBoard_Wait(t *testing.T) {
 	_, err = b.Finish(ctx, w, claimed.ID, "ok")
 	require.NoError(t, err)
 	late := post(t, b, "user:alice", "", "late")
-	p, err = b.Wait(ctx, p.Cursor, time.Second)
+	p, err = b.Changes(ctx, p.Cursor, time.Second)
 	require.NoError(t, err)
 	require.Len(t, p.Records, 2)
 	require.Equal(t, actions.Done, p.Records[0].State)
@@ -688,7 +691,7 @@ func TestBoard_WaitPagesSplitOneChange(t *testing.T) {
 	var seen []string
 	cursor := head
 	for {
-		p, err := b.Wait(ctx, cursor, 10*time.Millisecond)
+		p, err := b.Changes(ctx, cursor, 10*time.Millisecond)
 		require.NoError(t, err)
 		if len(p.Records) == 0 {
 			break
@@ -840,12 +843,12 @@ func TestBoard_WaitSeesOtherBoardsClaims(t *testing.T) {
 	require.NoError(t, err)
 
 	// Once a Board runs Wait, claims and finishes elsewhere wake it too.
-	p, err := watcher.Wait(t.Context(), head, 10*time.Millisecond)
+	p, err := watcher.Changes(t.Context(), head, 10*time.Millisecond)
 	require.NoError(t, err)
 	require.Empty(t, p.Records)
 	got := make(chan actions.Page, 1)
 	go func() {
-		p, err := watcher.Wait(t.Context(), head, 8*time.Second)
+		p, err := watcher.Changes(t.Context(), head, 8*time.Second)
 		if err == nil {
 			got <- p
 		}

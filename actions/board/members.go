@@ -26,19 +26,7 @@ const (
 )
 
 // A MemberInfo is a live identity as Members reports it.
-type MemberInfo struct {
-	ID         identity.ID `json:"identity"`
-	Agent      string      `json:"agent"`
-	PID        int         `json:"pid"`
-	ClaudePID  int         `json:"claudePid,omitempty"`
-	SessionID  string      `json:"sessionId,omitempty"`
-	JoinedAt   time.Time   `json:"joinedAt"`
-	RenewedAt  time.Time   `json:"renewedAt"`
-	LeaseUntil time.Time   `json:"leaseUntil"`
-	// Holding lists the ids of the actions the identity holds, oldest first;
-	// never nil.
-	Holding []string `json:"holding"`
-}
+type MemberInfo = actions.MemberInfo
 
 // A renewal is the lease-renewing goroutine of one member, ended by closing
 // stop (Depart) or by the Board's Close.
@@ -94,35 +82,44 @@ func (b *Board) Depart(ctx context.Context, who identity.ID) error {
 	b.stopRenewal(who)
 	var released, readdressed []string
 	err := b.write(ctx, "depart", func(t wtx) error {
-		now := nowMS()
-		var rev int64
-		err := t.row(`SELECT ` + nextRev).Scan(&rev)
-		if err != nil {
-			return err
-		}
-		if released, err = collectIDs(t.rows(`UPDATE actions SET state = 'open', holder = '', claimed_at = NULL, rev = ?
-			WHERE state = 'claimed' AND holder = ? RETURNING seq`, rev, string(who))); err != nil {
-			return err
-		}
-		if readdressed, err = collectIDs(t.rows(`UPDATE actions SET to_whom = ?, rev = ?
-			WHERE state = 'open' AND to_whom = ? RETURNING seq`, who.Agent(), rev, string(who))); err != nil {
-			return err
-		}
-		_, err = t.exec(`INSERT INTO members (identity, agent, pid, joined_at, renewed_at, lease_until, departed_at)
-			VALUES (?1, ?2, 0, ?3, ?3, ?3, ?3)
-			ON CONFLICT (identity) DO UPDATE SET lease_until = min(lease_until, ?3), departed_at = coalesce(departed_at, ?3)`,
-			string(who), who.Agent(), now)
+		var err error
+		released, readdressed, err = departTx(t, who, nowMS())
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("depart %s: %w", who, err)
 	}
 	if len(released) > 0 || len(readdressed) > 0 {
-		b.notify.touch(true)
+		b.notify.touch(evClaimable)
 	}
 	b.log.Info("member departed", logkey.Identity, string(who), "released", released, "readdressed", readdressed,
 		logkey.Elapsed, time.Since(start))
 	return nil
+}
+
+// departTx departs who inside a write transaction: its claims go back to
+// open, the open actions addressed to it exactly go to its agent name, and
+// it is marked departed (a member row is made for an identity that never
+// joined). It returns the ids released and re-addressed.
+func departTx(t wtx, who identity.ID, now int64) (released, readdressed []string, err error) {
+	var rev int64
+	if err = t.row(`SELECT ` + nextRev).Scan(&rev); err != nil {
+		return nil, nil, err
+	}
+	if released, err = collectIDs(t.rows(`UPDATE actions SET state = 'open', holder = '', claimed_at = NULL, rev = ?
+		WHERE state = 'claimed' AND holder = ? RETURNING seq`, rev, string(who))); err != nil {
+		return nil, nil, err
+	}
+	if readdressed, err = collectIDs(t.rows(`UPDATE actions SET to_whom = ?, rev = ?
+		WHERE state = 'open' AND to_whom = ? RETURNING seq`, who.Agent(), rev, string(who))); err != nil {
+		return nil, nil, err
+	}
+	_, err = t.exec(`INSERT INTO members (identity, agent, pid, joined_at, renewed_at, lease_until, departed_at)
+		VALUES (?1, ?2, 0, ?3, ?3, ?3, ?3)
+		ON CONFLICT (identity) DO UPDATE SET lease_until = min(lease_until, ?3), departed_at = coalesce(departed_at, ?3),
+			waiter_at = NULL`,
+		string(who), who.Agent(), now)
+	return released, readdressed, err
 }
 
 // collectIDs turns the seqs a query returns into action ids.
@@ -142,15 +139,17 @@ func collectIDs(rows *sql.Rows, err error) ([]string, error) {
 	return ids, rows.Err()
 }
 
-// Members returns the live identities (joined, not departed, and either
-// within their lease or with their process still running: a member renews
-// its lease only while it holds a claim), oldest first, with the actions
-// each holds.
+// Members implements actions.Board: the live identities (joined, not
+// departed, and either within their lease or with their process still
+// running: a member renews its lease only while it holds a claim), oldest
+// first, with the actions each holds and whether its waiter is armed. A
+// member whose process has died departs first (see reap).
 func (b *Board) Members(ctx context.Context) ([]MemberInfo, error) {
+	b.reap(ctx)
 	members := []MemberInfo{}
 	err := b.read(ctx, "members", func(ctx context.Context) error {
 		rows, err := b.rows(ctx, `SELECT m.identity, m.agent, m.pid, m.claude_pid, m.session_id, m.joined_at, m.renewed_at, m.lease_until,
-				(SELECT group_concat(a.seq) FROM actions a WHERE a.state = 'claimed' AND a.holder = m.identity)
+				(SELECT group_concat(a.seq) FROM actions a WHERE a.state = 'claimed' AND a.holder = m.identity), m.waiter_at
 			FROM members m WHERE m.departed_at IS NULL
 			ORDER BY m.joined_at, m.identity`)
 		if err != nil {
@@ -163,9 +162,14 @@ func (b *Board) Members(ctx context.Context) ([]MemberInfo, error) {
 				id                        string
 				joined, renewed, leaseEnd int64
 				held                      sql.NullString
+				waiter                    sql.NullInt64
 			)
-			if err := rows.Scan(&id, &mi.Agent, &mi.PID, &mi.ClaudePID, &mi.SessionID, &joined, &renewed, &leaseEnd, &held); err != nil {
+			if err := rows.Scan(&id, &mi.Agent, &mi.PID, &mi.ClaudePID, &mi.SessionID, &joined, &renewed, &leaseEnd, &held, &waiter); err != nil {
 				return err
+			}
+			if waiter.Valid {
+				t := fromMS(waiter.Int64)
+				mi.WaiterSince = &t
 			}
 			if leaseEnd <= nowMS() && !processAlive(mi.PID) {
 				continue

@@ -17,7 +17,21 @@ import (
 // The files in the notify directory.
 const (
 	wakeFile   = "wake"   // touched when an action may have become claimable
-	changeFile = "change" // touched when an action changed in another way (claimed, done)
+	endedFile  = "ended"  // touched when an action ended (done, failed, cancelled)
+	changeFile = "change" // touched when an action changed in another way (claimed)
+)
+
+// An event says what a commit changed, and so whom it wakes.
+type event int
+
+const (
+	// evChanged: an action changed in a way only Wait cares about (a claim).
+	evChanged event = iota
+	// evClaimable: an action may have become claimable (posted, released,
+	// reclaimed, re-addressed).
+	evClaimable
+	// evEnded: an action ended; its poster's waiters and Await care.
+	evEnded
 )
 
 // A notifier carries wake-ups between processes. A writer touches a file in
@@ -55,8 +69,9 @@ type notifier struct {
 	watchOnce sync.Once
 	watching  *os.File // held share-locked once this Board runs Wait
 
-	mu     sync.Mutex    // guards wake and change
+	mu     sync.Mutex    // guards wake, ended and change
 	wake   chan struct{} // closed when an action may have become claimable
+	ended  chan struct{} // closed when an action has ended
 	change chan struct{} // closed on any change, claimable or not
 }
 
@@ -90,6 +105,7 @@ func newNotifier(dir, watchingPath, dbPath string, onDB func(), log *slog.Logger
 		w:            w,
 		probe:        probe,
 		wake:         make(chan struct{}),
+		ended:        make(chan struct{}),
 		change:       make(chan struct{}),
 	}
 	if !g.Go(n.run) {
@@ -116,11 +132,13 @@ func (n *notifier) run() {
 				}
 			case ev.Name == n.dir && ev.Has(fsnotify.Remove|fsnotify.Rename):
 				n.rewatch()
-				n.broadcast(true)
+				n.broadcastAll()
 			case filepath.Base(ev.Name) == wakeFile:
-				n.broadcast(true)
+				n.broadcast(evClaimable)
+			case filepath.Base(ev.Name) == endedFile:
+				n.broadcast(evEnded)
 			case filepath.Base(ev.Name) == changeFile:
-				n.broadcast(false)
+				n.broadcast(evChanged)
 			}
 		case err, ok := <-n.w.Errors:
 			if !ok {
@@ -128,7 +146,7 @@ func (n *notifier) run() {
 			}
 			// An overflow or the like: something may have been missed.
 			n.log.Warn("board watcher error", logkey.Err, err)
-			n.broadcast(true)
+			n.broadcastAll()
 		}
 	}
 }
@@ -156,6 +174,14 @@ func (n *notifier) wakeCh() <-chan struct{} {
 	return n.wake
 }
 
+// endedCh returns the channel closed when an action next ends. Take it
+// before looking, as wakeCh.
+func (n *notifier) endedCh() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.ended
+}
+
 // changeCh returns the channel closed at the next change of any kind.
 func (n *notifier) changeCh() <-chan struct{} {
 	n.mu.Lock()
@@ -163,17 +189,28 @@ func (n *notifier) changeCh() <-chan struct{} {
 	return n.change
 }
 
-// broadcast wakes the local waiters: all of them when claimable, else only
-// those waiting for any change.
-func (n *notifier) broadcast(claimable bool) {
+// broadcast wakes the local waiters that ev concerns: those waiting for
+// any change always, those waiting for claimable work or for ended actions
+// when ev is that.
+func (n *notifier) broadcast(ev event) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	close(n.change)
 	n.change = make(chan struct{})
-	if claimable {
+	switch ev {
+	case evClaimable:
 		close(n.wake)
 		n.wake = make(chan struct{})
+	case evEnded:
+		close(n.ended)
+		n.ended = make(chan struct{})
 	}
+}
+
+// broadcastAll wakes every local waiter: something may have been missed.
+func (n *notifier) broadcastAll() {
+	n.broadcast(evClaimable)
+	n.broadcast(evEnded)
 }
 
 // watch registers this Board as running Wait, so that writers in every
@@ -225,15 +262,21 @@ func flockShared(fd int) error {
 // touch tells every process watching the board about a commit, and the
 // local waiters at once. The file is opened afresh each time so that a
 // replaced file is written, not the old one. A failed touch is logged:
-// waiters elsewhere fall back to the safety poll. A change that makes
-// nothing claimable is told to other processes only when one runs Wait.
-func (n *notifier) touch(claimable bool) {
-	n.broadcast(claimable)
-	name := changeFile
-	if claimable {
+// waiters elsewhere fall back to the safety poll. A change that is neither
+// claimable nor an end is told to other processes only when one runs Wait.
+func (n *notifier) touch(ev event) {
+	n.broadcast(ev)
+	var name string
+	switch ev {
+	case evClaimable:
 		name = wakeFile
-	} else if !n.watched() {
-		return
+	case evEnded:
+		name = endedFile
+	default:
+		if !n.watched() {
+			return
+		}
+		name = changeFile
 	}
 	path := filepath.Join(n.dir, name)
 	err := touchFile(path)

@@ -65,7 +65,7 @@ func TestBoard_ManyProcesses(t *testing.T) {
 			break
 		}
 		require.True(t, time.Now().Before(deadline), "only %d of %d actions done after 60 s", done, total)
-		p, err := b.Wait(t.Context(), cursor, time.Second)
+		p, err := b.Changes(t.Context(), cursor, time.Second)
 		require.NoError(t, err)
 		cursor = p.Cursor
 	}

@@ -97,6 +97,8 @@ func runRole(role string) error {
 		return roleWaiter(ctx, b, out)
 	case "rate":
 		return roleRate(ctx, b, out, cmds)
+	case "worker":
+		return roleWorker(ctx, b, out, cmds)
 	}
 	if run := moreRoles[role]; run != nil {
 		return run(ctx, b, out, cmds)

@@ -40,6 +40,13 @@ import (
 //
 // meta: board_id (random, carried in cursors so that a cursor from another
 // board file is refused).
+//
+// Version 2 adds the terminal states failed and cancelled (SQLite cannot
+// change a CHECK, so the actions table is copied into a new one), the
+// reason and ended_by of an ended action, told_at (when the poster heard of
+// the outcome; actions ended before it count as told, so nobody is woken
+// for old news) and members.waiter_at (when the session's wake-on-work
+// waiter was armed). done_at holds when any ended action ended.
 var migrations = []string{
 	1: `
 CREATE TABLE meta (
@@ -78,6 +85,44 @@ CREATE TABLE members (
 	lease_until INTEGER NOT NULL,
 	departed_at INTEGER
 ) WITHOUT ROWID;
+`,
+	2: `
+CREATE TABLE actions2 (
+	seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+	id         TEXT GENERATED ALWAYS AS ('a-' || seq) VIRTUAL,
+	to_whom    TEXT NOT NULL DEFAULT '',
+	from_whom  TEXT NOT NULL,
+	title      TEXT NOT NULL,
+	body       TEXT NOT NULL DEFAULT '',
+	state      TEXT NOT NULL DEFAULT 'open' CHECK (state IN ('open', 'claimed', 'done', 'failed', 'cancelled')),
+	holder     TEXT NOT NULL DEFAULT '',
+	result     TEXT NOT NULL DEFAULT '',
+	reason     TEXT NOT NULL DEFAULT '',
+	ended_by   TEXT NOT NULL DEFAULT '',
+	posted_at  INTEGER NOT NULL,
+	claimed_at INTEGER,
+	done_at    INTEGER,
+	told_at    INTEGER,
+	rev        INTEGER NOT NULL,
+	CHECK (state <> 'open' OR holder = ''),
+	CHECK (state NOT IN ('claimed', 'done', 'failed') OR holder <> '')
+);
+INSERT INTO actions2 (seq, to_whom, from_whom, title, body, state, holder, result, ended_by, posted_at, claimed_at, done_at, told_at, rev)
+	SELECT seq, to_whom, from_whom, title, body, state, holder, result,
+		CASE WHEN state = 'done' THEN holder ELSE '' END, posted_at, claimed_at, done_at, done_at, rev
+	FROM actions;
+-- Keep the posting order's high-water mark: ids are never reused.
+CREATE TEMP TABLE seq_keep AS SELECT coalesce(max(seq), 0) AS seq FROM sqlite_sequence WHERE name IN ('actions', 'actions2');
+DROP TABLE actions;
+ALTER TABLE actions2 RENAME TO actions;
+DELETE FROM sqlite_sequence WHERE name IN ('actions', 'actions2');
+INSERT INTO sqlite_sequence (name, seq) SELECT 'actions', seq FROM seq_keep;
+DROP TABLE temp.seq_keep;
+CREATE INDEX actions_open ON actions (to_whom, seq) WHERE state = 'open';
+CREATE INDEX actions_claimed ON actions (holder) WHERE state = 'claimed';
+CREATE INDEX actions_rev ON actions (rev, seq);
+CREATE INDEX actions_untold ON actions (from_whom) WHERE told_at IS NULL AND state IN ('done', 'failed', 'cancelled');
+ALTER TABLE members ADD COLUMN waiter_at INTEGER;
 `,
 }
 

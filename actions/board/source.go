@@ -28,18 +28,19 @@ const (
 )
 
 // recordCols are the columns scanRecord reads, in order.
-const recordCols = `seq, to_whom, from_whom, title, body, state, holder, result, posted_at, claimed_at, done_at`
+const recordCols = `seq, to_whom, from_whom, title, body, state, holder, result, reason, ended_by, posted_at, claimed_at, done_at`
 
 type scanner interface{ Scan(dest ...any) error }
 
 func scanRecord(s scanner, extra ...any) (actions.Record, error) {
 	var (
-		r                 actions.Record
-		state             string
-		posted            int64
-		claimedAt, doneAt sql.NullInt64
+		r                  actions.Record
+		state              string
+		posted             int64
+		claimedAt, endedAt sql.NullInt64
 	)
-	dest := append([]any{&r.Seq, &r.To, &r.From, &r.Title, &r.Body, &state, &r.Holder, &r.Result, &posted, &claimedAt, &doneAt}, extra...)
+	dest := append([]any{&r.Seq, &r.To, &r.From, &r.Title, &r.Body, &state, &r.Holder, &r.Result, &r.Reason, &r.EndedBy,
+		&posted, &claimedAt, &endedAt}, extra...)
 	if err := s.Scan(dest...); err != nil {
 		return actions.Record{}, err
 	}
@@ -50,16 +51,16 @@ func scanRecord(s scanner, extra ...any) (actions.Record, error) {
 		t := fromMS(claimedAt.Int64)
 		r.ClaimedAt = &t
 	}
-	if doneAt.Valid {
-		t := fromMS(doneAt.Int64)
-		r.DoneAt = &t
+	if endedAt.Valid {
+		t := fromMS(endedAt.Int64)
+		r.EndedAt = &t
 	}
 	return r, nil
 }
 
 // recordSize estimates the bytes a record carries, for bounding pages.
 func recordSize(r actions.Record) int {
-	return 256 + len(r.To) + len(r.From) + len(r.Title) + len(r.Body) + len(r.Holder) + len(r.Result)
+	return 256 + len(r.To) + len(r.From) + len(r.Title) + len(r.Body) + len(r.Holder) + len(r.Result) + len(r.Reason) + len(r.EndedBy)
 }
 
 // opCtx bounds an operation: it ends at ctx's end, after limit, or when the
@@ -255,8 +256,9 @@ func checkText(field, s string, limit int) error {
 // of that agent) or one identity. The title is trimmed; it must then be
 // non-empty (actions.ErrEmptyTitle), one line (ErrBadText) and at most
 // MaxTitleLen characters (ErrTooLong); the body is at most MaxBodyLen
-// bytes. A bad to is ErrBadRecipient, a bad who ErrBadPoster. Posting wakes
-// the waiters of every process.
+// bytes. A bad to is ErrBadRecipient, a bad who ErrBadPoster, and an
+// identity that is not live actions.ErrNotLive, naming the live identities
+// of its agent. Posting wakes the waiters of every process.
 func (b *Board) Post(ctx context.Context, who identity.ID, to, title, body string) (actions.Record, error) {
 	title = strings.TrimSpace(title)
 	switch {
@@ -280,6 +282,9 @@ func (b *Board) Post(ctx context.Context, who identity.ID, to, title, body strin
 	if err := checkRecipient(to); err != nil {
 		return actions.Record{}, fmt.Errorf("post: %w", err)
 	}
+	if err := b.checkLive(ctx, to); err != nil {
+		return actions.Record{}, fmt.Errorf("post: %w", err)
+	}
 	var rec actions.Record
 	err := b.write(ctx, "post", func(t wtx) error {
 		var err error
@@ -292,17 +297,19 @@ func (b *Board) Post(ctx context.Context, who identity.ID, to, title, body strin
 	if err != nil {
 		return actions.Record{}, fmt.Errorf("post: %w", err)
 	}
-	b.notify.touch(true)
+	b.notify.touch(evClaimable)
 	b.log.Info("action posted", logkey.ActionID, rec.ID, logKeyFrom, rec.From, logKeyTo, rec.To)
 	return rec, nil
 }
 
-// Get returns the action with the given id, or actions.ErrUnknownAction.
+// Get implements actions.Source: the action with the given id, or
+// actions.ErrUnknownAction. Members whose process died depart first.
 func (b *Board) Get(ctx context.Context, id string) (actions.Record, error) {
 	seq, ok := parseActionID(id)
 	if !ok {
-		return actions.Record{}, fmt.Errorf("action %q: %w", id, actions.ErrUnknownAction)
+		return actions.Record{}, fmt.Errorf("action %q: %w", id, unknownHint(id))
 	}
+	b.reap(ctx)
 	var rec actions.Record
 	err := b.read(ctx, "get "+id, func(ctx context.Context) error {
 		var err error
@@ -312,18 +319,35 @@ func (b *Board) Get(ctx context.Context, id string) (actions.Record, error) {
 	if errors.Is(err, sql.ErrNoRows) {
 		return actions.Record{}, fmt.Errorf("action %q: %w", id, actions.ErrUnknownAction)
 	}
-	return rec, err
+	if err != nil {
+		return actions.Record{}, err
+	}
+	recs := []actions.Record{rec}
+	b.markGone(ctx, recs)
+	return recs[0], nil
+}
+
+// unknownHint is ErrUnknownAction for an id no board makes, suggesting the
+// id meant ("7" -> "a-7").
+func unknownHint(id string) error {
+	if _, ok := parseCount(strings.TrimSpace(id)); ok {
+		return fmt.Errorf("%w (ids look like a-%s)", actions.ErrUnknownAction, strings.TrimSpace(id))
+	}
+	return actions.ErrUnknownAction
 }
 
 // List implements actions.Source: the actions posted after since, oldest
 // first, in every state, at most Options.PageSize of them (and about 1 MiB
 // of text), with the cursor to page on from. An empty page's cursor is
-// since itself (or the start, for an empty since).
+// since itself (or the start, for an empty since). Members whose process
+// died depart first, and a claim whose holder is gone anyway is marked
+// HolderGone.
 func (b *Board) List(ctx context.Context, since actions.Cursor) (actions.Page, error) {
 	after, err := b.parseSeqCursor(since)
 	if err != nil {
 		return actions.Page{}, fmt.Errorf("list: %w", err)
 	}
+	b.reap(ctx)
 	page := actions.Page{Records: []actions.Record{}, Cursor: b.seqCursor(after)}
 	err = b.read(ctx, "list", func(ctx context.Context) error {
 		rows, err := b.rows(ctx, `SELECT `+recordCols+` FROM actions WHERE seq > ? ORDER BY seq LIMIT ?`, after, b.opts.PageSize)
@@ -346,27 +370,57 @@ func (b *Board) List(ctx context.Context, since actions.Cursor) (actions.Page, e
 	if err != nil {
 		return actions.Page{}, fmt.Errorf("list: %w", err)
 	}
+	b.markGone(ctx, page.Records)
 	return page, nil
 }
 
 // Finish implements actions.Source: the action who holds becomes done, with
-// result (at most MaxResultLen bytes) kept on it. It returns
-// actions.ErrUnknownAction, actions.ErrNotHeld (the action is open, or held
-// by someone else, whom the error names) or actions.ErrAlreadyDone (naming
-// who finished it).
+// result (at most MaxResultLen bytes) kept on it, and its poster's waiters
+// wake. It returns actions.ErrUnknownAction, actions.ErrNotHeld (the action
+// is open, or held by someone else, whom the error names) or
+// actions.ErrEnded (naming who ended it, and why when it was failed or
+// cancelled).
 func (b *Board) Finish(ctx context.Context, who identity.ID, id, result string) (actions.Record, error) {
 	if err := checkText("result", result, MaxResultLen); err != nil {
 		return actions.Record{}, fmt.Errorf("finish %s: %w", id, err)
 	}
-	rec, err := b.settle(ctx, "finish", who, id, `state = 'done', result = ?, done_at = ?`, result, nowMS())
+	return b.end(ctx, "finish", who, id, `state = 'done', result = ?`, result)
+}
+
+// Fail implements actions.Source: the action who holds becomes failed, with
+// reason (non-empty, at most MaxResultLen bytes) kept on it, and its
+// poster's waiters wake. It returns the same errors as Finish, and
+// actions.ErrEmptyReason.
+func (b *Board) Fail(ctx context.Context, who identity.ID, id, reason string) (actions.Record, error) {
+	if strings.TrimSpace(reason) == "" {
+		return actions.Record{}, fmt.Errorf("fail %s: %w: say why it could not be done", id, actions.ErrEmptyReason)
+	}
+	if err := checkText("reason", reason, MaxResultLen); err != nil {
+		return actions.Record{}, fmt.Errorf("fail %s: %w", id, err)
+	}
+	return b.end(ctx, "fail", who, id, `state = 'failed', reason = ?`, reason)
+}
+
+// end ends an action who holds: set says how (its one argument arg), and
+// the rest is common to every end.
+func (b *Board) end(ctx context.Context, op string, who identity.ID, id, set, arg string) (actions.Record, error) {
+	now := nowMS()
+	rec, err := b.settle(ctx, op, who, id, set+`, ended_by = ?, done_at = ?, told_at = `+toldAtEnd, arg, string(who), now, now)
 	if err != nil {
 		return actions.Record{}, err
 	}
 	b.addHeld(who, -1)
-	b.notify.touch(false)
-	b.log.Info("action finished", logkey.ActionID, rec.ID, logkey.Identity, string(who))
+	b.notify.touch(evEnded)
+	b.log.Info("action ended", logkey.ActionID, rec.ID, logkey.Identity, string(who), logKeyState, rec.State)
 	return rec, nil
 }
+
+// toldAtEnd is told_at for an action that ends at ?time: a person's post
+// counts as told at once (people are not woken; they ask with bee wait),
+// an agent's waits for its poster to hear. It reads the row's from_whom, so
+// it works only in an UPDATE of that row, with the time as its last
+// argument.
+const toldAtEnd = `(CASE WHEN substr(from_whom, 1, 5) = 'user:' THEN ? END)`
 
 // Release implements actions.Source: the action who holds goes back to
 // open, at its place in the posting order, and the waiters of every process
@@ -377,7 +431,7 @@ func (b *Board) Release(ctx context.Context, who identity.ID, id string) (action
 		return actions.Record{}, err
 	}
 	b.addHeld(who, -1)
-	b.notify.touch(true)
+	b.notify.touch(evClaimable)
 	b.log.Info("action released", logkey.ActionID, rec.ID, logkey.Identity, string(who))
 	return rec, nil
 }
@@ -399,15 +453,15 @@ func (b *Board) settle(ctx context.Context, op string, who identity.ID, id, set 
 			return err
 		}
 		// Not changed: say why.
-		var state, holder string
-		err = t.row(`SELECT state, holder FROM actions WHERE seq = ?`, seq).Scan(&state, &holder)
+		cur, err := scanRecord(t.row(`SELECT `+recordCols+` FROM actions WHERE seq = ?`, seq))
+		state, holder := cur.State, cur.Holder
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			return fmt.Errorf("%s action %q: %w", op, id, actions.ErrUnknownAction)
 		case err != nil:
 			return err
-		case actions.State(state) == actions.Done:
-			return fmt.Errorf("%s: action %s was finished by %s: %w", op, id, holder, actions.ErrAlreadyDone)
+		case state.Ended():
+			return endedErr(op, cur)
 		case actions.State(state) == actions.Open:
 			return fmt.Errorf("%s: action %s is open, not held by %s: %w", op, id, who, actions.ErrNotHeld)
 		default:
@@ -425,7 +479,8 @@ func (b *Board) settle(ctx context.Context, op string, who identity.ID, id, set 
 
 // isSentinel reports whether err already says which action and why.
 func isSentinel(err error) bool {
-	return errors.Is(err, actions.ErrUnknownAction) || errors.Is(err, actions.ErrNotHeld) || errors.Is(err, actions.ErrAlreadyDone)
+	return errors.Is(err, actions.ErrUnknownAction) || errors.Is(err, actions.ErrNotHeld) || errors.Is(err, actions.ErrEnded) ||
+		errors.Is(err, actions.ErrNotPoster) || errors.Is(err, actions.ErrNotOpen) || errors.Is(err, actions.ErrNotLive)
 }
 
 // earliestLease is the earliest lease end among the holders of claims
@@ -450,8 +505,9 @@ type peekResult struct {
 }
 
 // peek looks, without writing, whether a claim attempt could succeed now
-// and when a lease will next run out.
-func (b *Board) peek(ctx context.Context, who identity.ID) (peekResult, error) {
+// and when a lease will next run out. skip is a JSON array of the seqs not
+// to count as claimable (see noSkip).
+func (b *Board) peek(ctx context.Context, who identity.ID, skip string) (peekResult, error) {
 	var (
 		p        peekResult
 		expiry   sql.NullInt64
@@ -460,12 +516,13 @@ func (b *Board) peek(ctx context.Context, who identity.ID) (peekResult, error) {
 	)
 	err := b.read(ctx, "look for actions", func(ctx context.Context) error {
 		return b.row(ctx, `SELECT
-			EXISTS (SELECT 1 FROM actions WHERE state = 'open' AND to_whom IN ('', ?2, ?1)),
+			EXISTS (SELECT 1 FROM actions WHERE state = 'open' AND to_whom IN ('', ?2, ?1)
+				AND seq NOT IN (SELECT value FROM json_each(?3))),
 			(`+earliestLease+`),
 			(SELECT coalesce(max(seq), 0) FROM actions),
 			(SELECT departed_at IS NOT NULL FROM members WHERE identity = ?1),
 			(SELECT lease_until FROM members WHERE identity = ?1)`,
-			string(who), who.Agent()).Scan(&p.claimable, &expiry, &p.head, &departed, &lease)
+			string(who), who.Agent(), skip).Scan(&p.claimable, &expiry, &p.head, &departed, &lease)
 	})
 	if err != nil {
 		return peekResult{}, err
@@ -549,7 +606,7 @@ func (b *Board) Next(ctx context.Context, who identity.ID, after actions.Cursor,
 	// waiters look first, so that a post waking them all does not send
 	// them all to the write lock.
 	if h, ok := b.hotLook(who); ok {
-		rec, ok, _, lease, err := b.claim(wctx, who, peekResult{member: true, lease: h.lease, expiry: h.expiry})
+		rec, ok, _, lease, err := b.claim(wctx, who, peekResult{member: true, lease: h.lease, expiry: h.expiry}, noSkip)
 		switch {
 		case errors.Is(err, ErrDeparted):
 			return actions.Page{}, err
@@ -563,7 +620,8 @@ func (b *Board) Next(ctx context.Context, who identity.ID, after actions.Cursor,
 
 	for {
 		wake := b.notify.wakeCh() // before looking, so no wake-up is missed
-		p, err := b.peek(wctx, who)
+		b.reap(wctx)
+		p, err := b.peek(wctx, who, noSkip)
 		if err != nil {
 			return fail(err)
 		}
@@ -572,7 +630,7 @@ func (b *Board) Next(ctx context.Context, who identity.ID, after actions.Cursor,
 			return actions.Page{}, fmt.Errorf("next for %s: %w; join it again or use a new identity", who, ErrDeparted)
 		}
 		if p.claimable || (p.expiry != 0 && p.expiry <= nowMS()) {
-			rec, ok, leaseEnd, lease, err := b.claim(wctx, who, p)
+			rec, ok, leaseEnd, lease, err := b.claim(wctx, who, p, noSkip)
 			if err != nil {
 				if errors.Is(err, ErrDeparted) {
 					return actions.Page{}, err
@@ -642,19 +700,22 @@ func (b *Board) giveBack(ctx context.Context, who identity.ID, rec actions.Recor
 // with a fresh lease and no other claim's lease has run out, a single
 // statement claims (the common case, kept short because the write lock is
 // held meanwhile); otherwise the transaction looks again and also reclaims,
-// joins who or refreshes its lease.
-func (b *Board) claim(ctx context.Context, who identity.ID, p peekResult) (rec actions.Record, ok bool, leaseEnd, lease int64, err error) {
+// joins who or refreshes its lease. A holder whose lease ran out has died
+// (a member renews while it holds a claim), so it departs: what was
+// addressed to it goes to its agent name. skip is a JSON array of the seqs
+// not to claim (noSkip for none).
+func (b *Board) claim(ctx context.Context, who identity.ID, p peekResult, skip string) (rec actions.Record, ok bool, leaseEnd, lease int64, err error) {
 	// Claims whose holder is departed, unknown or out of lease (?1 is who,
 	// ?2 the time).
 	const expired = `state = 'claimed' AND holder <> ?1 AND NOT EXISTS (SELECT 1 FROM members m
 		WHERE m.identity = actions.holder AND m.departed_at IS NULL AND m.lease_until > ?2)`
 	// The oldest open action who may take (?1 is who, ?3 its agent name),
-	// or NULL. Three index lookups: "IN (...) ORDER BY seq LIMIT 1" would
-	// sort every open action instead.
+	// not in ?4, or NULL. Three index walks that stop at their first row:
+	// "IN (...) ORDER BY seq LIMIT 1" would sort every open action instead.
 	const oldest = `SELECT min(s) FROM (
-		SELECT min(seq) AS s FROM actions WHERE state = 'open' AND to_whom = ''
-		UNION ALL SELECT min(seq) FROM actions WHERE state = 'open' AND to_whom = ?3
-		UNION ALL SELECT min(seq) FROM actions WHERE state = 'open' AND to_whom = ?1)`
+		SELECT (SELECT seq FROM actions WHERE state = 'open' AND to_whom = '' AND seq NOT IN (SELECT value FROM json_each(?4)) ORDER BY seq LIMIT 1) AS s
+		UNION ALL SELECT (SELECT seq FROM actions WHERE state = 'open' AND to_whom = ?3 AND seq NOT IN (SELECT value FROM json_each(?4)) ORDER BY seq LIMIT 1)
+		UNION ALL SELECT (SELECT seq FROM actions WHERE state = 'open' AND to_whom = ?1 AND seq NOT IN (SELECT value FROM json_each(?4)) ORDER BY seq LIMIT 1))`
 	// Claim it (?2 is the time), unless who departed meanwhile.
 	const take = `UPDATE actions SET state = 'claimed', holder = ?1, claimed_at = ?2, rev = ` + nextRev + `
 		WHERE state = 'open' AND seq = (` + oldest + `)
@@ -676,7 +737,7 @@ func (b *Board) claim(ctx context.Context, who identity.ID, p peekResult) (rec a
 		lease = p.lease
 		err = b.write(ctx, "claim", func(t wtx) error {
 			var err error
-			rec, err = scanRecord(t.row(take, string(who), nowMS(), agent))
+			rec, err = scanRecord(t.row(take, string(who), nowMS(), agent, skip))
 			if errors.Is(err, sql.ErrNoRows) {
 				return nil
 			}
@@ -700,7 +761,7 @@ func (b *Board) claim(ctx context.Context, who identity.ID, p peekResult) (rec a
 					(SELECT lease_until FROM members WHERE identity = ?1),
 					(`+earliestLease+`),
 					(`+oldest+`)`,
-				string(who), now, agent).Scan(&departed, &leaseUntil, &earliest, &candidate)
+				string(who), now, agent, skip).Scan(&departed, &leaseUntil, &earliest, &candidate)
 			if err != nil {
 				return err
 			}
@@ -754,9 +815,22 @@ func (b *Board) claim(ctx context.Context, who identity.ID, p peekResult) (rec a
 					WHERE `+expired, string(who), now); err != nil {
 					return err
 				}
+				// A holder renews while it holds a claim, so one whose
+				// lease ran out has died: it departs, and what was
+				// addressed to it goes to its agent name.
+				gone := slices.Clone(holders)
+				slices.Sort(gone)
+				for _, h := range slices.Compact(gone) {
+					if _, err := identity.Parse(h); err != nil {
+						continue
+					}
+					if _, _, err := departTx(t, identity.ID(h), now); err != nil {
+						return err
+					}
+				}
 			}
 
-			rec, err = scanRecord(t.row(take, string(who), now, agent))
+			rec, err = scanRecord(t.row(take, string(who), now, agent, skip))
 			if errors.Is(err, sql.ErrNoRows) {
 				return nil
 			}
@@ -770,7 +844,7 @@ func (b *Board) claim(ctx context.Context, who identity.ID, p peekResult) (rec a
 	if len(reclaimed) > 0 {
 		slices.Sort(holders)
 		b.log.Info("claims reclaimed: their holders' leases ran out", logKeyIDs, reclaimed, logKeyHolder, slices.Compact(holders))
-		b.notify.touch(true)
+		b.notify.touch(evClaimable)
 	}
 	if joined {
 		b.log.Info("member joined by its first claim", logkey.Identity, string(who))
@@ -779,7 +853,7 @@ func (b *Board) claim(ctx context.Context, who identity.ID, p peekResult) (rec a
 	if !ok {
 		return actions.Record{}, false, leaseEnd, lease, nil
 	}
-	b.notify.touch(false)
+	b.notify.touch(evChanged)
 	b.log.Info("action claimed", logkey.ActionID, rec.ID, logkey.Identity, string(who))
 	return rec, true, 0, lease, nil
 }

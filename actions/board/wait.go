@@ -21,7 +21,7 @@ func (b *Board) Head(ctx context.Context) (actions.Cursor, error) {
 	return b.revCursor(rev, -1), nil
 }
 
-// Wait returns the actions that changed after the change cursor after (made
+// Changes implements actions.Board: the actions that changed after the change cursor after (made
 // by Head or Wait; "" is the start, so the first page is every action), in
 // the order of their latest change, each at most once per page and in its
 // current state. When nothing has changed it waits, up to timeout, for a
@@ -30,9 +30,10 @@ func (b *Board) Head(ctx context.Context) (actions.Cursor, error) {
 // error when ctx ends first, and actions.ErrBadCursor for a cursor that is
 // not a change cursor of this board (List's cursors are not).
 //
-// A claim whose holder's lease ran out shows as claimed until some waiter's
-// Next puts it back.
-func (b *Board) Wait(ctx context.Context, after actions.Cursor, timeout time.Duration) (actions.Page, error) {
+// A member whose process died departs at each look, so its claims show as
+// open again at once; a claim whose holder is gone otherwise is marked
+// HolderGone.
+func (b *Board) Changes(ctx context.Context, after actions.Cursor, timeout time.Duration) (actions.Page, error) {
 	rev, seq, err := b.parseRevCursor(after)
 	if err != nil {
 		return actions.Page{}, fmt.Errorf("wait: %w", err)
@@ -49,6 +50,7 @@ func (b *Board) Wait(ctx context.Context, after actions.Cursor, timeout time.Dur
 	}
 	for {
 		changed := b.notify.changeCh() // before looking, so no change is missed
+		b.reap(wctx)
 		page := actions.Page{Records: []actions.Record{}, Cursor: cursor}
 		err := b.read(wctx, "wait", func(ctx context.Context) error {
 			rows, err := b.rows(ctx, `SELECT `+recordCols+`, rev FROM actions
@@ -80,6 +82,7 @@ func (b *Board) Wait(ctx context.Context, after actions.Cursor, timeout time.Dur
 		case err != nil:
 			return actions.Page{}, fmt.Errorf("wait: %w", err)
 		case len(page.Records) > 0:
+			b.markGone(ctx, page.Records)
 			return page, nil
 		}
 		t := time.NewTimer(b.opts.SafetyPoll)

@@ -20,8 +20,8 @@ type ListCommand struct {
 
 func (c *ListCommand) flagSet() *flag.FlagSet {
 	fs := c.env.flags("list")
-	fs.BoolVar(&c.all, "all", false, "include finished actions")
-	fs.StringVar(&c.state, "state", "", "only actions in this state: open, claimed or done")
+	fs.BoolVar(&c.all, "all", false, "include ended actions (done, failed, cancelled)")
+	fs.StringVar(&c.state, "state", "", "only actions in this state: open, claimed, done, failed, cancelled, or ended (any of the last three)")
 	fs.BoolVar(&c.asJSON, "json", false, "print a JSON array of the actions")
 	return fs
 }
@@ -35,16 +35,18 @@ func (c *ListCommand) Run(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return usagef("bee list --help", "bee list: unexpected argument %q", fs.Arg(0))
 	}
-	keep := func(r actions.Record) bool { return c.all || r.State != actions.Done }
-	switch actions.State(c.state) {
+	keep := func(r actions.Record) bool { return c.all || !r.State.Ended() }
+	if c.state != "" && c.all {
+		return usagef("bee list --help", "bee list: --all and --state cannot go together")
+	}
+	switch st := actions.State(c.state); st {
 	case "":
-	case actions.Open, actions.Claimed, actions.Done:
-		if c.all {
-			return usagef("bee list --help", "bee list: --all and --state cannot go together")
-		}
-		keep = func(r actions.Record) bool { return r.State == actions.State(c.state) }
+	case "ended":
+		keep = func(r actions.Record) bool { return r.State.Ended() }
+	case actions.Open, actions.Claimed, actions.Done, actions.Failed, actions.Cancelled:
+		keep = func(r actions.Record) bool { return r.State == st }
 	default:
-		return usagef("bee list --state open", "bee list: unknown state %q (open, claimed or done)", c.state)
+		return usagef("bee list --state open", "bee list: unknown state %q (open, claimed, done, failed, cancelled or ended)", c.state)
 	}
 
 	b, err := c.env.open(false)
@@ -74,7 +76,7 @@ func (c *ListCommand) Run(ctx context.Context, args []string) error {
 		return writeJSON(out, records)
 	}
 	if len(records) == 0 {
-		what := "no open or claimed actions (bee list --all shows finished ones too)"
+		what := "no open or claimed actions (bee list --all shows ended ones too)"
 		if c.all {
 			what = "no actions"
 		} else if c.state != "" {
@@ -87,7 +89,7 @@ func (c *ListCommand) Run(ctx context.Context, args []string) error {
 	tw := newTable(out)
 	fmt.Fprintln(tw, "ID\tSTATE\tFOR\tFROM\tHOLDER\tAGE\tTITLE")
 	for _, r := range records {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.State, recipient(r.To), r.From, orDash(r.Holder),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.State, recipient(r.To), r.From, holderCell(r),
 			age(now, r.PostedAt), oneLine(r.Title, 60))
 	}
 	return tw.Flush()
@@ -102,6 +104,9 @@ claimed.
 Usage:
 
 	bee list [--all | --state STATE] [--json]
+
+STATE is open, claimed, done, failed, cancelled, or ended (done, failed or
+cancelled).
 
 Flags:
 

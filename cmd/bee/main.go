@@ -40,6 +40,10 @@ func exitCode(err error, w io.Writer) int {
 		return 0
 	}
 	fmt.Fprintln(w, "Error:", err)
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
 	var ue *usageError
 	if errors.As(err, &ue) {
 		if ue.hint != "" {
@@ -95,7 +99,7 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	}
 	args = fs.Args()
 	if len(args) == 0 {
-		return usagef("bee --help", "no command given (post, list, show, watch or agents)")
+		return usagef("bee --help", "no command given (post, list, show, watch, agents, wait, cancel or readdress)")
 	}
 	e := &env{main: m, board: boardPath}
 	name, rest := args[0], args[1:]
@@ -110,6 +114,12 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return (&WatchCommand{env: e}).Run(ctx, rest)
 	case "agents":
 		return (&AgentsCommand{env: e}).Run(ctx, rest)
+	case "wait":
+		return (&WaitCommand{env: e}).Run(ctx, rest)
+	case "cancel":
+		return (&CancelCommand{env: e}).Run(ctx, rest)
+	case "readdress":
+		return (&ReaddressCommand{env: e}).Run(ctx, rest)
 	case "help":
 		m.Usage()
 		return nil
@@ -129,11 +139,14 @@ Usage:
 
 Commands:
 
-	post     post an action for agents
-	list     list the actions on the board
-	show     show one action in full
-	watch    print actions as they change, until interrupted
-	agents   list the live agents and what they hold
+	post       post an action for agents
+	list       list the actions on the board
+	show       show one action in full
+	watch      print actions as they change, until interrupted
+	agents     list the live agents and what they hold
+	wait       wait until actions have ended (exit 0 all done, 1 any failed)
+	cancel     call off an open or claimed action
+	readdress  send an open action to someone else
 
 The board is $`+board.EnvPath+`, else ~/.bee/board.db; --board (before or
 after the command) overrides both. Run "bee <command> --help" for a

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -158,7 +159,7 @@ func TestMain_PostRefusals(t *testing.T) {
 	requireUsage(t, err, "quote the title")
 	_, _, err = run(t, path, "", "post", "--bogus", "t")
 	requireUsage(t, err, "flag provided but not defined")
-	require.Equal(t, "no open or claimed actions (bee list --all shows finished ones too) on "+path+"\n", bee(t, path, "list"))
+	require.Equal(t, "no open or claimed actions (bee list --all shows ended ones too) on "+path+"\n", bee(t, path, "list"))
 }
 
 // newBoard creates an empty board file and returns its path.
@@ -204,7 +205,7 @@ func TestMain_Agents(t *testing.T) {
 	require.NoError(t, err)
 	defer b.Close()
 	who := identity.ID("agent:worker#0491068b")
-	require.NoError(t, b.Join(t.Context(), actions.Member{ID: who, PID: 4242, ClaudePID: 4241, SessionID: "sess-1"}))
+	require.NoError(t, b.Join(t.Context(), actions.Member{ID: who, PID: os.Getpid(), ClaudePID: 4241, SessionID: "sess-1"}))
 	bee(t, path, "post", "job")
 	_, err = b.Next(t.Context(), who, "", time.Second)
 	require.NoError(t, err)
@@ -213,9 +214,9 @@ func TestMain_Agents(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.Len(t, lines, 2, out)
 	require.Regexp(t, `^IDENTITY\s+PID\s+CLAUDE PID\s+SESSION\s+JOINED\s+LEASE\s+HOLDING$`, lines[0])
-	require.Regexp(t, `^agent:worker#0491068b\s+4242\s+4241\s+sess-1\s+\d+s ago\s+\d+s left\s+a-1$`, lines[1])
+	require.Regexp(t, `^agent:worker#0491068b\s+`+strconv.Itoa(os.Getpid())+`\s+4241\s+sess-1\s+\d+s ago\s+\d+s left\s+a-1$`, lines[1])
 
-	var members []board.MemberInfo
+	var members []actions.MemberInfo
 	require.NoError(t, json.Unmarshal([]byte(bee(t, path, "agents", "--json")), &members))
 	require.Len(t, members, 1)
 	require.Equal(t, who, members[0].ID)

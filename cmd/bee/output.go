@@ -80,13 +80,27 @@ func span(d time.Duration) string {
 func stamp(t time.Time) string { return t.Local().Format("2006-01-02 15:04:05") }
 
 // describe says where an action stands, for people: "open", "claimed by
-// agent:x#12345678", "done by agent:x#12345678".
+// agent:x#12345678", "done by agent:x#12345678", "cancelled by user:ann".
 func describe(r actions.Record) string {
 	switch r.State {
 	case actions.Claimed:
+		if r.HolderGone {
+			return "claimed by " + r.Holder + " (gone: its process died; the claim goes back to open)"
+		}
 		return "claimed by " + r.Holder
-	case actions.Done:
-		return "done by " + r.Holder
+	case actions.Done, actions.Failed, actions.Cancelled:
+		if r.EndedBy != "" {
+			return string(r.State) + " by " + r.EndedBy
+		}
 	}
 	return string(r.State)
+}
+
+// holderCell is the HOLDER column of a table: who holds (or last held) the
+// action, marked when the holder is gone.
+func holderCell(r actions.Record) string {
+	if r.HolderGone {
+		return r.Holder + " (gone)"
+	}
+	return orDash(r.Holder)
 }

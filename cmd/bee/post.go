@@ -6,8 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os/user"
-	"strings"
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/board"
@@ -81,29 +79,8 @@ func (c *PostCommand) Run(ctx context.Context, args []string) error {
 	return err
 }
 
-// poster is the person posting: --from, else $USER, else $LOGNAME, else
-// the account's name.
-func (c *PostCommand) poster() (identity.ID, error) {
-	name, what := strings.TrimPrefix(c.from, board.UserPrefix), "--from"
-	for _, v := range []string{"USER", "LOGNAME"} {
-		if name == "" {
-			name, what = c.env.main.Getenv(v), "$"+v
-		}
-	}
-	if name == "" {
-		if u, err := user.Current(); err == nil {
-			name, what = u.Username, "account name"
-		}
-	}
-	if name == "" {
-		return "", usagef("bee post --from NAME ...", "bee post: who is posting? $USER is empty")
-	}
-	who, err := board.User(name)
-	if err != nil {
-		return "", usagef("bee post --from NAME ...", "bee post: cannot post as %s %q: %v", what, name, err)
-	}
-	return who, nil
-}
+// poster is the person posting (see env.person).
+func (c *PostCommand) poster() (identity.ID, error) { return c.env.person("post", c.from) }
 
 // Usage prints how to use `bee post`.
 func (c *PostCommand) Usage() {

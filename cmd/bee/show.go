@@ -55,13 +55,13 @@ func (c *ShowCommand) Run(ctx context.Context, args []string) error {
 	if r.ClaimedAt != nil {
 		fmt.Fprintf(tw, "claimed:\t%s (%s ago)\n", stamp(*r.ClaimedAt), age(now, *r.ClaimedAt))
 	}
-	if r.DoneAt != nil {
-		fmt.Fprintf(tw, "done:\t%s (%s ago)\n", stamp(*r.DoneAt), age(now, *r.DoneAt))
+	if r.EndedAt != nil {
+		fmt.Fprintf(tw, "%s:\t%s (%s ago)\n", r.State, stamp(*r.EndedAt), age(now, *r.EndedAt))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	for _, part := range []struct{ name, text string }{{"body", r.Body}, {"result", r.Result}} {
+	for _, part := range []struct{ name, text string }{{"body", r.Body}, {"result", r.Result}, {"reason", r.Reason}} {
 		if part.text != "" {
 			fmt.Fprintf(out, "\n%s:\n%s\n", part.name, strings.TrimRight(part.text, "\n"))
 		}

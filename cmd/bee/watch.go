@@ -56,7 +56,7 @@ func (c *WatchCommand) Run(ctx context.Context, args []string) error {
 	out := c.env.main.Stdout
 	enc := json.NewEncoder(out)
 	for {
-		page, err := b.Wait(ctx, cursor, watchPoll)
+		page, err := b.Changes(ctx, cursor, watchPoll)
 		if ctx.Err() != nil {
 			return nil
 		}

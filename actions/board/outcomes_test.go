@@ -1,0 +1,517 @@
+package board
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/identity"
+)
+
+// roleWorker joins one identity of agent "worker" and reports "ready
+// <identity>"; then per line: "claim" claims with Next and reports
+// "claimed <id>"; "finish <id> <result>", "fail <id> <reason>" end it and
+// report "ended <id> <state>" (a result "now" becomes "t0=<unix ns just
+// before the finish>", for measuring latency); errors are reported as "error <text>".
+func roleWorker(ctx context.Context, b *Board, out *roleOut, cmds <-chan string) error {
+	who, err := identity.Mint("worker")
+	if err != nil {
+		return err
+	}
+	if err := b.Join(ctx, actions.Member{ID: who, PID: os.Getpid()}); err != nil {
+		return err
+	}
+	out.say("ready %s", who)
+	for cmd := range cmds {
+		f := strings.SplitN(cmd, " ", 3)
+		var rec actions.Record
+		switch {
+		case f[0] == "claim":
+			p, err := b.Next(ctx, who, "", 10*time.Second)
+			if err != nil || len(p.Records) == 0 {
+				out.say("error nothing claimed: %v", err)
+				continue
+			}
+			out.say("claimed %s", p.Records[0].ID)
+			continue
+		case f[0] == "finish" && len(f) == 3:
+			result := f[2]
+			if result == "now" { // for measuring latency
+				result = "t0=" + strconv.FormatInt(time.Now().UnixNano(), 10)
+			}
+			rec, err = b.Finish(ctx, who, f[1], result)
+		case f[0] == "fail" && len(f) == 3:
+			rec, err = b.Fail(ctx, who, f[1], f[2])
+		default:
+			return fmt.Errorf("unknown command %q", cmd)
+		}
+		if err != nil {
+			out.say("error %v", err)
+			continue
+		}
+		out.say("ended %s %s", rec.ID, rec.State)
+	}
+	return b.Depart(context.WithoutCancel(ctx), who)
+}
+
+// joinLive mints an identity of agent name and joins it as this process.
+func joinLive(t *testing.T, b *Board, name string) identity.ID {
+	t.Helper()
+	who := mint(t, name)
+	require.NoError(t, b.Join(t.Context(), actions.Member{ID: who, PID: os.Getpid()}))
+	return who
+}
+
+func TestBoard_EndingTransitions(t *testing.T) {
+	b := openTest(t, "", nil)
+	ctx := t.Context()
+	poster := joinLive(t, b, "lead")
+	sibling := joinLive(t, b, "lead") // another identity of the poster's agent
+	worker := joinLive(t, b, "worker")
+	stranger := joinLive(t, b, "stranger")
+
+	claimed := func(title string) actions.Record {
+		t.Helper()
+		r := post(t, b, poster, "worker", title)
+		require.Equal(t, r.ID, next(t, b, worker).ID)
+		return r
+	}
+
+	// done, with a result; nothing changes it afterwards.
+	r := claimed("finish me")
+	done, err := b.Finish(ctx, worker, r.ID, "42")
+	require.NoError(t, err)
+	require.Equal(t, actions.Done, done.State)
+	require.Equal(t, "42", done.Result)
+	require.Equal(t, string(worker), done.EndedBy)
+	require.NotNil(t, done.EndedAt)
+
+	// failed, with a reason.
+	r = claimed("fail me")
+	_, err = b.Fail(ctx, worker, r.ID, "  ")
+	require.ErrorIs(t, err, actions.ErrEmptyReason)
+	failed, err := b.Fail(ctx, worker, r.ID, "the disk is full")
+	require.NoError(t, err)
+	require.Equal(t, actions.Failed, failed.State)
+	require.Equal(t, "the disk is full", failed.Reason)
+	require.Equal(t, string(worker), failed.Holder)
+
+	// cancelled while claimed: the holder's finish is refused with why.
+	r = claimed("cancel me while held")
+	_, err = b.Cancel(ctx, stranger, r.ID, "")
+	require.ErrorIs(t, err, actions.ErrNotPoster, "another agent may not cancel it")
+	cancelled, err := b.Cancel(ctx, sibling, r.ID, "not needed any more")
+	require.NoError(t, err, "any identity of the poster's agent may cancel")
+	require.Equal(t, actions.Cancelled, cancelled.State)
+	require.Equal(t, string(sibling), cancelled.EndedBy)
+	_, err = b.Finish(ctx, worker, r.ID, "done anyway")
+	require.ErrorIs(t, err, actions.ErrEnded)
+	require.ErrorContains(t, err, "cancelled by "+string(sibling)+": not needed any more")
+
+	// cancelled while open, by a person.
+	open := post(t, b, poster, "", "cancel me while open")
+	c, err := b.Cancel(ctx, "user:alice", open.ID, "")
+	require.NoError(t, err)
+	require.Equal(t, actions.Cancelled, c.State)
+	require.Empty(t, c.Holder)
+
+	// Every refused transition on an ended action names how it ended.
+	for _, tc := range []struct {
+		name string
+		op   func(id string) (actions.Record, error)
+		rec  actions.Record
+		want string
+	}{
+		{"finish done", func(id string) (actions.Record, error) { return b.Finish(ctx, worker, id, "") }, done, "finished by"},
+		{"fail done", func(id string) (actions.Record, error) { return b.Fail(ctx, worker, id, "x") }, done, "finished by"},
+		{"release failed", func(id string) (actions.Record, error) { return b.Release(ctx, worker, id) }, failed, "failed (" + string(worker) + ": the disk is full)"},
+		{"cancel failed", func(id string) (actions.Record, error) { return b.Cancel(ctx, poster, id, "") }, failed, "failed"},
+		{"cancel cancelled", func(id string) (actions.Record, error) { return b.Cancel(ctx, "user:alice", id, "") }, c, "cancelled by user:alice"},
+		{"readdress done", func(id string) (actions.Record, error) { return b.Readdress(ctx, "user:alice", id, "") }, done, "finished by"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := tc.op(tc.rec.ID)
+			require.ErrorIs(t, err, actions.ErrEnded)
+			require.ErrorContains(t, err, tc.want)
+			got, gerr := b.Get(ctx, tc.rec.ID)
+			require.NoError(t, gerr)
+			require.Equal(t, tc.rec.State, got.State, "a terminal action never changes")
+			require.Equal(t, tc.rec.Result, got.Result)
+			require.Equal(t, tc.rec.Reason, got.Reason)
+		})
+	}
+
+	// Re-addressing: open only, poster's agent or a person, live recipients.
+	held := claimed("held")
+	_, err = b.Readdress(ctx, "user:alice", held.ID, "")
+	require.ErrorIs(t, err, actions.ErrNotOpen)
+	o := post(t, b, poster, "nobody-yet", "re-address me")
+	_, err = b.Readdress(ctx, stranger, o.ID, "")
+	require.ErrorIs(t, err, actions.ErrNotPoster)
+	_, err = b.Readdress(ctx, poster, o.ID, string(mint(t, "worker")))
+	require.ErrorIs(t, err, actions.ErrNotLive)
+	re, err := b.Readdress(ctx, poster, o.ID, string(worker))
+	require.NoError(t, err)
+	require.Equal(t, string(worker), re.To)
+	require.Equal(t, o.ID, next(t, b, worker).ID)
+	_, err = b.Cancel(ctx, "user:alice", "a-999", "")
+	require.ErrorIs(t, err, actions.ErrUnknownAction)
+}
+
+func TestBoard_PostToIdentityThatIsNotLive(t *testing.T) {
+	b := openTest(t, "", nil)
+	ctx := t.Context()
+	gone := joinLive(t, b, "resumer")
+	require.NoError(t, b.Depart(ctx, gone))
+	_, err := b.Post(ctx, "user:alice", string(gone), "void", "")
+	require.ErrorIs(t, err, actions.ErrNotLive)
+	require.ErrorContains(t, err, "has departed")
+	require.ErrorContains(t, err, `post to the agent name "resumer"`)
+
+	live := joinLive(t, b, "resumer")
+	_, err = b.Post(ctx, "user:alice", string(gone), "void", "")
+	require.ErrorIs(t, err, actions.ErrNotLive)
+	require.ErrorContains(t, err, "live identities of agent \"resumer\": "+string(live))
+
+	_, err = b.Post(ctx, "user:alice", string(mint(t, "resumer")), "void", "")
+	require.ErrorContains(t, err, "never joined")
+	r, err := b.Post(ctx, "user:alice", string(live), "fine", "")
+	require.NoError(t, err)
+	require.Equal(t, string(live), r.To)
+}
+
+// A holder killed with SIGKILL shows as gone in every view at once: its
+// claim is open again and what was addressed to it goes to its agent name,
+// without waiting for its lease or for another bridge to look.
+func TestBoard_KilledHolderDepartsAtOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "board.db")
+	b := openTest(t, path, nil) // the default 60 s lease: the test must not wait for it
+	job := post(t, b, "user:alice", "", "job")
+	holder := startProc(t, "holder", path)
+	f := strings.Fields(holder.expect("claimed ", 30*time.Second))
+	require.Equal(t, job.ID, f[1])
+	victim := f[2]
+	addressed := post(t, b, "user:alice", victim, "for the victim exactly")
+
+	require.NoError(t, holder.cmd.Process.Kill())
+	<-holder.exited
+
+	got, err := b.Get(t.Context(), job.ID)
+	require.NoError(t, err)
+	require.Equal(t, actions.Open, got.State, "the dead holder's claim is back at once")
+	got, err = b.Get(t.Context(), addressed.ID)
+	require.NoError(t, err)
+	require.Equal(t, "holder", got.To, "addressed work goes to the agent name")
+	ms, err := b.Members(t.Context())
+	require.NoError(t, err)
+	require.Empty(t, ms)
+	_, err = b.Post(t.Context(), "user:alice", victim, "more", "")
+	require.ErrorIs(t, err, actions.ErrNotLive)
+}
+
+// A claim whose holder has gone is marked in every view even before it is
+// given back (here: the member row says the holder's process is gone but
+// the departure has not been written yet).
+func TestBoard_HolderGoneMarked(t *testing.T) {
+	b := openTest(t, "", nil)
+	who := joinLive(t, b, "w")
+	r := post(t, b, "user:alice", "", "job")
+	require.Equal(t, r.ID, next(t, b, who).ID)
+	recs := []actions.Record{{ID: r.ID, State: actions.Claimed, Holder: string(who)}, {ID: "a-2", State: actions.Claimed, Holder: "agent:w#00000000"}}
+	b.markGone(t.Context(), recs)
+	require.False(t, recs[0].HolderGone, "a live holder")
+	require.True(t, recs[1].HolderGone, "an unknown holder")
+}
+
+// Await in one process is woken by a fail in another, and returns the
+// outcome; the poster has then heard, so its waiter is not woken for it.
+func TestBoard_AwaitWokenAcrossProcesses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "board.db")
+	b := openTest(t, path, &Options{SafetyPoll: 30 * time.Second})
+	poster := joinLive(t, b, "lead")
+	worker := startProc(t, "worker", path)
+	worker.expect("ready ", 30*time.Second)
+	r := post(t, b, poster, "worker", "try it")
+	other := post(t, b, poster, "", "never ends")
+	worker.send("claim")
+	require.Equal(t, "claimed "+r.ID, worker.expect("claimed ", 10*time.Second))
+
+	type result struct {
+		recs []actions.Record
+		err  error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		recs, err := b.Await(t.Context(), poster, []string{other.ID, r.ID}, 20*time.Second)
+		ch <- result{recs, err}
+	}()
+	start := time.Now()
+	worker.send("fail " + r.ID + " no such file")
+	worker.expect("ended "+r.ID+" failed", 10*time.Second)
+	res := <-ch
+	took := time.Since(start)
+	require.NoError(t, res.err)
+	require.Len(t, res.recs, 1)
+	require.Equal(t, actions.Failed, res.recs[0].State)
+	require.Equal(t, "no such file", res.recs[0].Reason)
+	t.Logf("await returned %v after asking the other process to fail the action", took)
+	require.Less(t, took, 10*time.Second, "woken by the ended file, not the 30 s safety poll")
+
+	n, ok, err := b.Notice(t.Context(), poster, []string{other.ID}, 50*time.Millisecond)
+	require.NoError(t, err)
+	require.False(t, ok, "the awaited outcome was told, yet noticed: %+v", n)
+
+	recs, err := b.Await(t.Context(), poster, []string{other.ID}, 50*time.Millisecond)
+	require.NoError(t, err)
+	require.Empty(t, recs, "timeout: an empty list")
+	require.NotNil(t, recs)
+	_, err = b.Await(t.Context(), poster, []string{r.ID, "a-77"}, time.Second)
+	require.ErrorIs(t, err, actions.ErrUnknownAction)
+	require.ErrorContains(t, err, "a-77")
+	worker.finish(10 * time.Second)
+}
+
+func TestBoard_NoticeOutcomes(t *testing.T) {
+	b := openTest(t, "", nil)
+	ctx := t.Context()
+	poster := joinLive(t, b, "lead")
+	worker := joinLive(t, b, "worker")
+
+	r := post(t, b, poster, "worker", "job")
+	next(t, b, worker)
+	_, err := b.Finish(ctx, worker, r.ID, "all good")
+	require.NoError(t, err)
+
+	n, ok, err := b.Notice(ctx, poster, nil, time.Second)
+	require.NoError(t, err)
+	require.True(t, ok, "%+v", n)
+	require.Equal(t, actions.NoticeOutcome, n.Kind)
+	require.Equal(t, r.ID, n.Record.ID)
+	require.Equal(t, "all good", n.Record.Result)
+	_, ok, err = b.Notice(ctx, poster, nil, 50*time.Millisecond)
+	require.NoError(t, err)
+	require.False(t, ok, "an outcome is told once")
+
+	// After the poster departs (/clear), its agent's next identity hears.
+	r2 := post(t, b, poster, "worker", "job 2")
+	require.NoError(t, b.Depart(ctx, poster))
+	successor := joinLive(t, b, "lead")
+	next(t, b, worker)
+	_, err = b.Fail(ctx, worker, r2.ID, "cannot")
+	require.NoError(t, err)
+	_, ok, err = b.Notice(ctx, worker, nil, 50*time.Millisecond)
+	require.NoError(t, err)
+	require.False(t, ok, "another agent does not hear it")
+	n, ok, err = b.Notice(ctx, successor, nil, time.Second)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, r2.ID, n.Record.ID)
+	require.Equal(t, actions.Failed, n.Record.State)
+
+	// A poster that cancels its own action has heard of it already; a
+	// person's posts are never told to agents.
+	r3 := post(t, b, successor, "", "job 3")
+	_, err = b.Cancel(ctx, successor, r3.ID, "")
+	require.NoError(t, err)
+	r4 := post(t, b, "user:alice", "worker", "job 4")
+	next(t, b, worker)
+	_, err = b.Finish(ctx, worker, r4.ID, "")
+	require.NoError(t, err)
+	for _, who := range []identity.ID{successor, worker} {
+		_, ok, err = b.Notice(ctx, who, nil, 50*time.Millisecond)
+		require.NoError(t, err)
+		require.False(t, ok, "%s has nothing to hear", who)
+	}
+}
+
+// Notice claims before it returns, so of several idle identities only one
+// hears of an action for anyone; skip keeps an identity from hearing of
+// the same action twice.
+func TestBoard_NoticeClaimsForOneWaiter(t *testing.T) {
+	b := openTest(t, "", nil)
+	ctx := t.Context()
+	const waiters = 4
+	ids := make([]identity.ID, waiters)
+	for i := range ids {
+		ids[i] = joinLive(t, b, "idle")
+	}
+	type got struct {
+		who identity.ID
+		n   actions.Notice
+		ok  bool
+		err error
+	}
+	ch := make(chan got, waiters)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for _, who := range ids {
+		go func() {
+			n, ok, err := b.Notice(wctx, who, nil, 10*time.Second)
+			ch <- got{who, n, ok, err}
+		}()
+	}
+	r := post(t, b, "user:alice", "", "only one of you")
+	first := <-ch
+	require.NoError(t, first.err)
+	require.True(t, first.ok)
+	require.Equal(t, actions.NoticeWork, first.n.Kind)
+	require.Equal(t, r.ID, first.n.Record.ID)
+	require.Equal(t, actions.Claimed, first.n.Record.State)
+	require.Equal(t, string(first.who), first.n.Record.Holder)
+	cancel()
+	for range waiters - 1 {
+		g := <-ch
+		require.False(t, g.ok, "%s heard of an action another waiter claimed", g.who)
+		require.ErrorIs(t, g.err, context.Canceled)
+	}
+
+	// Given back unclaimed, it is offered again, but not to whoever was
+	// woken for it and skips it.
+	_, err := b.Release(ctx, first.who, r.ID)
+	require.NoError(t, err)
+	_, ok, err := b.Notice(ctx, first.who, []string{r.ID}, 50*time.Millisecond)
+	require.NoError(t, err)
+	require.False(t, ok)
+	other := ids[0]
+	if other == first.who {
+		other = ids[1]
+	}
+	n, ok, err := b.Notice(ctx, other, nil, time.Second)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, r.ID, n.Record.ID)
+
+	require.NoError(t, b.Depart(ctx, other))
+	_, _, err = b.Notice(ctx, other, nil, time.Second)
+	require.ErrorIs(t, err, actions.ErrDeparted)
+}
+
+func TestBoard_SetWaiter(t *testing.T) {
+	b := openTest(t, "", nil)
+	ctx := t.Context()
+	who := joinLive(t, b, "w")
+	require.NoError(t, b.SetWaiter(ctx, who, true))
+	ms, err := b.Members(ctx)
+	require.NoError(t, err)
+	require.Len(t, ms, 1)
+	require.NotNil(t, ms[0].WaiterSince)
+	require.NoError(t, b.SetWaiter(ctx, who, false))
+	ms, err = b.Members(ctx)
+	require.NoError(t, err)
+	require.Nil(t, ms[0].WaiterSince)
+}
+
+// A board file written by the first schema (today's bee before outcomes)
+// opens, keeps every action and member as they were, and takes the new
+// states; ids are never reused.
+func TestBoard_MigratesSchema1(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, err := sql.Open("sqlite", "file:"+path)
+	require.NoError(t, err)
+	_, err = db.Exec(migrations[1])
+	require.NoError(t, err)
+	_, err = db.Exec(`INSERT INTO meta (key, value) VALUES ('board_id', 'abcd1234')`)
+	require.NoError(t, err)
+	now := time.Now().UnixMilli()
+	for _, row := range []struct {
+		state, holder, result string
+		claimed, done         any
+	}{
+		{"open", "", "", nil, nil},
+		{"claimed", "agent:old#00000001", "", now, nil},
+		{"done", "agent:old#00000002", "it worked", now, now},
+		{"open", "", "", nil, nil}, // deleted below, so its seq must not come back
+	} {
+		_, err = db.Exec(`INSERT INTO actions (to_whom, from_whom, title, body, state, holder, result, posted_at, claimed_at, done_at, rev)
+			VALUES ('', 'agent:old#00000003', 'old job', 'old body', ?, ?, ?, ?, ?, ?, 1)`,
+			row.state, row.holder, row.result, now, row.claimed, row.done)
+		require.NoError(t, err)
+	}
+	_, err = db.Exec(`DELETE FROM actions WHERE seq = 4`)
+	require.NoError(t, err)
+	_, err = db.Exec(`INSERT INTO members (identity, agent, pid, joined_at, renewed_at, lease_until) VALUES ('agent:old#00000001', 'old', ?, ?, ?, ?)`,
+		os.Getpid(), now, now, now+60_000)
+	require.NoError(t, err)
+	_, err = db.Exec(`PRAGMA user_version = 1`)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
+	b := openTest(t, path, nil)
+	ctx := t.Context()
+	p, err := b.List(ctx, "")
+	require.NoError(t, err)
+	require.Len(t, p.Records, 3, "every action kept")
+	require.Equal(t, actions.Open, p.Records[0].State)
+	require.Equal(t, actions.Claimed, p.Records[1].State)
+	require.Equal(t, "agent:old#00000001", p.Records[1].Holder)
+	require.Equal(t, actions.Done, p.Records[2].State)
+	require.Equal(t, "it worked", p.Records[2].Result)
+	require.Equal(t, "agent:old#00000002", p.Records[2].EndedBy)
+	require.NotNil(t, p.Records[2].EndedAt)
+	for _, r := range p.Records {
+		require.Equal(t, "old job", r.Title)
+		require.Equal(t, "old body", r.Body)
+	}
+	ms, err := b.Members(ctx)
+	require.NoError(t, err)
+	require.Len(t, ms, 1, "members kept")
+
+	r := post(t, b, "user:alice", "", "new")
+	require.Equal(t, "a-5", r.ID, "ids are never reused")
+	_, err = b.Cancel(ctx, "user:alice", r.ID, "testing the new states")
+	require.NoError(t, err)
+	// The old done action counts as told: nobody is woken for old news.
+	old := mint(t, "old")
+	require.NoError(t, b.Join(ctx, actions.Member{ID: old, PID: os.Getpid()}))
+	_, ok, err := b.Notice(ctx, old, []string{"a-1"}, 50*time.Millisecond)
+	require.NoError(t, err)
+	require.False(t, ok)
+
+	var v int
+	require.NoError(t, b.db.QueryRow("PRAGMA user_version").Scan(&v))
+	require.Equal(t, schemaVersion, v)
+	b2 := openTest(t, path, nil) // opening again migrates nothing
+	_, err = b2.Get(ctx, "a-2")
+	require.NoError(t, err)
+	if errors.Is(err, ErrNewerSchema) {
+		t.Fatal("unreachable")
+	}
+}
+
+// A holder whose lease ran out without its process being seen to die (here
+// its recorded pid is 1, which lives) departs like a clean departure when
+// its claim is reclaimed: what was addressed to it goes to its agent name.
+func TestBoard_ExpiredLeaseReaddresses(t *testing.T) {
+	const lease = 300 * time.Millisecond
+	path := filepath.Join(t.TempDir(), "board.db")
+	a, err := Open(path, &Options{Lease: lease})
+	require.NoError(t, err)
+	stale := mint(t, "stale")
+	require.NoError(t, a.Join(t.Context(), actions.Member{ID: stale, PID: 1}))
+	job := post(t, a, "user:alice", "", "job")
+	require.Equal(t, job.ID, next(t, a, stale).ID)
+	addressed := post(t, a, "user:alice", string(stale), "for stale exactly")
+	require.NoError(t, a.Close()) // no departure: the lease is all that is left
+
+	b := openTest(t, path, &Options{Lease: lease})
+	heir := joinLive(t, b, "heir")
+	p, err := b.Next(t.Context(), heir, "", 10*time.Second)
+	require.NoError(t, err)
+	require.Len(t, p.Records, 1)
+	require.Equal(t, job.ID, p.Records[0].ID, "reclaimed once the lease ran out")
+	got, err := b.Get(t.Context(), addressed.ID)
+	require.NoError(t, err)
+	require.Equal(t, "stale", got.To, "re-addressed to the agent name")
+	_, err = b.Post(t.Context(), "user:alice", string(stale), "more", "")
+	require.ErrorIs(t, err, actions.ErrNotLive)
+}

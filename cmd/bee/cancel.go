@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+
+	"github.com/tractat-us/bee/actions"
+)
+
+// CancelCommand is `bee cancel`: a person calls off an open or claimed
+// action.
+type CancelCommand struct {
+	env *env
+
+	reason string
+	from   string
+	asJSON bool
+}
+
+func (c *CancelCommand) flagSet() *flag.FlagSet {
+	fs := c.env.flags("cancel")
+	fs.StringVar(&c.reason, "reason", "", "why it is called off; its holder is told when it next tries to finish it")
+	fs.StringVar(&c.from, "from", "", "cancel as this person (default $USER)")
+	fs.BoolVar(&c.asJSON, "json", false, "print the cancelled action as JSON")
+	return fs
+}
+
+// Run cancels the action named.
+func (c *CancelCommand) Run(ctx context.Context, args []string) error {
+	fs := c.flagSet()
+	if err := c.env.parse(fs, args, c.Usage); err != nil {
+		return helped(err)
+	}
+	if fs.NArg() != 1 {
+		return usagef(`bee cancel a-7 --reason "not needed"`, "bee cancel: want one action id, got %d arguments", fs.NArg())
+	}
+	who, err := c.env.person("cancel", c.from)
+	if err != nil {
+		return err
+	}
+	b, err := c.env.open(false)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	rec, err := b.Cancel(ctx, who, fs.Arg(0), c.reason)
+	if err != nil {
+		if errors.Is(err, actions.ErrUnknownAction) {
+			return usagef("bee list", "bee cancel: %v", err)
+		}
+		return fmt.Errorf("bee cancel: %w", err)
+	}
+	if c.asJSON {
+		return writeJSON(c.env.main.Stdout, rec)
+	}
+	msg := fmt.Sprintf("cancelled %s: %s", rec.ID, oneLine(rec.Title, 60))
+	if rec.Holder != "" {
+		msg += fmt.Sprintf(" (%s held it; it is told when it next tries to finish it)", rec.Holder)
+	}
+	_, err = fmt.Fprintln(c.env.main.Stdout, msg)
+	return err
+}
+
+// Usage prints how to use `bee cancel`.
+func (c *CancelCommand) Usage() {
+	w := c.env.main.Stdout
+	fmt.Fprint(w, `Call off an open or claimed action, as a person. A cancelled action never
+changes again; whoever holds it is told, with the reason, when it next tries
+to finish it, and the agent that posted it hears of it.
+
+Usage:
+
+	bee cancel [--reason TEXT] ID
+
+Flags:
+
+`)
+	printFlags(w, c.flagSet())
+}

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"os/user"
+	"strings"
+
+	"github.com/tractat-us/bee/actions/board"
+	"github.com/tractat-us/bee/identity"
+)
+
+// person is who runs a command that acts on the board as a person
+// ("user:<name>"): from (a --from flag), else $USER, else $LOGNAME, else
+// the account's name. cmd names the command for the error.
+func (e *env) person(cmd, from string) (identity.ID, error) {
+	name, what := strings.TrimPrefix(from, board.UserPrefix), "--from"
+	for _, v := range []string{"USER", "LOGNAME"} {
+		if name == "" {
+			name, what = e.main.Getenv(v), "$"+v
+		}
+	}
+	if name == "" {
+		if u, err := user.Current(); err == nil {
+			name, what = u.Username, "account name"
+		}
+	}
+	hint := "bee " + cmd + " --from NAME ..."
+	if name == "" {
+		return "", usagef(hint, "bee %s: who are you? $USER is empty", cmd)
+	}
+	who, err := board.User(name)
+	if err != nil {
+		return "", usagef(hint, "bee %s: cannot %s as %s %q: %v", cmd, cmd, what, name, err)
+	}
+	return who, nil
+}

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+
+	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/board"
+)
+
+// ReaddressCommand is `bee readdress`: a person sends an open action to
+// someone else, for instance away from an identity that has gone.
+type ReaddressCommand struct {
+	env *env
+
+	to     string
+	anyone bool
+	from   string
+	asJSON bool
+}
+
+func (c *ReaddressCommand) flagSet() *flag.FlagSet {
+	fs := c.env.flags("readdress")
+	fs.StringVar(&c.to, "to", "", "the new recipient: an agent name or a live identity")
+	fs.BoolVar(&c.anyone, "anyone", false, "address it to anyone instead")
+	fs.StringVar(&c.from, "from", "", "act as this person (default $USER)")
+	fs.BoolVar(&c.asJSON, "json", false, "print the action as JSON")
+	return fs
+}
+
+// Run re-addresses the action named.
+func (c *ReaddressCommand) Run(ctx context.Context, args []string) error {
+	fs := c.flagSet()
+	if err := c.env.parse(fs, args, c.Usage); err != nil {
+		return helped(err)
+	}
+	switch {
+	case fs.NArg() != 1:
+		return usagef("bee readdress a-7 --to reviewer", "bee readdress: want one action id, got %d arguments", fs.NArg())
+	case c.to == "" && !c.anyone:
+		return usagef("bee readdress a-7 --to reviewer", "bee readdress: say to whom with --to NAME, or --anyone")
+	case c.to != "" && c.anyone:
+		return usagef("bee readdress a-7 --to reviewer", "bee readdress: --to and --anyone cannot go together")
+	}
+	who, err := c.env.person("readdress", c.from)
+	if err != nil {
+		return err
+	}
+	b, err := c.env.open(false)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	rec, err := b.Readdress(ctx, who, fs.Arg(0), c.to)
+	if err != nil {
+		for _, bad := range []error{actions.ErrUnknownAction, board.ErrBadRecipient, actions.ErrNotLive} {
+			if errors.Is(err, bad) {
+				return usagef("bee readdress --help", "bee %v", err)
+			}
+		}
+		return fmt.Errorf("bee %w", err)
+	}
+	if c.asJSON {
+		return writeJSON(c.env.main.Stdout, rec)
+	}
+	_, err = fmt.Fprintf(c.env.main.Stdout, "%s is now for %s: %s\n", rec.ID, recipient(rec.To), oneLine(rec.Title, 60))
+	return err
+}
+
+// Usage prints how to use `bee readdress`.
+func (c *ReaddressCommand) Usage() {
+	w := c.env.main.Stdout
+	fmt.Fprint(w, `Send an open action to someone else: an agent name (whichever of its
+sessions is free takes it), one live identity, or anyone. Use it for work
+addressed to an identity that has gone.
+
+Usage:
+
+	bee readdress ID (--to WHO | --anyone)
+
+Flags:
+
+`)
+	printFlags(w, c.flagSet())
+}

@@ -1,0 +1,130 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+const (
+	toolFail   = "mcp__bee__bee_fail_action"
+	toolCancel = "mcp__bee__bee_cancel_action"
+	toolAwait  = "mcp__bee__bee_await_action"
+)
+
+// One session (agent e2e) posts for agent worker and awaits; a second
+// session (agent worker) claims the action and fails it with a reason; the
+// first session's await returns the failure and its reason. Both are real
+// `claude -p` runs on one board, scripted by one fake API.
+func TestHeadlessPostAwaitFailure(t *testing.T) {
+	e := NewEnv(t)
+	e.AddBeeWithCLI()
+	const reason = "the build server is down"
+	done := Say("done") // both sessions end their turn with it, in whatever order they ask
+	e.API.Push(
+		// The lead.
+		Call(toolPost, map[string]any{"to": "worker", "title": "e2e: build the release", "body": "make release"}),
+		func(r *APIRequest) Turn {
+			tr, _ := r.LastToolResult()
+			var res struct {
+				Action Record `json:"action"`
+			}
+			if !parseResult(t, "bee_post_action", tr, &res) {
+				return Turn{Text: "post failed"}
+			}
+			return Turn{Tool: toolAwait, Input: map[string]any{"ids": []any{res.Action.IDValue()}, "timeoutSeconds": 60}}
+		},
+		// The worker, started once the lead awaits.
+		Call(toolWait, map[string]any{"timeoutSeconds": 30}),
+		func(r *APIRequest) Turn {
+			tr, _ := r.LastToolResult()
+			var p Page
+			if !parseResult(t, "bee_wait_action", tr, &p) || len(p.Records) != 1 {
+				t.Errorf("the worker's bee_wait_action returned %q, want the lead's action", tr.Text)
+				return Turn{Text: "nothing came"}
+			}
+			return Turn{Tool: toolFail, Input: map[string]any{"id": p.Records[0].IDValue(), "reason": reason}}
+		},
+		done, done,
+	)
+	lead := e.StartHeadless(claudeBin, "Hand the release build to the worker and wait for it.", "--allowedTools", "mcp__bee")
+	awaitReq := e.MustToolCall(toolAwait, 1, 60*time.Second)
+
+	workerCmd := e.Command(claudeBin, "-p", "Take the next action.", "--allowedTools", "mcp__bee")
+	workerCmd.Env = append(workerCmd.Env, "BEE_AGENT=worker")
+	worker := e.Start(workerCmd)
+
+	failReq := e.MustToolCall(toolFail, 1, 60*time.Second)
+	failedAt := time.Now()
+	if _, tr := e.ToolResult(failReq, 30*time.Second); tr.IsError {
+		t.Errorf("bee_fail_action: tool error %s", tr.Text)
+	}
+	resReq, tr := e.ToolResult(awaitReq, 30*time.Second)
+	t.Logf("fail -> the lead's await result at the API: %v", resReq.At.Sub(failedAt))
+	var got struct {
+		Records []Record `json:"records"`
+	}
+	if parseResult(t, "bee_await_action", tr, &got) {
+		if len(got.Records) != 1 || got.Records[0].State != "failed" || got.Records[0].Reason != reason {
+			t.Errorf("bee_await_action returned %+v, want the action failed with %q", got.Records, reason)
+		}
+	}
+	// Claude Code 2.1.328 hands the model the structured result as JSON.
+	if !strings.Contains(tr.Text, `"state":"failed"`) || !strings.Contains(tr.Text, reason) {
+		t.Errorf("what the model read = %q, want the failure and its reason", tr.Text)
+	}
+	for name, r := range map[string]*Run{"lead": lead, "worker": worker} {
+		if err := r.Wait(t, 60*time.Second); err != nil {
+			t.Errorf("claude -p (%s): %v", name, err)
+		}
+	}
+	expectCleanEnd(t, e)
+}
+
+// A person cancels an action a session holds; the session's finish is
+// refused with who cancelled it and why.
+func TestHeadlessCancelledHolderIsTold(t *testing.T) {
+	e := NewEnv(t)
+	e.AddBeeWithCLI()
+	a := e.Post("e2e: soon obsolete", "do it")
+	claimed := make(chan string, 1)
+	e.API.Push(
+		Call(toolWait, map[string]any{"timeoutSeconds": 30}),
+		func(r *APIRequest) Turn {
+			tr, _ := r.LastToolResult()
+			var p Page
+			if !parseResult(t, "bee_wait_action", tr, &p) || len(p.Records) != 1 {
+				t.Errorf("bee_wait_action returned %q, want %s", tr.Text, a.IDString())
+				return Turn{Text: "nothing came"}
+			}
+			claimed <- p.Records[0].IDString()
+			// Cancelled meanwhile (below), before the model finishes.
+			if !eventually(20*time.Second, func() bool { return e.Show(a.IDString()).State == "cancelled" }) {
+				t.Errorf("%s was not cancelled", a.IDString())
+			}
+			return Turn{Tool: toolFinish, Input: map[string]any{"id": p.Records[0].IDValue(), "result": "did it anyway"}}
+		},
+		Say("stopped"),
+	)
+	run := e.StartHeadless(claudeBin, "Take the next action and finish it.", "--allowedTools", "mcp__bee")
+	select {
+	case id := <-claimed:
+		e.Bee("cancel", id, "--reason", "the plan changed")
+	case <-time.After(60 * time.Second):
+		t.Fatal("the session never claimed the action")
+	}
+	_, tr := e.ToolResult(e.MustToolCall(toolFinish, 1, 60*time.Second), 30*time.Second)
+	t.Logf("finishing a cancelled action: is_error=%v %q", tr.IsError, tr.Text)
+	if !tr.IsError || !strings.Contains(tr.Text, "cancelled by user:") || !strings.Contains(tr.Text, "the plan changed") {
+		t.Errorf("finish of a cancelled action: want a tool error naming the canceller and the reason, got is_error=%v %q", tr.IsError, tr.Text)
+	}
+	if err := run.Wait(t, 60*time.Second); err != nil {
+		t.Errorf("claude -p: %v", err)
+	}
+	if rec := e.Show(a.IDString()); rec.State != "cancelled" {
+		t.Errorf("%s is %s, want cancelled", a.IDString(), rec.State)
+	}
+	expectCleanEnd(t, e)
+}
