@@ -59,16 +59,18 @@ func (b *Board) checkFile() error {
 // releasing the database file's siblings for a new file at the path. It
 // returns the error later calls get.
 func (b *Board) stop(err error) error {
+	// The answer first: calls that the close ends must give it, not
+	// ErrClosed. A Board already refusing calls for damage keeps that
+	// answer.
+	if !b.broken.CompareAndSwap(nil, &err) {
+		err = *b.broken.Load()
+	}
 	if b.stopping.CompareAndSwap(false, true) {
 		b.log.Error("board stops", logkey.Err, err)
 		// Close waits for the Board's goroutines, and stop may run on one
 		// of them (the watcher): close from a goroutine of its own, which
 		// ends when Close does (Close's waits are bounded).
 		go b.Close()
-	}
-	if !b.broken.CompareAndSwap(nil, &err) {
-		// Already refusing (found damaged): that stays the answer.
-		return *b.broken.Load()
 	}
 	return err
 }
