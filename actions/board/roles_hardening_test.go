@@ -104,51 +104,71 @@ func roleFollower(ctx context.Context, b *Board, out *roleOut, _ <-chan string) 
 
 // roleChaos runs BEE_BOARD_TEST_WAITERS identities, each claiming and
 // finishing (after working on the claim up to BEE_BOARD_TEST_MS) as fast
-// as it can while the test kills and stops processes. It
-// reports "ready <identity>..." once all have joined, then per claim "got
-// <id> <identity> <claimed at, unix ms>", and per finish "done <id>
-// <identity>" or, when the board refused it because the claim had gone to
-// another identity meanwhile, "lost <id> <identity>". A busy board (a
-// stopped lock holder) is waited out, not an error.
+// as it can while the test kills and stops processes. It reports "ready"
+// once all have joined, then per claim "got <id> <identity> <claimed at,
+// unix ms>", and per finish "done <id> <identity>" or, when the board
+// refused it because the claim had gone to another identity meanwhile,
+// "lost <id> <identity>". An identity stopped past its lease is departed by
+// the board; it reports "departed <identity>" and carries on under a new
+// one. A busy board (a stopped lock holder) is waited out, not an error.
 func roleChaos(ctx context.Context, b *Board, out *roleOut, _ <-chan string) error {
 	n, _ := strconv.Atoi(os.Getenv(envWaiters))
-	ids := make([]identity.ID, max(n, 1))
-	names := make([]string, len(ids))
-	for i := range ids {
+	n = max(n, 1)
+	join := func() (identity.ID, error) {
 		id, err := identity.Mint("chaos")
 		if err != nil {
-			return err
+			return "", err
 		}
-		if err := b.Join(ctx, actions.Member{ID: id, PID: os.Getpid()}); err != nil {
-			return err
+		for {
+			err := b.Join(ctx, actions.Member{ID: id, PID: os.Getpid()})
+			if !errors.Is(err, ErrLocked) {
+				return id, err
+			}
 		}
-		ids[i], names[i] = id, string(id)
 	}
-	out.say("ready %s", strings.Join(names, " "))
+	first := make([]identity.ID, n)
+	for i := range first {
+		var err error
+		if first[i], err = join(); err != nil {
+			return err
+		}
+	}
+	out.say("ready")
 	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		fail error
 	)
-	for _, who := range ids {
+	for _, who := range first {
 		wg.Go(func() {
-			err := chaosClaim(ctx, b, out, who)
+			err := func() error {
+				for {
+					err := chaosClaim(ctx, b, out, who)
+					if !errors.Is(err, ErrDeparted) {
+						if derr := b.Depart(context.Background(), who); err == nil {
+							err = derr
+						}
+						return err
+					}
+					out.say("departed %s", who)
+					if who, err = join(); err != nil {
+						return err
+					}
+				}
+			}()
 			mu.Lock()
 			defer mu.Unlock()
-			if err != nil && first == nil {
-				first = err
+			if err != nil && fail == nil {
+				fail = err
 			}
 		})
 	}
 	wg.Wait()
-	for _, who := range ids {
-		if err := b.Depart(context.Background(), who); err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
+	return fail
 }
 
+// chaosClaim claims and finishes for who until ctx ends (nil) or who turns
+// out to have departed (ErrDeparted).
 func chaosClaim(ctx context.Context, b *Board, out *roleOut, who identity.ID) error {
 	for {
 		p, err := b.Next(ctx, who, "", time.Second)
@@ -170,7 +190,7 @@ func chaosClaim(ctx context.Context, b *Board, out *roleOut, who identity.ID) er
 				switch {
 				case err == nil:
 					out.say("done %s %s", r.ID, who)
-				case errors.Is(err, actions.ErrNotHeld), errors.Is(err, actions.ErrAlreadyDone):
+				case errors.Is(err, actions.ErrNotHeld), errors.Is(err, actions.ErrEnded):
 					out.say("lost %s %s", r.ID, who)
 				case errors.Is(err, ErrLocked) && ctx.Err() == nil:
 					continue
