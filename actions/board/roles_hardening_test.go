@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,9 +41,16 @@ var stallNext atomic.Bool
 func stallHook(out *roleOut) func() {
 	return func() {
 		if stallNext.CompareAndSwap(true, false) {
+			// A SIGSTOP sent to the process lands a little later than
+			// kill returns (another thread takes it): wait for the
+			// SIGCONT that ends the stop, so that the lock is held
+			// throughout, as by a process stopped mid-write.
+			cont := make(chan os.Signal, 1)
+			signal.Notify(cont, syscall.SIGCONT)
+			defer signal.Stop(cont)
 			out.say("holding")
-			// The whole process stops, as with Ctrl-Z, until SIGCONT.
 			_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+			<-cont
 		}
 	}
 }
