@@ -191,6 +191,12 @@ func readProcLocks() ([]procLock, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseProcLocks(raw), nil
+}
+
+// parseProcLocks reads the lines of /proc/locks it understands and skips
+// the others.
+func parseProcLocks(raw []byte) []procLock {
 	var locks []procLock
 	sc := bufio.NewScanner(bytes.NewReader(raw))
 	for sc.Scan() {
@@ -232,7 +238,7 @@ func readProcLocks() ([]procLock, error) {
 		}
 		locks = append(locks, l)
 	}
-	return locks, nil
+	return locks
 }
 
 // A lockHolder is a process holding a lock, as far as it can be told.

@@ -193,6 +193,14 @@ func checkHeader(path string, create bool) (fileState, error) {
 	if pageSize < 512 || pageSize&(pageSize-1) != 0 {
 		return st, corruptErr(path, fmt.Sprintf("its header gives a page size of %d", pageSize), nil)
 	}
+	// The fields whose values SQLite's file format fixes (see
+	// https://sqlite.org/fileformat.html, "The Database Header"); 0 stands
+	// for a file whose schema is not written yet.
+	schemaFormat, encoding := binary.BigEndian.Uint32(head[44:48]), binary.BigEndian.Uint32(head[56:60])
+	if head[18] < 1 || head[18] > 2 || head[19] < 1 || head[19] > 2 || head[21] != 64 || head[22] != 32 || head[23] != 32 ||
+		schemaFormat > 4 || encoding > 3 {
+		return st, corruptErr(path, "its SQLite header is damaged", nil)
+	}
 	if st.size%pageSize != 0 {
 		return st, corruptErr(path, fmt.Sprintf("it is %d bytes, not a whole number of %d-byte pages: it was cut short", st.size, pageSize), nil)
 	}
@@ -270,6 +278,9 @@ func (b *Board) migrate() error {
 			return err
 		}
 	}
+	if err := b.checkSchema(); err != nil {
+		return err
+	}
 	err = b.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'board_id'`).Scan(&b.id)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
@@ -292,6 +303,9 @@ type queryer interface {
 func (b *Board) readVersion(ctx context.Context, q queryer) (version, tables int, err error) {
 	if err := q.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
 		return 0, 0, b.dbErr("read schema version", err)
+	}
+	if version < 0 {
+		return 0, 0, corruptErr(b.path, fmt.Sprintf("its schema version %d is negative", version), nil)
 	}
 	if version > schemaVersion {
 		return 0, 0, fmt.Errorf("board %s has schema version %d, but this bee understands only up to %d: upgrade bee: %w",
@@ -328,8 +342,9 @@ func (b *Board) dbErr(op string, err error) error {
 			return b.markDamaged(corruptErr(b.path, "SQLite reports it damaged ("+op+")", err))
 		}
 	}
-	if detail, ok := nullScan(err); ok {
-		// A NOT NULL column read as NULL: a page SQLite read as zeros.
+	if detail, ok := badScan(err); ok {
+		// A NOT NULL column read as NULL (a page SQLite read as zeros), or
+		// the like.
 		return corruptErr(b.path, "it holds a row that breaks bee's schema ("+detail+"; "+op+")", err)
 	}
 	if errors.Is(err, sql.ErrConnDone) && b.ctx.Err() != nil {
@@ -384,17 +399,19 @@ func (e temporaryError) Temporary() bool { return true }
 
 func temporary(err error) error { return temporaryError{err} }
 
-func isNullScan(err error) bool {
-	_, ok := nullScan(err)
+func isBadScan(err error) bool {
+	_, ok := badScan(err)
 	return ok
 }
 
-// nullScan recognizes database/sql's complaint that a column read as NULL
-// where bee's schema allows none, and returns its detail.
-func nullScan(err error) (string, bool) {
+// badScan recognizes database/sql's complaint that a column read as a
+// value bee's schema does not allow there (NULL in a NOT NULL column, text
+// in an integer one: what a damaged page decodes to), and returns its
+// detail.
+func badScan(err error) (string, bool) {
 	msg := err.Error()
 	i := strings.Index(msg, "sql: Scan error on column")
-	if i < 0 || !strings.Contains(msg[i:], "converting NULL to") {
+	if i < 0 {
 		return "", false
 	}
 	return msg[i+len("sql: "):], true
