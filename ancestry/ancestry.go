@@ -12,6 +12,11 @@
 // argument, so tests can feed it any tree; [Chain] does the process walk and
 // [ClaudePID] puts the two together. Having no Claude ancestor is a normal
 // outcome (ok is false), never an error.
+//
+// When claude runs under another name, [Pick] and [Find] fall back on what
+// Claude Code puts in the environment: $CLAUDE_PID for a hook, the parent
+// of a bridge started with CLAUDECODE=1. Both still name the same process;
+// the [Found] they return says which rule did, so callers can warn.
 package ancestry
 
 import (

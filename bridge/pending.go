@@ -43,14 +43,19 @@ const (
 // attempt that fails with a temporary error (one that is or wraps an error
 // with a Temporary method reporting true, as the board's ErrLocked does:
 // another process holds the board, and may be stopped or hung) is logged
-// and tried again after a pause that doubles up to retryMax, for as long as
-// ctx lasts; meanwhile Wait says why. Any other error ends the setup, and
-// every Wait returns it. cfg.Source is ignored.
+// and tried again after a pause that doubles up to retryMax; meanwhile
+// Wait says why. Any other error ends the setup, and every Wait returns
+// it. cfg.Source is ignored.
+//
+// ctx bounds the setup: once it ends, the setup is abandoned (a retry
+// too), and a session whose setup finishes after that departs at once
+// (within abandonBound) and is closed before Wait returns, so that a
+// bridge that ends right after it starts leaves no live-looking member on
+// the board. Wait then returns ErrSetupAbandoned.
 func Start(ctx context.Context, cfg Config, open func() (actions.Source, error)) *Pending {
 	p := &Pending{done: make(chan struct{})}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	go func() {
 		defer close(p.done)
@@ -58,25 +63,39 @@ func Start(ctx context.Context, cfg Config, open func() (actions.Source, error))
 		for attempt := 1; ; attempt++ {
 			src, err := open()
 			if err == nil {
+				if ctx.Err() != nil {
+					src.Close()
+					p.err = ErrSetupAbandoned
+					cfg.Logger.Info("session setup abandoned: the bridge ended before it joined the board")
+					return
+				}
 				cfg.Source = src
-				if p.s, err = NewSession(ctx, cfg); err == nil {
+				var s *Session
+				if s, err = NewSession(ctx, cfg); err == nil {
+					p.s, p.err = p.adopt(ctx, cfg, s)
 					return
 				}
 				src.Close()
+				if ctx.Err() != nil {
+					p.err = fmt.Errorf("%w: %w", ErrSetupAbandoned, err)
+					cfg.Logger.Info("session setup abandoned: the bridge ended while it joined the board", logkey.Err, err)
+					return
+				}
 			}
 			var temp interface{ Temporary() bool }
-			if !errors.As(err, &temp) || !temp.Temporary() || ctx.Err() != nil {
+			if !errors.As(err, &temp) || !temp.Temporary() {
 				p.err = err
 				return
 			}
 			p.retrying.Store(&err)
-			log.Warn("bee cannot set up its session yet; retrying", "attempt", attempt, "pause", pause, logkey.Err, err)
+			cfg.Logger.Warn("bee cannot set up its session yet; retrying", "attempt", attempt, "pause", pause, logkey.Err, err)
 			t := time.NewTimer(pause)
 			select {
 			case <-t.C:
 			case <-ctx.Done():
 				t.Stop()
-				p.err = err
+				p.err = fmt.Errorf("%w: %w", ErrSetupAbandoned, err)
+				cfg.Logger.Info("session setup abandoned: the bridge ended while it waited to retry", logkey.Err, err)
 				return
 			}
 			pause = min(2*pause, retryMax)
@@ -84,6 +103,33 @@ func Start(ctx context.Context, cfg Config, open func() (actions.Source, error))
 	}()
 	return p
 }
+
+// adopt returns s, set up, unless the bridge began ending (ctx) while it
+// joined: then nobody will depart its identity, so adopt departs it and
+// closes s.
+func (p *Pending) adopt(ctx context.Context, cfg Config, s *Session) (*Session, error) {
+	if ctx.Err() == nil {
+		return s, nil
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abandonBound)
+	err := s.Depart(dctx)
+	cancel()
+	s.Close()
+	if err != nil {
+		cfg.Logger.Warn("session setup abandoned, and its identity's departure not recorded; it shows until its lease runs out", logkey.Identity, s.Identity(), logkey.Err, err)
+	} else {
+		cfg.Logger.Info("session setup abandoned: the bridge ended as it joined; its identity departed", logkey.Identity, s.Identity())
+	}
+	return nil, ErrSetupAbandoned
+}
+
+// ErrSetupAbandoned is what Wait returns when the context given to Start
+// ended before the session was set up.
+var ErrSetupAbandoned = errors.New("bee ended before its session was set up")
+
+// abandonBound bounds the departure of a session set up after its bridge
+// began ending.
+const abandonBound = 200 * time.Millisecond
 
 // Wait returns the session once it is set up, the error that stopped it,
 // or, when ctx ends first, an error wrapping ctx's that says why the setup

@@ -1,102 +1,83 @@
 package bridge
 
 import (
-	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
+	"context"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/tractat-us/bee/actions"
-	"github.com/tractat-us/bee/actions/board"
+	"github.com/tractat-us/bee/actions/actionstest"
+	"github.com/tractat-us/bee/identity"
 )
 
-type temporaryErr struct{ error }
-
-func (temporaryErr) Temporary() bool { return true }
-
-// A setup that fails with a temporary error is tried again; tool calls
-// meanwhile say what it waits for, and work once it succeeds.
-func TestPending_RetriesTemporaryErrors(t *testing.T) {
-	var attempts atomic.Int32
-	gate := make(chan struct{})
-	p := Start(t.Context(), Config{Agent: "x"}, func() (actions.Source, error) {
-		if attempts.Add(1) <= 2 {
-			return nil, fmt.Errorf("open: %w", temporaryErr{errors.New("board /b.db is locked by pid 42 (bee)")})
-		}
-		<-gate
-		return actions.NoActions{}, nil
-	})
-	cs := connectPending(t, p, nil, nil)
-	require.Eventually(t, func() bool { return attempts.Load() >= 3 }, 10*time.Second, time.Millisecond)
-	res := call(t, cs, ToolWait, map[string]any{"timeoutSeconds": 1})
-	require.True(t, res.IsError)
-	require.Contains(t, text(res), "locked by pid 42 (bee)")
-	require.Contains(t, text(res), "retrying")
-	close(gate)
-	res = call(t, cs, ToolWhoami, nil)
-	require.False(t, res.IsError, text(res))
+// closeCounting is a fake source that counts its Closes.
+type closeCounting struct {
+	*actionstest.Source
+	closed atomic.Int32
 }
 
-// Any other error ends the setup at once.
-func TestPending_OtherErrorsAreFinal(t *testing.T) {
-	var attempts atomic.Int32
-	p := Start(t.Context(), Config{Agent: "x"}, func() (actions.Source, error) {
-		attempts.Add(1)
-		return nil, errors.New("not a database")
+func (c *closeCounting) Close() error {
+	c.closed.Add(1)
+	return nil
+}
+
+// A setup whose bridge ends while the source opens never joins.
+func TestStart_AbandonedBeforeJoin(t *testing.T) {
+	src := &closeCounting{Source: &actionstest.Source{}}
+	opening, release := make(chan struct{}), make(chan struct{})
+	ctx, cancel := context.WithCancel(t.Context())
+	p := Start(ctx, Config{Agent: "abandon"}, func() (actions.Source, error) {
+		close(opening)
+		<-release
+		return src, nil
 	})
+	<-opening
+	cancel()
+	close(release)
 	_, err := p.Wait(t.Context())
-	require.ErrorContains(t, err, "not a database")
-	require.Equal(t, int32(1), attempts.Load())
+	require.ErrorIs(t, err, ErrSetupAbandoned)
+	require.Empty(t, src.Joined(), "an abandoned setup does not join")
+	require.Equal(t, int32(1), src.closed.Load())
 }
 
-// A bridge started while another process holds the board's lock (stopped,
-// say) says who holds it while it retries, and serves once the lock is let
-// go.
-func TestPending_LockedBoard(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "board.db")
-	b, err := board.Open(path, nil)
-	require.NoError(t, err)
-	require.NoError(t, b.Close())
+// A setup whose join completes after its bridge began ending departs at
+// once: nobody else would, and the identity would look live for a lease.
+func TestStart_AbandonedDuringJoin(t *testing.T) {
+	joining, release := make(chan struct{}), make(chan struct{})
+	src := &closeCounting{Source: &actionstest.Source{
+		// A join already past the point of no return: it commits whatever
+		// happens to ctx.
+		JoinFunc: func(context.Context, actions.Member) error {
+			close(joining)
+			<-release
+			return nil
+		},
+	}}
+	ctx, cancel := context.WithCancel(t.Context())
+	p := Start(ctx, Config{Agent: "abandon"}, func() (actions.Source, error) { return src, nil })
+	<-joining
+	cancel()
+	close(release)
+	wctx, wcancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer wcancel()
+	_, err := p.Wait(wctx)
+	require.ErrorIs(t, err, ErrSetupAbandoned)
+	joined := src.Joined()
+	require.Len(t, joined, 1)
+	require.Equal(t, []identity.ID{joined[0].ID}, src.Departed(), "the identity that joined departed before Wait returned")
+	require.Equal(t, int32(1), src.closed.Load())
+}
 
-	// Hold the board's write lock as another bee process would.
-	lock, err := os.OpenFile(path+"-lock", os.O_RDWR, 0)
-	require.NoError(t, err)
-	defer lock.Close()
-	require.NoError(t, unix.Flock(int(lock.Fd()), unix.LOCK_EX))
-	held := true
-	defer func() {
-		if held {
-			_ = unix.Flock(int(lock.Fd()), unix.LOCK_UN)
-		}
-	}()
-
-	var src atomic.Pointer[board.Board]
-	p := Start(t.Context(), Config{Agent: "x"}, func() (actions.Source, error) {
-		b, err := board.Open(path, &board.Options{BusyTimeout: 100 * time.Millisecond})
-		if err == nil {
-			src.Store(b)
-		}
-		return b, err
-	})
-	cs := connectPending(t, p, nil, nil)
-	res := call(t, cs, ToolWait, map[string]any{"timeoutSeconds": 1})
-	require.True(t, res.IsError)
-	t.Log(text(res))
-	require.Contains(t, text(res), fmt.Sprintf("is locked by pid %d", os.Getpid()))
-	require.Contains(t, text(res), "retrying")
-
-	require.NoError(t, unix.Flock(int(lock.Fd()), unix.LOCK_UN))
-	held = false
+// A setup that finishes before its bridge ends is the bridge's to depart.
+func TestStart_Ready(t *testing.T) {
+	src := &closeCounting{Source: &actionstest.Source{}}
+	p := Start(t.Context(), Config{Agent: "ready"}, func() (actions.Source, error) { return src, nil })
 	s, err := p.Wait(t.Context())
 	require.NoError(t, err)
-	res = call(t, cs, ToolWhoami, nil)
-	require.False(t, res.IsError, text(res))
+	require.Empty(t, src.Departed())
 	require.NoError(t, s.Depart(t.Context()))
-	require.NoError(t, src.Load().Close())
+	require.Len(t, src.Departed(), 1)
 }

@@ -8,6 +8,17 @@
 //     claims nothing for the departed identity;
 //   - Depart gives the identity's claims back, and after it no tool claims
 //     anything.
+//
+// A claim a wait makes goes back when its answer cannot reach a reader:
+// the call was cancelled (also when the cancel crosses the answer), the
+// answer could not be written or came after the connection closed (the
+// transport hands it to GiveBackUndelivered), a newer wait on the same
+// connection replaced the call (a session has one waiting model), or the
+// session departs. What no server can see is a client that drops a call
+// without a cancel, keeps the connection open and makes no new wait: the
+// answer is written into a pipe nobody reads, and nothing in MCP
+// acknowledges a response. Such a claim stays with the identity until it is
+// finished or released, /clear retires the identity, or the bridge ends.
 package bridge
 
 import (
@@ -244,15 +255,21 @@ func (s *Session) Depart(ctx context.Context) error {
 }
 
 // endedWhileWaiting explains to the model why a wait under who ended: the
-// session was cleared (who was retired), or the bridge is shutting down.
+// session was cleared (who was retired), or this bridge is shutting down.
+// A shutdown reads as final unless the model is told that a /mcp reconnect
+// starts a new bridge, which serves the same tools.
 func (s *Session) endedWhileWaiting(who identity.ID) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.departed {
-		return fmt.Errorf("%w: the wait as %s ended; the bridge is shutting down", ErrDeparted, who)
+		return fmt.Errorf("%w: the wait as %s ended because this bridge is shutting down (%s); call %s again", ErrDeparted, who, newBridgeTakesOver, ToolWait)
 	}
 	return fmt.Errorf("identity %s was retired while waiting (the session was cleared); call %s again to wait as %s", who, ToolWait, s.id)
 }
+
+// newBridgeTakesOver says what follows a bridge's shutdown for a session
+// that carries on.
+const newBridgeTakesOver = "a /mcp reconnect or a restart starts a new bridge, which takes over with a fresh identity; the claims of this one went back to the board"
 
 // Close ends the source's background work. Call it after Depart; Close may
 // be called more than once.

@@ -87,7 +87,8 @@ func NewServer(p *Pending, opts *ServerOptions) *mcp.Server {
 		Description: "Wait for the next action on the bee board that this session may take, and claim it. " +
 			"Returns {records, cursor}: records holds the one action now claimed by you (do it, then call bee_finish_action with its id), " +
 			"or is empty when nothing came within timeoutSeconds (default 45, at most 60). " +
-			"On an empty result, call bee_wait_action again, passing the returned cursor. Never build a cursor yourself.",
+			"On an empty result, call bee_wait_action again, passing the returned cursor. Never build a cursor yourself. " +
+			"One wait at a time: a new call ends an earlier one still waiting, which then claims nothing.",
 		InputSchema:  waitInputSchema,
 		OutputSchema: pageOutputSchema,
 	}, t.logged(t.wait, waitBound))
@@ -198,6 +199,39 @@ type tools struct {
 	p             *Pending
 	progressEvery time.Duration
 	log           *slog.Logger
+
+	waitMu sync.Mutex // guards the fields below
+	// endWait ends the wait in flight, if any; waitSeq numbers the waits
+	// so that a wait that ends clears only its own.
+	endWait context.CancelCauseFunc
+	waitSeq uint64
+}
+
+// errSuperseded ends a wait that a newer wait on the same connection
+// replaces. A session has one model waiting at a time: an older wait still
+// running when a newer one starts was abandoned by its client (its idle
+// timeout gave up on it without a cancel), and an answer to it would hand
+// a claim to nobody.
+var errSuperseded = errors.New("superseded by a newer " + ToolWait + " call")
+
+// startWait registers a wait and ends the one before it, if still running.
+// The returned func unregisters it.
+func (t *tools) startWait(cancel context.CancelCauseFunc) (done func()) {
+	t.waitMu.Lock()
+	defer t.waitMu.Unlock()
+	if t.endWait != nil {
+		t.endWait(errSuperseded)
+	}
+	t.waitSeq++
+	seq := t.waitSeq
+	t.endWait = cancel
+	return func() {
+		t.waitMu.Lock()
+		defer t.waitMu.Unlock()
+		if t.waitSeq == seq {
+			t.endWait = nil
+		}
+	}
 }
 
 // toolError is a tool result the model reads as a failure.
@@ -218,7 +252,7 @@ func sourceError(err error) *mcp.CallToolResult {
 	case errors.Is(err, actions.ErrBadCursor):
 		return toolError(fmt.Errorf("%w; pass a cursor exactly as a bee tool returned it, or omit it to start over", err))
 	case errors.Is(err, ErrDeparted), errors.Is(err, actions.ErrDeparted):
-		return toolError(fmt.Errorf("%w; the bridge is shutting down", err))
+		return toolError(fmt.Errorf("%w: this bridge is shutting down (%s); call the tool again", err, newBridgeTakesOver))
 	}
 	return toolError(err)
 }
@@ -240,12 +274,13 @@ func (t *tools) wait(ctx context.Context, s *Session, req *mcp.CallToolRequest, 
 	if err != nil {
 		return sourceError(err), nil
 	}
-	// The wait ends when the call is cancelled or when its identity is
-	// retired, whichever comes first.
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stopRetireWatch := context.AfterFunc(idCtx, cancel)
+	// The wait ends when the call is cancelled, when its identity is
+	// retired, or when a newer wait replaces it, whichever comes first.
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stopRetireWatch := context.AfterFunc(idCtx, func() { cancel(nil) })
 	defer stopRetireWatch()
+	defer t.startWait(cancel)()
 
 	// What the session's setup took counts against the bound.
 	timeout := max(time.Until(deadline), time.Millisecond)
@@ -269,6 +304,14 @@ func (t *tools) wait(ctx context.Context, s *Session, req *mcp.CallToolRequest, 
 			s.giveBack(page.Records)
 		}
 		return toolError(s.endedWhileWaiting(who)), nil
+	case errors.Is(context.Cause(wctx), errSuperseded):
+		// Nobody reads this answer: whatever it claimed goes back, and the
+		// newer wait may take it.
+		if err == nil {
+			s.giveBack(page.Records)
+		}
+		t.log.Info("wait superseded by a newer one", logkey.Identity, who)
+		return toolError(fmt.Errorf("%w; this call claimed nothing", errSuperseded)), nil
 	case err != nil:
 		return sourceError(err), nil
 	}

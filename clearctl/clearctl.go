@@ -17,7 +17,11 @@
 //   - No Access-Control-* (CORS) header is ever sent, so no web page can read
 //     an answer or pass a preflight.
 //   - Bodies are capped at [MaxBodyBytes] (413 beyond that), and headers at
-//     8 KiB, with read, write and idle timeouts on every connection.
+//     8 KiB, with read, write and idle timeouts on every connection, and at
+//     most [MaxConns] connections are served at once.
+//   - A body whose session_id or transcript_path fails
+//     [RetireRequest.Validate] gets 400 with an error naming the field, and
+//     retires nothing.
 //   - A retire runs on the Server's lifetime context, never the request's: a
 //     caller that hangs up cannot cut it short, and Close can. Retires are
 //     serialized, so no identity is retired twice.

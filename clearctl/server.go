@@ -83,6 +83,8 @@ type Server struct {
 	// retires counts running retire goroutines; Close waits for them.
 	// Add happens only under mu while !closed, so never after Close's Wait.
 	retires sync.WaitGroup
+	// running counts them too, for tests to read.
+	running atomic.Int32
 
 	closeOnce sync.Once
 	closeErr  error // set once by closeOnce
@@ -150,6 +152,7 @@ func (s *Server) Start() error {
 		return fmt.Errorf("clearctl: listen on loopback: %w", err)
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
+	ln = newLimitListener(ln, MaxConns)
 	srv := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: readHeaderTimeout,
@@ -299,6 +302,11 @@ func (s *Server) handleRetire(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, code, errorBody{Error: err.Error()})
 		return
 	}
+	if err := req.Validate(); err != nil {
+		s.logger.Warn("clearctl request refused", logkey.Reason, "bad body", logkey.Err, err)
+		writeJSON(w, http.StatusBadRequest, errorBody{Error: err.Error()})
+		return
+	}
 	done, ok := s.startRetire(req)
 	if !ok {
 		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: "bridge closing"})
@@ -374,7 +382,11 @@ func (s *Server) startRetire(req RetireRequest) (<-chan retireResult, bool) {
 		return nil, false
 	}
 	done := make(chan retireResult, 1) // buffered: the handler may have answered 202 and gone
-	s.retires.Go(func() { done <- s.retire(req) })
+	s.running.Add(1)
+	s.retires.Go(func() {
+		defer s.running.Add(-1)
+		done <- s.retire(req)
+	})
 	return done, true
 }
 

@@ -8,7 +8,10 @@
 // normally, within its timeout, even if something it calls panics or hangs,
 // and what it returns for stderr is at most one line that never holds the
 // run file's token. It retires only a bridge whose process is alive, so a
-// stale run file can never retire another session's bridge.
+// stale run file can never retire another session's bridge, and it sends
+// the token only when the run directory is the user's own and private
+// (runfile.Read checks it) and, on Linux, the recorded port is the
+// recorded bridge's own listening socket (sockowner.Check).
 package hooks
 
 import (
@@ -19,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"strings"
 	"time"
 	"unicode"
@@ -27,6 +31,7 @@ import (
 	"github.com/tractat-us/bee/ancestry"
 	"github.com/tractat-us/bee/clearctl"
 	"github.com/tractat-us/bee/runfile"
+	"github.com/tractat-us/bee/sockowner"
 )
 
 //go:embed hooks.json
@@ -77,6 +82,10 @@ type Config struct {
 	// the package's Alive: a signal 0 check, where EPERM (alive, but
 	// someone else's) counts as alive.
 	Alive func(pid int) bool
+	// Listener checks that the bridge process pid is the one listening on
+	// port before the token is sent there. nil means sockowner.Check; its
+	// errors.ErrUnsupported (off Linux) lets the retire go ahead.
+	Listener func(pid, port int) error
 }
 
 // Run handles one SessionStart input read from stdin and returns the single
@@ -109,6 +118,9 @@ func Run(ctx context.Context, cfg Config, stdin io.Reader) (outcome string) {
 	if cfg.Alive == nil {
 		cfg.Alive = Alive
 	}
+	if cfg.Listener == nil {
+		cfg.Listener = sockowner.Check
+	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 
@@ -133,8 +145,13 @@ func Run(ctx context.Context, cfg Config, stdin io.Reader) (outcome string) {
 	return oneLine(outcome)
 }
 
-// findClaude finds the Claude process; tests replace it.
-var findClaude = ancestry.ClaudePID
+// findClaude finds the Claude process: by name, else by $CLAUDE_PID when
+// that is an ancestor (claude running under another name); tests replace
+// it.
+var findClaude = func(ctx context.Context) (int, bool, error) {
+	f, ok, err := ancestry.Find(ctx, ancestry.HookHints(os.Getenv))
+	return f.PID, ok, err
+}
 
 // handle does Run's work; the token is scrubbed from what it returns.
 func handle(ctx context.Context, cfg Config, stdin io.Reader) string {
@@ -190,6 +207,9 @@ func retire(ctx context.Context, cfg Config, dir string, claudePID int, e runfil
 		default:
 			return msg + "; it has been replaced or removed since"
 		}
+	}
+	if err := cfg.Listener(e.PID, e.Port); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		return fmt.Sprintf("bee-hook: not sending the token to port %d: %v; the bridge (pid %d) may be restarting, or another process holds its port", e.Port, err, e.PID)
 	}
 	resp, err := cfg.Retire(ctx, e.Port, e.Token, clearctl.RetireRequest{
 		SessionID:      in.SessionID,

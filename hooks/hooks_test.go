@@ -69,6 +69,7 @@ func (f *fixture) config(alive bool, retire func(req clearctl.RetireRequest) (cl
 			f.mu.Unlock()
 			return alive
 		},
+		Listener: func(int, int) error { return nil },
 	}
 }
 

@@ -19,7 +19,8 @@ type channel struct {
 	dir       string
 	claudePID int
 	token     string
-	vanished  bool // the run file was found missing (warned once)
+	vanished  bool   // the run file was found missing (warned once)
+	sibling   string // the token of a sibling bridge's run file (warned once)
 }
 
 // openChannel starts the /retire server and writes the run file for
@@ -48,10 +49,12 @@ func openChannel(dir string, claudePID int, r clearctl.Retirer, log *slog.Logger
 	return &channel{srv: srv, dir: dir, claudePID: claudePID, token: token}, nil
 }
 
-// takenOver reports whether the run file now belongs to another bridge of
-// the same Claude process (a /mcp reconnect can abandon this one with its
-// stdin open). A run file that has vanished is not written again: a newer
-// bridge may be about to write its own, which must win.
+// takenOver reports whether the run file now belongs to a newer bridge of
+// the same Claude process launched as this one was (a /mcp reconnect can
+// abandon this one with its stdin open). A newer bridge launched otherwise
+// is a sibling server, and this one keeps serving (see launch.go). A run
+// file that has vanished is not written again: a newer bridge may be about
+// to write its own, which must win.
 func (c *channel) takenOver(log *slog.Logger) bool {
 	e, err := runfile.Read(c.dir, c.claudePID)
 	switch {
@@ -65,7 +68,17 @@ func (c *channel) takenOver(log *slog.Logger) bool {
 		log.Warn("cannot read run file", logkey.Err, err)
 		return false
 	}
-	return e.Token != c.token
+	if e.Token == c.token || e.Token == c.sibling {
+		return false
+	}
+	sib, differs, err := sibling(e.PID)
+	if err != nil || !sib {
+		return true
+	}
+	c.sibling = e.Token
+	log.Warn("another bee bridge under the same claude process, launched differently (the plugin and a project server both configured?), now holds the run file; this bridge keeps serving its client, but /clear retires only the other one's identity",
+		logKeyBridgePID, e.PID, logKeyDiffers, differs)
+	return false
 }
 
 // close removes the run file, only while it holds this bridge's token, and

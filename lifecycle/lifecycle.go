@@ -5,10 +5,11 @@
 //
 // It promises that every clean end (stdin closed, a signal on Signals, the
 // parent or the Claude process gone, the run file taken over by a newer
-// bridge) removes the run file first, then departs the identity so its
-// claims go back, each step with its own bound, and that a later signal
-// does not cut that short. Run returns only when all of that is done or
-// its bound has passed.
+// bridge launched as this one was) removes the run file first, then
+// departs the identity so its claims go back, each step with its own
+// bound, and that a later signal does not cut that short. Run returns only
+// when all of that is done or its bound has passed. A newer bridge launched
+// differently (a second server entry) does not end it: see launch.go.
 package lifecycle
 
 import (
@@ -30,6 +31,7 @@ import (
 	"github.com/tractat-us/bee/bridge"
 	"github.com/tractat-us/bee/logkey"
 	"github.com/tractat-us/bee/stdio"
+	"github.com/tractat-us/bee/version"
 )
 
 // Config is one bridge's configuration. The zero value of each field is
@@ -45,7 +47,8 @@ type Config struct {
 	RunDir string
 	// SessionID is the Claude Code session at start, "" when unknown.
 	SessionID string
-	// Version is the bridge's version as MCP reports it.
+	// Version is the bridge's version as MCP reports it; "" means
+	// version.Version.
 	Version string
 	// ProgressInterval is how often a wait reports progress; 0 means
 	// bridge.DefaultProgressInterval.
@@ -63,12 +66,15 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Bounds on the steps of the bridge's cleanup. Claude Code sends SIGTERM
-// 100 ms after SIGINT and SIGKILL 400 ms after that; removing the run file
-// and departing take a few milliseconds on a healthy board.
+// Bounds on the steps of the bridge's cleanup, together well inside
+// Claude Code's grace: it sends SIGTERM 100 ms after SIGINT and SIGKILL
+// 400 ms after that. Removing the run file and departing take a few
+// milliseconds on a healthy board; closing it may checkpoint its WAL, which
+// on a busy disk takes longer and may be cut short without harm.
 const (
 	departBound = 200 * time.Millisecond
 	stepBound   = 50 * time.Millisecond
+	closeBound  = 100 * time.Millisecond
 )
 
 // within reports whether done is closed within d.
@@ -85,6 +91,14 @@ func within(done <-chan struct{}, d time.Duration) bool {
 
 const defaultWatchEvery = 2 * time.Second
 
+// Log attribute keys that package logkey does not (yet) name.
+const (
+	logKeyComm      = "comm"       // a process's command name
+	logKeyRule      = "rule"       // how the claude process was found
+	logKeyBridgePID = "bridge_pid" // another bridge's process
+	logKeyDiffers   = "differs"    // how two bridges' launches differ
+)
+
 // openSource opens the action source cfg names: the shared board (the
 // default) or NoActions.
 func openSource(cfg Config, log *slog.Logger) (actions.Source, error) {
@@ -98,7 +112,14 @@ func openSource(cfg Config, log *slog.Logger) (actions.Source, error) {
 			return nil, err
 		}
 	}
-	return board.Open(path, &board.Options{Logger: log})
+	b, err := board.Open(path, &board.Options{Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	if b.Created() {
+		log.Info("created a new board", logkey.Path, b.Path())
+	}
+	return b, nil
 }
 
 // Run serves one bridge until it ends and has cleaned up. It returns an
@@ -113,26 +134,36 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Source == "" {
 		cfg.Source = "board"
 	}
+	if cfg.Version == "" {
+		cfg.Version = version.Version
+	}
 	return serve(ctx, cfg, cfg.Logger)
 }
 
 func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	start := time.Now()
-	claudePID, found, err := ancestry.ClaudePID(ctx)
+	claude, found, err := ancestry.Find(ctx, ancestry.BridgeHints(os.Getenv))
 	if err != nil {
 		log.Warn("cannot walk the process tree", logkey.Err, err)
 	}
-	if !found {
+	claudePID := claude.PID
+	switch {
+	case !found:
 		claudePID = 0
 		log.Warn("no claude process above this bridge; serving without the /retire channel, so /clear cannot retire this identity")
+	case claude.Rule != ancestry.ByName:
+		log.Warn("claude runs under another command name; taking this bridge's parent as the claude process because CLAUDECODE=1 (the /clear hook finds the same one through $CLAUDE_PID)",
+			logkey.ClaudePID, claudePID, logKeyComm, claude.Comm, logKeyRule, string(claude.Rule))
 	}
 	log = log.With(logkey.ClaudePID, claudePID)
 
 	// The handshake does not wait for the board: the session is set up
-	// while the client talks, and each tool call waits for it. A setup
-	// that retries (the board is locked) stops when the bridge ends.
-	setupCtx, stopSetup := context.WithCancel(ctx)
-	defer stopSetup()
+	// while the client talks, and each tool call waits for it. The cleanup
+	// abandons a setup still running (or retrying: the board is locked),
+	// so that a bridge ending right after it starts leaves no member
+	// behind (see bridge.Start).
+	setupCtx, abandonSetup := context.WithCancel(ctx)
+	defer abandonSetup()
 	pending := bridge.Start(setupCtx, bridge.Config{
 		Agent:     cfg.Agent,
 		ClaudePID: claudePID,
@@ -165,6 +196,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		// Leave nothing behind: no run file, no joined identity.
 		ch.close(log)
+		abandonSetup()
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), departBound)
 		defer cancel()
 		if sess, werr := pending.Wait(dctx); werr == nil {
@@ -184,9 +216,13 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// Say when the session is ready, or why it never will be; this ends
 	// when the setup does (the board's busy timeout bounds it).
 	go func() {
-		if s, err := pending.Wait(ctx); err == nil {
+		s, err := pending.Wait(ctx)
+		switch {
+		case err == nil:
 			log.Info("session ready", logkey.Identity, s.Identity(), logkey.Source, cfg.Source, logkey.Elapsed, time.Since(start))
-		} else {
+		case errors.Is(err, bridge.ErrSetupAbandoned):
+			// The bridge is ending; bridge.Start has said so.
+		default:
 			log.Error("bee cannot serve actions; every tool call will say why", logkey.Err, err)
 		}
 	}()
@@ -208,14 +244,19 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// retire. Closing the channel also ends a retire in flight, so the
 	// departure below never queues behind one.
 	ch.close(log)
-	stopSetup()
+	// A setup still running ends now: one that has joined departs on its
+	// own before Wait returns, one that has not never joins.
+	abandonSetup()
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), departBound)
 	defer cancel()
 	sess, err := pending.Wait(dctx)
-	if err == nil {
+	switch {
+	case err == nil:
 		if err := sess.Depart(dctx); err != nil {
 			log.Error("departure not recorded; the board will reclaim this identity's claims when its lease runs out", logkey.Err, err)
 		}
+	case dctx.Err() != nil:
+		log.Warn("session setup still running at exit; abandoned (a member it joins in the last moment shows until its lease runs out)", logkey.Err, err)
 	}
 	ss.Close()
 	if !within(served, stepBound) {
@@ -229,8 +270,11 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 			defer close(closed)
 			sess.Close()
 		}()
-		if !within(closed, stepBound) {
-			log.Warn("board did not close within its bound; exiting anyway")
+		if !within(closed, closeBound) {
+			// Harmless: the departure is recorded, and SQLite finishes what
+			// the close began (a WAL checkpoint, which can take a while on a
+			// busy disk) the next time the board is opened.
+			log.Debug("board still closing at exit; exiting anyway")
 		}
 	}
 	log.Info("bee-mcp ends", logkey.Reason, reason, logkey.Elapsed, time.Since(began))

@@ -21,7 +21,13 @@ import (
 	"github.com/tractat-us/bee/actions/board"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(runAsEnv) == "wait-for-stdin" {
+		io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // proc is an in-process Run with pipes for stdin and stdout.
 type proc struct {
@@ -167,6 +173,7 @@ func TestRun_Ends(t *testing.T) {
 			b.ended()
 			require.Equal(t, actions.Open, b.state(rec.ID))
 			require.Contains(t, b.logBuf.String(), "bee-mcp ends")
+			require.Contains(t, b.logBuf.String(), `msg="created a new board"`, "the bridge made this board and says so")
 		})
 	}
 }

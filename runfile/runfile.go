@@ -151,6 +151,36 @@ func EnsureDir(dir string) error {
 	return nil
 }
 
+// CheckDir checks, without changing anything, that dir is a private run
+// directory a reader may trust: a directory (not a symlink) owned by the
+// caller that no one else may write to. Otherwise it returns a [*DirError]
+// wrapping [ErrUnsafeDir]. A missing dir is a [*FileError] for which
+// errors.Is(err, fs.ErrNotExist) holds. Only the last path element is
+// checked.
+func CheckDir(dir string) error {
+	if dir == "" {
+		return &DirError{Dir: `""`, Problem: "is empty", Hint: "set " + EnvDir + " to a private directory", Err: ErrUnsafeDir}
+	}
+	dir = filepath.Clean(dir)
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fileError(dir, "read", err)
+	}
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return &DirError{Dir: dir, Problem: "is a symlink", Hint: "remove it or set " + EnvDir + " to a private directory", Err: ErrUnsafeDir}
+	case !fi.IsDir():
+		return &DirError{Dir: dir, Problem: "is not a directory", Hint: "remove it or set " + EnvDir + " to a private directory", Err: ErrUnsafeDir}
+	}
+	if owner, me, ok := foreignOwner(fi); ok {
+		return &DirError{Dir: dir, Problem: fmt.Sprintf("belongs to uid %d, not to you (uid %d)", owner, me), Hint: "set " + EnvDir + " to a directory of your own", Err: ErrUnsafeDir}
+	}
+	if fi.Mode().Perm()&0o022 != 0 {
+		return &DirError{Dir: dir, Problem: fmt.Sprintf("can be written by others (mode %04o)", fi.Mode().Perm()), Hint: "chmod 700 it (a bridge does so when it starts)", Err: ErrUnsafeDir}
+	}
+	return nil
+}
+
 // An Entry is the content of one run file.
 type Entry struct {
 	Port  int    `json:"port"`  // the bridge's loopback control port
@@ -243,12 +273,21 @@ func Write(dir string, claudePID int, e Entry) (err error) {
 	return nil
 }
 
-// Read returns the run file of claudePID in dir. A missing file is a
-// [*FileError] for which errors.Is(err, fs.ErrNotExist) holds; a file that
-// is not a valid entry (bad JSON, unknown fields, over 4 KiB, port outside
-// 1..65535, empty token, non-positive pid) is a [*FileError] wrapping
-// [ErrMalformed]. Every error names the file's path.
+// Read returns the run file of claudePID in dir, after [CheckDir] has
+// found dir safe to trust (its error is returned as is: a file in a
+// directory others can write to could send a token anywhere). A missing
+// file or directory is a [*FileError] for which errors.Is(err,
+// fs.ErrNotExist) holds; a file that is not a valid entry (bad JSON,
+// unknown fields, over 4 KiB, port outside 1..65535, empty token,
+// non-positive pid) is a [*FileError] wrapping [ErrMalformed]. Every error
+// names the file's path or the directory's.
 func Read(dir string, claudePID int) (Entry, error) {
+	if err := CheckDir(dir); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return Entry{}, fileError(Path(dir, claudePID), "read", fs.ErrNotExist)
+		}
+		return Entry{}, err
+	}
 	e, _, err := read(Path(dir, claudePID))
 	return e, err
 }

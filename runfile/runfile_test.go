@@ -412,3 +412,49 @@ func TestList(t *testing.T) {
 	require.Equal(t, 1000, got[2].ClaudePID)
 	require.ErrorIs(t, got[2].Err, ErrMalformed)
 }
+
+// Read trusts a run file only in a private directory of the caller's own:
+// a file planted in a directory others can write to could send the token
+// to any port.
+func TestRead_RefusesUnsafeDir(t *testing.T) {
+	entry := Entry{Port: 4242, Token: strings.Repeat("ab", 32), PID: 99}
+	t.Run("symlink", func(t *testing.T) {
+		real := filepath.Join(t.TempDir(), "real")
+		require.NoError(t, Write(real, 7, entry))
+		link := filepath.Join(t.TempDir(), "run")
+		require.NoError(t, os.Symlink(real, link))
+		_, err := Read(link, 7)
+		require.ErrorIs(t, err, ErrUnsafeDir)
+		require.Contains(t, err.Error(), "is a symlink")
+	})
+	t.Run("writable by others", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "run")
+		require.NoError(t, Write(dir, 7, entry))
+		require.NoError(t, os.Chmod(dir, 0o777))
+		_, err := Read(dir, 7)
+		require.ErrorIs(t, err, ErrUnsafeDir)
+		require.Contains(t, err.Error(), "can be written by others (mode 0777)")
+	})
+	t.Run("another user's", func(t *testing.T) {
+		if os.Getuid() != 0 {
+			t.Skip("needs root to chown a directory to another user")
+		}
+		dir := filepath.Join(t.TempDir(), "run")
+		require.NoError(t, Write(dir, 7, entry))
+		require.NoError(t, os.Chown(dir, 65534, 65534))
+		_, err := Read(dir, 7)
+		require.ErrorIs(t, err, ErrUnsafeDir)
+		require.Contains(t, err.Error(), "belongs to uid 65534")
+	})
+	t.Run("missing", func(t *testing.T) {
+		_, err := Read(filepath.Join(t.TempDir(), "none"), 7)
+		require.ErrorIs(t, err, fs.ErrNotExist)
+	})
+	t.Run("private", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "run")
+		require.NoError(t, Write(dir, 7, entry))
+		got, err := Read(dir, 7)
+		require.NoError(t, err)
+		require.Equal(t, entry, got)
+	})
+}

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"io"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -83,5 +85,82 @@ func FuzzTransport_Line(f *testing.F) {
 		}
 		require.True(t, sawPing, "the ping after the fuzzed line was not delivered")
 		out.requireClean(t)
+	})
+}
+
+var (
+	simpleIntID    = regexp.MustCompile(`^-?[1-9][0-9]{0,14}$`)
+	simpleStringID = regexp.MustCompile(`^"[a-zA-Z0-9_-]{0,20}"$`)
+)
+
+// FuzzTransport_LongLine feeds a request line over the limit whose id (and
+// some text after its method) are fuzzed, then a ping. The connection must
+// not panic, must answer the long line with -32600 on a clean line, must
+// still deliver the ping, and may name an id in that answer only if it is
+// a valid one; a plain integer or string id must be named.
+func FuzzTransport_LongLine(f *testing.F) {
+	for _, seed := range []struct{ id, junk string }{
+		{"7", ""}, {`"req-1"`, ""}, {"1.5", ""}, {"null", ""}, {"true", ""}, {"{}", ""},
+		{`7,"id":8`, ""}, {`"x"`, `","result":{`}, {"9007199254740993", ""}, {"-0", ""},
+		{`"\u0041"`, ""}, {`"a`, ""}, {"", ""}, {`1}`, `{`},
+	} {
+		f.Add(seed.id, seed.junk)
+	}
+	const limit = 1024
+	pad := strings.Repeat("p", 2*limit)
+
+	f.Fuzz(func(t *testing.T, idRaw, junk string) {
+		idRaw = strings.ReplaceAll(idRaw, "\n", " ")
+		junk = strings.ReplaceAll(junk, "\n", " ")
+		line := `{"jsonrpc":"2.0","id":` + idRaw + `,"method":"tools/call","params":{"a":"` + junk + `","pad":"` + pad + `"}}`
+		in := strings.NewReader(line + "\n" + pingLine("fuzz-ping") + "\n")
+		out := newOutRecorder()
+		conn, err := (&stdio.Transport{In: in, Out: out, MaxLineBytes: limit, DrainTimeout: -1}).Connect(t.Context())
+		require.NoError(t, err)
+		defer conn.Close()
+
+		ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+		defer cancel()
+		sawPing := false
+		for {
+			msg, err := conn.Read(ctx)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			require.NoError(t, err)
+			if req, ok := msg.(*jsonrpc.Request); ok && req.Method == "ping" {
+				sawPing = true
+			}
+		}
+		require.True(t, sawPing, "the ping after the long line was not delivered")
+		out.requireClean(t)
+
+		var reply *struct {
+			ID    json.RawMessage `json:"id"`
+			Error struct {
+				Code    int    `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		for _, l := range out.written() {
+			if strings.Contains(l, "line exceeds") {
+				require.Nil(t, reply, "the long line was answered twice")
+				require.NoError(t, json.Unmarshal([]byte(l), &reply))
+			}
+		}
+		require.NotNil(t, reply, "the long line was not answered")
+		require.Equal(t, -32600, reply.Error.Code)
+		got := string(reply.ID)
+		switch {
+		case got == "null":
+		case got[0] == '"':
+		default:
+			n, err := strconv.ParseInt(got, 10, 64)
+			require.NoError(t, err, "reply id %s is neither a string nor an integer", got)
+			require.LessOrEqual(t, max(n, -n), int64(1<<53-1), "reply id %s out of range", got)
+		}
+		if plain := !strings.ContainsAny(junk, `"\`); plain && (simpleIntID.MatchString(idRaw) || simpleStringID.MatchString(idRaw)) {
+			require.Equal(t, idRaw, got, "a plain id read before the limit must be named")
+		}
 	})
 }

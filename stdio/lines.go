@@ -29,6 +29,9 @@ const (
 	// maxSafeID is the largest numeric id the go-sdk keeps exactly: it
 	// decodes ids as float64 and converts them to int64.
 	maxSafeID = 1<<53 - 1
+	// salvageBytes bounds the start of an over-long line that is kept to
+	// find its id; a request's id and method come first in practice.
+	salvageBytes = 4 << 10
 )
 
 // An item is one non-empty line from In, classified by readLoop.
@@ -39,6 +42,10 @@ type item struct {
 	token    string     // for a call: key of its params._meta.progressToken, "" if none
 	cancels  bool       // msg is a notifications/cancelled naming cancelID
 	cancelID jsonrpc.ID // the request id it names
+
+	// salvaged is the id an over-long line's reply carries, if one was
+	// recovered; Read replies with null instead when it is in flight.
+	salvaged *jsonrpc.ID
 }
 
 // A rejection is a line that is answered with a JSON-RPC error (or, if
@@ -110,9 +117,10 @@ func (c *conn) readLoop(items chan<- item) {
 
 // readLine reads one line from br into buf, without its "\n". n counts the
 // line's bytes. If there are more than limit, tooLong is true, the rest of
-// the line is read and discarded without being held, and line is empty. err
-// is nil when the line ended with "\n"; at the end of In it is io.EOF and
-// line holds whatever came before it.
+// the line is read and discarded without being held, and line holds only
+// its start (at most limit and salvageBytes bytes), to recover an id from.
+// err is nil when the line ended with "\n"; at the end of In it is io.EOF
+// and line holds whatever came before it.
 func readLine(br *bufio.Reader, buf []byte, limit int) (line []byte, n int64, tooLong bool, err error) {
 	for {
 		chunk, err := br.ReadSlice('\n')
@@ -124,7 +132,11 @@ func readLine(br *bufio.Reader, buf []byte, limit int) (line []byte, n int64, to
 		if !tooLong {
 			if n > int64(limit) {
 				tooLong = true
-				buf = buf[:0]
+				keep := min(limit, salvageBytes)
+				if len(buf) < keep {
+					buf = append(buf, chunk[:min(len(chunk), keep-len(buf))]...)
+				}
+				buf = buf[:min(len(buf), keep)]
 			} else {
 				buf = append(buf, chunk...)
 			}
@@ -140,12 +152,17 @@ func readLine(br *bufio.Reader, buf []byte, limit int) (line []byte, n int64, to
 // skipped without a reply (empty or whitespace only).
 func (c *conn) classify(line []byte, n int64, tooLong bool) (item, bool) {
 	if tooLong {
-		return item{reject: &rejection{
+		it := item{reject: &rejection{
 			code:    jsonrpc.CodeInvalidRequest,
 			message: fmt.Sprintf("invalid request: line exceeds %d bytes", c.maxLine),
 			log:     "stdin line too long",
 			attrs:   []any{logKeyBytes, n, logKeyLimit, c.maxLine},
-		}}, true
+		}}
+		if id, reply, ok := salvageID(line); ok {
+			it.reject.id, it.salvaged = reply, &id
+			it.reject.attrs = append(it.reject.attrs, logKeyID, string(reply))
+		}
+		return it, true
 	}
 	line = bytes.TrimSuffix(line, []byte("\r"))
 	if len(bytes.TrimSpace(line)) == 0 {
@@ -318,6 +335,60 @@ func (m *members) classify(line []byte) item {
 	default:
 		return bad("message decoded inconsistently")
 	}
+}
+
+// salvageID recovers the id of a request from the start of a line too long
+// to read whole. It reports ok only when that start shows, at the top level
+// of a JSON object and each value complete (something follows it), exactly
+// one "id" that is a valid id and a string "method", and no "result" or
+// "error" (a response is never answered). Anything else, including JSON
+// that goes wrong before the end of the prefix, recovers nothing.
+func salvageID(prefix []byte) (id jsonrpc.ID, reply json.RawMessage, ok bool) {
+	dec := json.NewDecoder(bytes.NewReader(prefix))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return jsonrpc.ID{}, nil, false
+	}
+	var raw json.RawMessage
+	ids, method := 0, false
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			break // the end of the prefix, or JSON gone wrong
+		}
+		name, isName := tok.(string)
+		if !isName {
+			break
+		}
+		if name == "result" || name == "error" {
+			return jsonrpc.ID{}, nil, false
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			break
+		}
+		// A value that ends the prefix may be cut short (a number's digits).
+		if len(bytes.TrimLeft(prefix[dec.InputOffset():], " \t\r\n")) == 0 {
+			break
+		}
+		switch name {
+		case "id":
+			ids++
+			raw = v
+		case "method":
+			if v[0] != '"' {
+				return jsonrpc.ID{}, nil, false
+			}
+			method = true
+		}
+	}
+	if ids != 1 || !method {
+		return jsonrpc.ID{}, nil, false
+	}
+	id, reply, problem := parseID(raw)
+	if problem != "" {
+		return jsonrpc.ID{}, nil, false
+	}
+	return id, reply, true
 }
 
 // parseID parses the raw "id" member. For a valid id (a string, or an

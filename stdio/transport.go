@@ -11,15 +11,27 @@
 //   - Out carries JSON-RPC 2.0 messages and nothing else: one message per
 //     line, each line written by a single Out.Write call, never interleaved
 //     with another.
+//   - When In ends, the requests in flight are answered before Read reports
+//     it: the go-sdk stops writing answers as soon as Read returns an error,
+//     so Read holds EOF back until every request read has its response
+//     written (or withheld). A script that writes its requests and closes
+//     stdin gets every answer that comes within 250 ms; a request still
+//     running then (a long wait) is cancelled as if the client had sent
+//     notifications/cancelled (its answer is withheld and goes to
+//     OnDropped), and the whole end is bounded by [Transport.DrainTimeout].
 //   - A line that cannot be used is answered with a JSON-RPC error and reading
 //     carries on. Not JSON (or not UTF-8): -32700. A batch, JSON that is not
 //     a JSON-RPC 2.0 message, a line longer than MaxLineBytes, or a request
 //     whose id is already in flight: -32600. The reply carries the request's
-//     id when it could be recovered and is unambiguous, else null. Nothing a
-//     line contains ends the session; only an error or EOF from In, or Close,
-//     does.
+//     id when it could be recovered and is unambiguous, else null; for a line
+//     over the limit, the id is recovered from the part that was read when
+//     that part shows one top-level "id" (a string or an integer) beside a
+//     "method" and no "result" or "error". Nothing a line contains ends the
+//     session; only an error or EOF from In, or Close, does.
 //   - A request cancelled by notifications/cancelled gets no response: the
-//     server's response is withheld and handed to [Transport.OnDropped].
+//     server's response is withheld and handed to [Transport.OnDropped]. So
+//     is a response that never reached Out: Out failed, or the connection
+//     was closed before the response came.
 //     A cancel that crosses its response on the wire (it arrives within
 //     [Transport.LateCancelWindow], 1 s by default, after the response was
 //     written) means the client discards that response, so it is handed to
@@ -76,14 +88,15 @@ const (
 
 // Attribute keys of the connection's log records.
 const (
-	logKeyID     = "id"
-	logKeyMethod = "method"
-	logKeyReason = "reason"
-	logKeyBytes  = "bytes"
-	logKeyLimit  = "limit"
-	logKeyPrefix = "prefix"
-	logKeyToken  = "progress_token"
-	logKeyError  = "error"
+	logKeyID      = "id"
+	logKeyMethod  = "method"
+	logKeyReason  = "reason"
+	logKeyBytes   = "bytes"
+	logKeyLimit   = "limit"
+	logKeyPrefix  = "prefix"
+	logKeyToken   = "progress_token"
+	logKeyError   = "error"
+	logKeyPending = "pending"
 )
 
 // A Transport is an mcp.Transport over a line reader and writer.
@@ -105,12 +118,18 @@ type Transport struct {
 	// withheld messages. Nil means discard.
 	Logger *slog.Logger
 	// OnDropped, if set, is called (outside locks) with the id and result of
-	// each response withheld because its request was cancelled, so the caller
-	// can undo what that response carried (bee releases a claim nobody
-	// received). result is nil if the withheld response was an error. It
-	// runs on the goroutine whose Write withheld the response, before that
-	// Write returns.
+	// each response that did not reach the client: withheld because its
+	// request was cancelled, not written because Out failed, or written
+	// after Close. The caller can then undo what that response carried (bee
+	// releases a claim nobody received). result is nil if the response was
+	// an error. It runs on the goroutine whose Write dropped the response,
+	// before that Write returns.
 	OnDropped func(id jsonrpc.ID, result json.RawMessage)
+	// DrainTimeout bounds how long Read holds back the end of In while
+	// requests are still in flight, so that their answers are written (those
+	// still running after 250 ms are cancelled first). Zero means
+	// DefaultDrainTimeout; negative means no wait.
+	DrainTimeout time.Duration
 	// LateCancelWindow is how long after a response is written a
 	// notifications/cancelled for its request still counts: the client
 	// cancelled before it read the response and discards it (Claude Code
@@ -127,6 +146,10 @@ type Transport struct {
 // DefaultLateCancelWindow is the LateCancelWindow used when it is zero: on
 // a local pipe a response and a cancel cross within milliseconds.
 const DefaultLateCancelWindow = time.Second
+
+// DefaultDrainTimeout is the DrainTimeout used when it is zero: room for
+// cancelled requests to answer after the 250 ms grace.
+const DefaultDrainTimeout = time.Second
 
 // maxRecent bounds the written responses kept for a late cancel.
 const maxRecent = 8
@@ -161,6 +184,10 @@ func (t *Transport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if window == 0 {
 		window = DefaultLateCancelWindow
 	}
+	drain := t.DrainTimeout
+	if drain == 0 {
+		drain = DefaultDrainTimeout
+	}
 	items := make(chan item)
 	c := &conn{
 		in:         t.In,
@@ -169,6 +196,8 @@ func (t *Transport) Connect(ctx context.Context) (mcp.Connection, error) {
 		logger:     logger,
 		onDropped:  t.OnDropped,
 		lateWindow: window,
+		drainFor:   drain,
+		answered:   make(chan struct{}, 1),
 		items:      items,
 		readDone:   make(chan struct{}),
 		closed:     make(chan struct{}),
@@ -188,6 +217,17 @@ type conn struct {
 	logger     *slog.Logger
 	onDropped  func(jsonrpc.ID, json.RawMessage)
 	lateWindow time.Duration // negative: late cancels are ignored
+	drainFor   time.Duration // negative: EOF is reported at once
+
+	// answered gets a token (never blocking) each time a request leaves
+	// inFlight, so that a Read holding back EOF looks again.
+	answered chan struct{}
+	// The end of In, as Read works through it (Read is never called
+	// concurrently): eofStage says how far it got, eofCancels holds the
+	// cancellations still to hand to the server, eofBy bounds the whole.
+	eofStage   int
+	eofCancels []jsonrpc.ID
+	eofBy      time.Time
 
 	// items carries each non-empty line, classified, from readLoop to Read.
 	items <-chan item
@@ -258,6 +298,14 @@ func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			if c.isClosed() {
 				return nil, io.EOF
 			}
+			// Every line has been taken from items by now (readLoop hands
+			// them over before it closes readDone).
+			if msg := c.endOfInput(ctx); msg != nil {
+				return msg, nil
+			}
+			if c.isClosed() {
+				return nil, io.EOF
+			}
 			return nil, c.readErr
 		case it := <-c.items:
 			msg, err := c.accept(it)
@@ -274,11 +322,113 @@ func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	}
 }
 
+// drainGrace is how long, at the end of In, requests in flight may run on
+// before they are cancelled: quick answers (initialize, tools/list, a board
+// write) come well within it; a long wait, or the subscriptions/listen
+// Claude Code keeps open, would otherwise hold the end up for DrainTimeout.
+const drainGrace = 250 * time.Millisecond
+
+// endOfInput works through the end of In, one Read at a time. It waits up
+// to drainGrace for the requests in flight to be answered; then it hands
+// the server a notifications/cancelled for each one still running (one per
+// call: the server cancels it, its answer is withheld and goes to
+// OnDropped), and waits for those answers too, everything within
+// drainFor. It returns nil once Read should report the end of In.
+func (c *conn) endOfInput(ctx context.Context) jsonrpc.Message {
+	for {
+		switch c.eofStage {
+		case 0:
+			if c.drainFor < 0 {
+				c.eofStage = 3
+				return nil
+			}
+			c.eofBy = time.Now().Add(c.drainFor)
+			c.eofStage = 1
+			if c.awaitAnswers(ctx, time.Now().Add(min(drainGrace, c.drainFor))) || c.isClosed() || ctx.Err() != nil {
+				c.eofStage = 3
+				return nil
+			}
+			c.mu.Lock()
+			for id, cl := range c.inFlight {
+				if !cl.cancelled {
+					c.eofCancels = append(c.eofCancels, id)
+				}
+			}
+			c.mu.Unlock()
+			if len(c.eofCancels) > 0 {
+				c.logger.Info("stdin closed: cancelling requests still in flight", logKeyPending, len(c.eofCancels))
+			}
+			c.eofStage = 2
+		case 2:
+			for len(c.eofCancels) > 0 {
+				id := c.eofCancels[0]
+				c.eofCancels = c.eofCancels[1:]
+				if !c.cancelInFlight(id) {
+					continue // answered meanwhile: delivered, not to be undone
+				}
+				params, _ := json.Marshal(map[string]any{"requestId": id.Raw(), "reason": "stdin closed"})
+				return &jsonrpc.Request{Method: methodCancelled, Params: params}
+			}
+			if !c.awaitAnswers(ctx, c.eofBy) {
+				c.mu.Lock()
+				n := len(c.inFlight)
+				c.mu.Unlock()
+				c.logger.Warn("stdin closed with requests unanswered", logKeyPending, n, logKeyLimit, c.drainFor)
+			}
+			c.eofStage = 3
+		default:
+			return nil
+		}
+	}
+}
+
+// awaitAnswers waits until no request is in flight, or until by, Close or
+// ctx ending, and reports whether none is.
+func (c *conn) awaitAnswers(ctx context.Context, by time.Time) bool {
+	timer := time.NewTimer(time.Until(by))
+	defer timer.Stop()
+	for {
+		c.mu.Lock()
+		n := len(c.inFlight)
+		c.mu.Unlock()
+		if n == 0 {
+			return true
+		}
+		select {
+		case <-c.answered:
+		case <-timer.C:
+			return false
+		case <-c.closed:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// noteAnswered wakes a Read that waits for answers at the end of In.
+func (c *conn) noteAnswered() {
+	select {
+	case c.answered <- struct{}{}:
+	default:
+	}
+}
+
 // accept applies a line read by readLoop to the connection's state. It
 // returns the message to hand to the server, or nil (and writes the error
 // reply) if the line is rejected.
 func (c *conn) accept(it item) (jsonrpc.Message, error) {
 	if it.reject != nil {
+		if it.salvaged != nil {
+			// A reply naming an id in flight would read as that request's
+			// answer.
+			c.mu.Lock()
+			_, busy := c.inFlight[*it.salvaged]
+			c.mu.Unlock()
+			if busy {
+				it.reject.id = nil
+			}
+		}
 		return nil, c.rejectLine(it.reject)
 	}
 	switch msg := it.msg.(type) {
@@ -340,6 +490,20 @@ func (c *conn) markCancelled(id jsonrpc.ID) {
 			c.onDropped(late.id, late.result)
 		}
 	}
+}
+
+// cancelInFlight marks the request id cancelled if it is still in flight,
+// and reports whether it was.
+func (c *conn) cancelInFlight(id jsonrpc.ID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cl, ok := c.inFlight[id]
+	if !ok || cl.cancelled {
+		return false
+	}
+	cl.cancelled = true
+	c.releaseTokenLocked(cl.token)
+	return true
 }
 
 // rememberLocked keeps a written response for a late cancel. c.mu must be
@@ -432,14 +596,18 @@ func (c *conn) writeLine(line []byte) error {
 //
 // A response to a cancelled request is not written: Write returns nil and
 // calls OnDropped. A notifications/progress whose token belongs to no live
-// request is not written either (Write returns nil). After Close, Write
-// returns an error wrapping [mcp.ErrConnectionClosed] and changes nothing.
+// request is not written either (Write returns nil). A response that Out
+// fails to take is handed to OnDropped, and Write returns Out's error,
+// wrapped. After Close, Write returns an error wrapping
+// [mcp.ErrConnectionClosed] and writes nothing; a response to a request
+// still in flight then goes to OnDropped.
 func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if c.isClosed() {
+		c.dropUnwritten(msg)
+		return fmt.Errorf("stdio: write: %w", mcp.ErrConnectionClosed)
+	}
 	if err := ctx.Err(); err != nil {
 		return err
-	}
-	if c.isClosed() {
-		return fmt.Errorf("stdio: write: %w", mcp.ErrConnectionClosed)
 	}
 	data, err := jsonrpc.EncodeMessage(msg)
 	if err != nil {
@@ -457,9 +625,10 @@ func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	c.writeMu.Lock()
 	if c.isClosed() {
 		c.writeMu.Unlock()
+		c.dropUnwritten(msg)
 		return fmt.Errorf("stdio: write: %w", mcp.ErrConnectionClosed)
 	}
-	var withheld *jsonrpc.Response
+	var withheld, answer *jsonrpc.Response
 	c.mu.Lock()
 	switch m := msg.(type) {
 	case *jsonrpc.Response:
@@ -467,6 +636,7 @@ func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 			// Forget the request before its response is on the wire: the
 			// client may reuse the id as soon as it has read the response.
 			delete(c.inFlight, m.ID)
+			answer = m
 			if cl.cancelled {
 				withheld = m
 			} else {
@@ -485,24 +655,62 @@ func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		}
 	}
 	c.mu.Unlock()
+	if answer != nil {
+		defer c.noteAnswered()
+	}
 	if withheld != nil {
 		c.writeMu.Unlock()
 		c.logger.Debug("response withheld: request was cancelled", logKeyID, withheld.ID.Raw())
-		if c.onDropped != nil {
-			var result json.RawMessage
-			if withheld.Error == nil {
-				result = withheld.Result
-			}
-			c.onDropped(withheld.ID, result)
-		}
+		c.dropped(withheld)
 		return nil
 	}
 	_, err = c.out.Write(data)
+	if err != nil && answer != nil {
+		// Not delivered: a late cancel must not hand it over a second time.
+		c.mu.Lock()
+		c.forgetRecentLocked(answer.ID)
+		c.mu.Unlock()
+	}
 	c.writeMu.Unlock()
 	if err != nil {
+		if answer != nil {
+			c.logger.Warn("response not written: stdout failed", logKeyID, answer.ID.Raw(), logKeyError, err)
+			c.dropped(answer)
+		}
 		return fmt.Errorf("stdio: writing stdout: %w", err)
 	}
 	return nil
+}
+
+// dropUnwritten hands a response that Write will not write, because the
+// connection is closed, to OnDropped if its request is still in flight.
+func (c *conn) dropUnwritten(msg jsonrpc.Message) {
+	resp, ok := msg.(*jsonrpc.Response)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	_, live := c.inFlight[resp.ID]
+	delete(c.inFlight, resp.ID)
+	c.mu.Unlock()
+	if !live {
+		return
+	}
+	c.noteAnswered()
+	c.logger.Warn("response not written: connection closed", logKeyID, resp.ID.Raw())
+	c.dropped(resp)
+}
+
+// dropped hands a response that did not reach the client to OnDropped.
+func (c *conn) dropped(resp *jsonrpc.Response) {
+	if c.onDropped == nil {
+		return
+	}
+	var result json.RawMessage
+	if resp.Error == nil {
+		result = resp.Result
+	}
+	c.onDropped(resp.ID, result)
 }
 
 // Close closes the connection: a pending Read returns io.EOF, later Reads

@@ -174,6 +174,9 @@ func TestConnection_ReadEndOfInput(t *testing.T) {
 		h.closeIn()
 		h.readRequest("ping", "one")
 		h.readRequest("ping", "two")
+		// Answered, so the end of In is reported at once (see drain_test.go).
+		h.write(response(t, "one", `{}`))
+		h.write(response(t, "two", `{}`))
 		_, err := h.conn.Read(t.Context())
 		require.ErrorIs(t, err, io.EOF)
 		_, err = h.conn.Read(t.Context())
@@ -301,7 +304,7 @@ func TestConnection_ReadLineTooLong(t *testing.T) {
 	h.send(padPing("over-limit", limit+1), pingLine("next"))
 	h.readRequest("ping", "next")
 	reply := h.out.next(t)
-	require.Nil(t, reply["id"])
+	require.Equal(t, "over-limit", reply["id"], "the id read before the limit")
 	e := reply["error"].(map[string]any)
 	require.Equal(t, -32600.0, e["code"])
 	require.Equal(t, "invalid request: line exceeds 1024 bytes", e["message"])

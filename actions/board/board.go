@@ -268,6 +268,8 @@ type Board struct {
 	broken   atomic.Pointer[error]
 	stopping atomic.Bool // stop has begun closing the Board
 
+	created bool // see Created
+
 	// ctx is the Board's lifetime: cancelled by Close, it ends renewals and
 	// aborts their writes. Close is the only exception to "ctx comes first".
 	ctx    context.Context
@@ -332,6 +334,9 @@ func Open(path string, opts *Options) (_ *Board, err error) {
 	}
 	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
 		return nil, fmt.Errorf("open board %s: create its directory: %w", abs, err)
+	}
+	if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
+		return nil, dirErr(abs) // before a lock file appears next to it
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Board{
@@ -400,6 +405,12 @@ func Open(path string, opts *Options) (_ *Board, err error) {
 
 // Path returns the absolute path of the board's database file.
 func (b *Board) Path() string { return b.path }
+
+// Created reports whether this Open created the board's file: it did not
+// exist before. Of several processes opening a missing board at once, at
+// most one sees true. A command that creates boards says so, so that a
+// mistyped path does not pass unnoticed as an empty board.
+func (b *Board) Created() bool { return b.created }
 
 // Name implements actions.Source.
 func (b *Board) Name() string { return "board" }

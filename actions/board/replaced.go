@@ -138,6 +138,7 @@ func (b *Board) admitLocked(created *bool) (holders []int, err error) {
 	}
 	if !st.existed {
 		*created = true
+		b.created = true
 	}
 	existed := st.existed && !*created
 	rec := b.lock.record()

@@ -13,8 +13,10 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/tractat-us/bee/logkey"
@@ -142,10 +144,12 @@ type fileState struct {
 
 // checkHeader refuses an existing, non-empty file that is not a SQLite
 // database, or whose size is not a whole number of its pages (truncated, or
-// with something appended), before SQLite sees it. SQLite would read the
-// missing part of a cut page as zeros, and report rows of NULLs rather than
-// damage. A missing or empty file is a new board (see admit for when it is
-// not). With create, a missing file is created.
+// with something appended), before SQLite sees it, and a directory. SQLite
+// would read the missing part of a cut page as zeros, and report rows of
+// NULLs rather than damage. A missing or empty file is a new board (see
+// admit for when it is not). With create, a missing file is created, with
+// O_EXCL: of two processes creating a board at once, exactly one finds
+// that it did (existed false).
 func checkHeader(path string, create bool) (fileState, error) {
 	var st fileState
 	flags := os.O_RDONLY
@@ -164,7 +168,11 @@ func checkHeader(path string, create bool) (fileState, error) {
 		return st, nil
 	}
 	if err != nil {
-		return st, fmt.Errorf("open board %s: %w", path, err)
+		if errors.Is(err, syscall.EISDIR) {
+			return st, dirErr(path)
+		}
+		// The *PathError already names the file.
+		return st, fmt.Errorf("open board: %w", err)
 	}
 	defer f.Close()
 	if !create {
@@ -176,7 +184,7 @@ func checkHeader(path string, create bool) (fileState, error) {
 		return st, fmt.Errorf("open board %s: %w", path, err)
 	}
 	if sys.Mode&unix.S_IFMT == unix.S_IFDIR {
-		return st, fmt.Errorf("open board %s: is a directory; point %s at a file", path, EnvPath)
+		return st, dirErr(path)
 	}
 	st.size, st.id = sys.Size, fileID{uint64(sys.Dev), sys.Ino}
 	if st.size == 0 {
@@ -205,6 +213,10 @@ func checkHeader(path string, create bool) (fileState, error) {
 		return st, corruptErr(path, fmt.Sprintf("it is %d bytes, not a whole number of %d-byte pages: it was cut short", st.size, pageSize), nil)
 	}
 	return st, nil
+}
+
+func dirErr(path string) error {
+	return fmt.Errorf("board %s is a directory, not a board file; name a file, such as %s", path, filepath.Join(path, "board.db"))
 }
 
 func corruptErr(path, what string, cause error) error {

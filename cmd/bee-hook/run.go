@@ -7,16 +7,15 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"text/tabwriter"
 
 	"github.com/mattn/go-isatty"
+	"github.com/tractat-us/bee/ancestry"
 	"github.com/tractat-us/bee/hooks"
 	"github.com/tractat-us/bee/runfile"
+	"github.com/tractat-us/bee/termtext"
+	"github.com/tractat-us/bee/version"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
 
 const usageText = `Usage: bee-hook [flags]
 
@@ -78,7 +77,7 @@ func runWith(ctx context.Context, base hooks.Config, args []string, stdin io.Rea
 
 	switch {
 	case *showVersion:
-		fmt.Fprintf(stdout, "bee-hook %s\n", versionString())
+		fmt.Fprintf(stdout, "bee-hook %s\n", version.Version)
 		return 0
 	case *printConfig:
 		fmt.Fprint(stdout, hooks.ConfigJSON())
@@ -89,7 +88,7 @@ func runWith(ctx context.Context, base hooks.Config, args []string, stdin io.Rea
 			alive = hooks.Alive
 		}
 		if err := listBridges(*runDir, alive, stdout); err != nil {
-			fmt.Fprintf(stderr, "bee-hook: %v\n", err)
+			fmt.Fprintf(stderr, "bee-hook: %s\n", termtext.Line(err.Error()))
 		}
 		return 0
 	}
@@ -116,7 +115,8 @@ func usageError(stderr io.Writer, format string, args ...any) int {
 }
 
 // listBridges prints the run files in dir (or the default run directory)
-// as a table. It never prints a token.
+// as a table. It never prints a token, and prints paths and errors inert
+// (termtext): a directory name can hold escape sequences.
 func listBridges(dir string, alive func(int) bool, stdout io.Writer) error {
 	if dir == "" {
 		var err error
@@ -129,15 +129,15 @@ func listBridges(dir string, alive func(int) bool, stdout io.Writer) error {
 		return err
 	}
 	if len(files) == 0 {
-		fmt.Fprintf(stdout, "no bridges registered in %s\n", dir)
+		fmt.Fprintf(stdout, "no bridges registered in %s\n", termtext.Line(dir))
 		return nil
 	}
-	fmt.Fprintf(stdout, "run directory %s\n", dir)
+	fmt.Fprintf(stdout, "run directory %s\n", termtext.Line(dir))
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CLAUDE PID\tBRIDGE PID\tBRIDGE\tPORT\t")
 	for _, f := range files {
 		if f.Err != nil {
-			fmt.Fprintf(tw, "%d\t-\tunreadable\t-\t%v\n", f.ClaudePID, f.Err)
+			fmt.Fprintf(tw, "%d\t-\tunreadable\t-\t%s\n", f.ClaudePID, termtext.Line(f.Err.Error()))
 			continue
 		}
 		state := "alive"
@@ -146,17 +146,24 @@ func listBridges(dir string, alive func(int) bool, stdout io.Writer) error {
 		}
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t\n", f.ClaudePID, f.Entry.PID, state, f.Entry.Port)
 	}
-	return tw.Flush()
-}
-
-// versionString is version, or the module version the binary was built
-// from when version was not set at build time.
-func versionString() string {
-	if version != "dev" {
-		return version
+	if err := tw.Flush(); err != nil {
+		return err
 	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
+	// A claude running under another name is found by the fallbacks only:
+	// say so, since the name rule is what people expect.
+	for _, f := range files {
+		if f.Err != nil || !alive(f.Entry.PID) {
+			continue
+		}
+		comm, err := ancestry.Comm(context.Background(), f.ClaudePID)
+		if err != nil || ancestry.IsClaude(comm) {
+			continue
+		}
+		if chain, err := ancestry.Chain(context.Background(), f.Entry.PID); err != nil || len(chain) == 0 || chain[0].PID != f.ClaudePID {
+			continue // not the bridge's parent: not a claude the bridge found
+		}
+		fmt.Fprintf(stdout, "note: claude pid %d runs as \"%s\", not as claude: its bridge took it as its parent (%s) and the /clear hook finds it by %s\n",
+			f.ClaudePID, termtext.Line(comm), ancestry.ByParent, ancestry.ByClaudePID)
 	}
-	return version
+	return nil
 }

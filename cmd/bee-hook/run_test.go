@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"github.com/tractat-us/bee/clearctl"
 	"github.com/tractat-us/bee/hooks"
 	"github.com/tractat-us/bee/runfile"
+	"github.com/tractat-us/bee/version"
 )
 
 // runAsEnv makes the test binary impersonate a process (see TestMain).
@@ -31,6 +33,8 @@ func TestMain(m *testing.M) {
 		os.Exit(runAsClaude())
 	case "bee-hook":
 		main()
+	case "claude-parent":
+		os.Exit(runAsClaudeParent())
 	default:
 		fmt.Fprintf(os.Stderr, "unknown %s=%q\n", runAsEnv, os.Getenv(runAsEnv))
 		os.Exit(2)
@@ -101,7 +105,8 @@ func (f *fixture) base() hooks.Config {
 			}
 			return clearctl.RetireResponse{Retired: "agent:x#aaaaaaaa", Current: "agent:x#bbbbbbbb " + req.SessionID}, nil
 		},
-		Alive: func(int) bool { return true },
+		Alive:    func(int) bool { return true },
+		Listener: func(int, int) error { return nil },
 	}
 }
 
@@ -223,7 +228,7 @@ func TestRun_PrintConfigHelpVersion(t *testing.T) {
 			require.Contains(t, stdout, "always exits 0")
 		}},
 		{"-h", func(t *testing.T, stdout string) { require.Contains(t, stdout, "Usage: bee-hook") }},
-		{"--version", func(t *testing.T, stdout string) { require.Regexp(t, `^bee-hook \S+\n$`, stdout) }},
+		{"--version", func(t *testing.T, stdout string) { require.Equal(t, "bee-hook "+version.Version+"\n", stdout) }},
 	} {
 		t.Run(tc.arg, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
@@ -289,4 +294,65 @@ func TestBeeHook_RealClaudeChain(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, []clearctl.RetireRequest{{SessionID: "s2", TranscriptPath: "/t/s2.jsonl"}}, got)
+}
+
+// --list prints what it found inert: a run directory's name can hold
+// escape sequences, and so can the errors that quote it.
+func TestRun_ListEscapesNames(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run\x1b]0;pwned\a\x1b[2J\u202e")
+	require.NoError(t, runfile.EnsureDir(dir))
+	require.NoError(t, os.WriteFile(runfile.Path(dir, 5), []byte("junk"), 0o600))
+	var stdout, stderr bytes.Buffer
+	code := run(t.Context(), []string{"--list", "--run-dir", dir}, failReader{t}, &stdout, &stderr)
+	require.Equal(t, 0, code)
+	out := stdout.String()
+	require.NotContains(t, out, "\x1b")
+	require.NotContains(t, out, "\a")
+	require.NotContains(t, out, "\u202e")
+	require.Contains(t, out, `run\x1b]0;pwned\x07\x1b[2J\u202e`)
+	require.Regexp(t, `(?m)^5 +- +unreadable +- +run file .*run\\x1b\]0;pwned.*5\.json: read: malformed run file`, out)
+}
+
+// runAsClaudeParent is a claude under another name with a bridge child (a
+// sleep): it prints the child's pid and waits for stdin to close.
+func runAsClaudeParent() int {
+	child := exec.Command("sleep", "60")
+	if err := child.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	fmt.Println(child.Process.Pid)
+	io.Copy(io.Discard, os.Stdin)
+	child.Process.Kill()
+	child.Wait()
+	return 0
+}
+
+// A claude process running under another name is pointed out: it is found
+// only by the fallbacks ($CLAUDE_PID for the hook, the parent for its
+// bridge).
+func TestRun_ListNotesClaudeUnderAnotherName(t *testing.T) {
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	claude := filepath.Join(t.TempDir(), "claude-2.1.328")
+	require.NoError(t, os.Symlink(exe, claude))
+	cmd := exec.Command(claude)
+	cmd.Env = append(os.Environ(), runAsEnv+"=claude-parent")
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
+	var bridgePID int
+	_, err = fmt.Fscan(out, &bridgePID)
+	require.NoError(t, err)
+
+	dir := t.TempDir()
+	tok, err := runfile.NewToken()
+	require.NoError(t, err)
+	require.NoError(t, runfile.Write(dir, cmd.Process.Pid, runfile.Entry{Port: 40300, Token: tok, PID: bridgePID}))
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, 0, run(t.Context(), []string{"--list", "--run-dir", dir}, failReader{t}, &stdout, &stderr))
+	require.Contains(t, stdout.String(), fmt.Sprintf(`note: claude pid %d runs as "claude-2.1.328", not as claude: its bridge took it as its parent (parent with CLAUDECODE=1) and the /clear hook finds it by $CLAUDE_PID`, cmd.Process.Pid))
 }

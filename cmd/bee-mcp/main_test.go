@@ -14,6 +14,7 @@ import (
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/internal/bridgetest"
+	"github.com/tractat-us/bee/version"
 )
 
 // TestMain lets the test binary impersonate bee-mcp, so the bridge under
@@ -232,6 +233,9 @@ func TestBridge_HelpAndVersion(t *testing.T) {
 		require.NoError(t, cmd.Run(), "%s: %s", arg, stderr.String())
 		require.Empty(t, stdout.String(), "stdout is for JSON-RPC only")
 		require.Contains(t, stderr.String(), "bee-mcp")
+		if arg == "--version" {
+			require.Equal(t, "bee-mcp "+version.Version+"\n", stderr.String())
+		}
 	}
 }
 

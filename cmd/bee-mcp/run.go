@@ -16,10 +16,8 @@ import (
 	"github.com/tractat-us/bee/lifecycle"
 	"github.com/tractat-us/bee/logkey"
 	"github.com/tractat-us/bee/runfile"
+	"github.com/tractat-us/bee/version"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
 
 const usage = `bee-mcp: bee's bridge, the stdio MCP server Claude Code spawns for each session.
 
@@ -123,7 +121,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if cfg.showVersion {
 		// stdout is the protocol; a person asking for the version reads stderr
 		// just as well, and a client never sends --version.
-		fmt.Fprintf(stderr, "bee-mcp %s\n", version)
+		fmt.Fprintf(stderr, "bee-mcp %s\n", version.Version)
 		return 0
 	}
 	level, err := parseLevel(cfg.logLevel)
@@ -138,7 +136,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		BoardPath:        cfg.boardPath,
 		RunDir:           cfg.runDir,
 		SessionID:        os.Getenv(envSession),
-		Version:          version,
+		Version:          version.Version,
 		ProgressInterval: cfg.progress,
 		Stdin:            stdin,
 		Stdout:           stdout,

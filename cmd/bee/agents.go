@@ -62,7 +62,7 @@ func (c *AgentsCommand) Run(ctx context.Context, args []string) error {
 		if left := m.LeaseUntil.Sub(now); left > 0 {
 			lease = span(left) + " left"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s ago\t%s\t%s\n", m.ID, m.PID, claude, orDash(m.SessionID),
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s ago\t%s\t%s\n", safe(string(m.ID)), m.PID, claude, orDash(m.SessionID),
 			age(now, m.JoinedAt), lease, orDash(strings.Join(m.Holding, " ")))
 	}
 	return tw.Flush()

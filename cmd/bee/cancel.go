@@ -55,9 +55,9 @@ func (c *CancelCommand) Run(ctx context.Context, args []string) error {
 	if c.asJSON {
 		return writeJSON(c.env.main.Stdout, rec)
 	}
-	msg := fmt.Sprintf("cancelled %s: %s", rec.ID, oneLine(rec.Title, 60))
+	msg := fmt.Sprintf("cancelled %s: %s", safe(rec.ID), oneLine(rec.Title, 60))
 	if rec.Holder != "" {
-		msg += fmt.Sprintf(" (%s held it; it is told when it next tries to finish it)", rec.Holder)
+		msg += fmt.Sprintf(" (%s held it; it is told when it next tries to finish it)", safe(rec.Holder))
 	}
 	_, err = fmt.Fprintln(c.env.main.Stdout, msg)
 	return err

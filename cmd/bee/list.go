@@ -89,7 +89,7 @@ func (c *ListCommand) Run(ctx context.Context, args []string) error {
 	tw := newTable(out)
 	fmt.Fprintln(tw, "ID\tSTATE\tFOR\tFROM\tHOLDER\tAGE\tTITLE")
 	for _, r := range records {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.State, recipient(r.To), r.From, holderCell(r),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", safe(r.ID), safe(string(r.State)), recipient(r.To), safe(r.From), holderCell(r),
 			age(now, r.PostedAt), oneLine(r.Title, 60))
 	}
 	return tw.Flush()

@@ -24,6 +24,8 @@ import (
 	"syscall"
 
 	"github.com/tractat-us/bee/actions/board"
+	"github.com/tractat-us/bee/termtext"
+	"github.com/tractat-us/bee/version"
 )
 
 func main() {
@@ -39,7 +41,8 @@ func exitCode(err error, w io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintln(w, "Error:", err)
+	// Errors can quote board text (an id, a holder): shown inert.
+	fmt.Fprintln(w, "Error:", termtext.Text(err.Error()))
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code
@@ -55,13 +58,28 @@ func exitCode(err error, w io.Writer) int {
 }
 
 // A usageError is a command line bee cannot make sense of; hint says what
-// to run instead.
+// to run instead. err, when set, is the cause, kept for errors.Is while msg
+// says it in a person's words.
 type usageError struct {
 	msg  string
 	hint string
+	err  error
 }
 
 func (e *usageError) Error() string { return e.msg }
+
+func (e *usageError) Unwrap() error { return e.err }
+
+// A plainError says a failure in a person's words while keeping its cause
+// for errors.Is.
+type plainError struct {
+	msg string
+	err error
+}
+
+func (e *plainError) Error() string { return e.msg }
+
+func (e *plainError) Unwrap() error { return e.err }
 
 func usagef(hint, format string, args ...any) error {
 	return &usageError{msg: fmt.Sprintf(format, args...), hint: hint}
@@ -89,13 +107,19 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bee", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var boardPath string
+	var showVersion bool
 	fs.StringVar(&boardPath, "board", "", "")
+	fs.BoolVar(&showVersion, "version", false, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			m.Usage()
 			return nil
 		}
 		return usagef("bee --help", "%v", err)
+	}
+	if showVersion {
+		_, err := fmt.Fprintf(m.Stdout, "bee %s\n", version.Version)
+		return err
 	}
 	args = fs.Args()
 	if len(args) == 0 {
@@ -120,6 +144,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return (&CancelCommand{env: e}).Run(ctx, rest)
 	case "readdress":
 		return (&ReaddressCommand{env: e}).Run(ctx, rest)
+	case "serve":
+		return (&ServeCommand{env: e}).Run(ctx, rest)
 	case "help":
 		m.Usage()
 		return nil
@@ -135,7 +161,7 @@ this machine.
 
 Usage:
 
-	bee [--board PATH] <command> [flags] [args]
+	bee [--board PATH] <command> [--json] [flags] [args]
 
 Commands:
 
@@ -147,10 +173,13 @@ Commands:
 	wait       wait until actions have ended (exit 0 all done, 1 any failed)
 	cancel     call off an open or claimed action
 	readdress  send an open action to someone else
+	serve      serve the board page, a live view in the browser
 
-The board is $`+board.EnvPath+`, else ~/.bee/board.db; --board (before or
-after the command) overrides both. Run "bee <command> --help" for a
-command's flags.
+Every command takes --board PATH, and all but serve take --json (the
+records as JSON, for scripts). The board is $`+board.EnvPath+`, else
+~/.bee/board.db; --board (before or after the command) overrides both. Run
+"bee <command> --help" for a command's flags, "bee --version" for bee's
+version.
 `, "\n"))
 }
 
@@ -219,8 +248,9 @@ func helped(err error) error {
 }
 
 // open opens the board: --board, else $BEE_BOARD, else ~/.bee/board.db.
-// Only post and watch create a missing board; reading one that is not
-// there is an error, so that a mistyped path never shows an empty board.
+// Only post and watch create a missing board, and they say so on stderr;
+// reading one that is not there is an error. Either way a mistyped path
+// never passes for an empty board.
 func (e *env) open(create bool) (*board.Board, error) {
 	path := e.board
 	if path == "" {
@@ -237,7 +267,14 @@ func (e *env) open(create bool) (*board.Board, error) {
 			return nil, fmt.Errorf("no board at %s: nothing has been posted there yet (check --board and $%s; bee post creates it)", path, board.EnvPath)
 		}
 	}
-	return board.Open(path, nil)
+	b, err := board.Open(path, nil)
+	if err != nil {
+		return nil, err
+	}
+	if b.Created() {
+		fmt.Fprintf(e.main.Stderr, "created a new board at %s\n", b.Path())
+	}
+	return b, nil
 }
 
 // printFlags writes a flag set's flags, for a command's usage.

@@ -21,6 +21,7 @@ import (
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/board"
 	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/version"
 )
 
 func TestMain(m *testing.M) {
@@ -151,8 +152,6 @@ func TestMain_PostRefusals(t *testing.T) {
 	requireUsage(t, err, "no title")
 	_, _, err = run(t, path, "", "post", "   ")
 	requireUsage(t, err, "title is empty")
-	_, _, err = run(t, path, "", "post", "--to", "two words", "t")
-	requireUsage(t, err, `"two words"`)
 	_, _, err = run(t, path, "", "post", "--from", "a b", "t")
 	requireUsage(t, err, "cannot post as --from")
 	_, _, err = run(t, path, "", "post", "t", "b", "extra")
@@ -160,6 +159,38 @@ func TestMain_PostRefusals(t *testing.T) {
 	_, _, err = run(t, path, "", "post", "--bogus", "t")
 	requireUsage(t, err, "flag provided but not defined")
 	require.Equal(t, "no open or claimed actions (bee list --all shows ended ones too) on "+path+"\n", bee(t, path, "list"))
+}
+
+// Refusals say what is wrong in a person's words: no sentinel names
+// ("...: too long") and no chains of causes.
+func TestMain_PostRefusalMessages(t *testing.T) {
+	path := boardPath(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+		is   error
+	}{
+		{[]string{strings.Repeat("x", 300)}, "bee post: title is 300 characters, more than 200 (put the detail in the body)", board.ErrTooLong},
+		{[]string{"two\nlines"}, "bee post: title must be one line (put the rest in the body)", board.ErrBadText},
+		{[]string{"t", "\xff"}, "bee post: body is not valid UTF-8", board.ErrBadText},
+		{[]string{"--to", "two words", "t"}, `bee post: --to "two words" is not an agent name: an agent name holds letters, digits, '.', '_' and '-' only, and starts with a letter or digit`, nil},
+		{[]string{"--to", "agent:x#12", "t"}, `bee post: --to "agent:x#12" is not an identity: an identity is agent:<name>#<8 lowercase hex digits>, as bee agents lists them; to reach any identity of an agent, give its name alone`, nil},
+		{[]string{"--to", "user:bob", "t"}, `bee post: --to "user:bob" names a person; actions are for agents: give an agent name or one identity`, nil},
+		{[]string{"--from", "a b", "t"}, `bee post: cannot post as --from "a b": a person's name holds letters, digits, '.', '_' and '-' only, and starts with a letter or digit`, nil},
+	} {
+		p := path
+		if tc.is == nil {
+			p = filepath.Join(t.TempDir(), "untouched.db")
+		}
+		_, _, err := run(t, p, "", append([]string{"post"}, tc.args...)...)
+		requireUsage(t, err, tc.want)
+		require.EqualError(t, err, tc.want)
+		if tc.is != nil {
+			require.ErrorIs(t, err, tc.is)
+		} else {
+			require.NoFileExists(t, p, "a refused --to or --from opens no board")
+		}
+	}
 }
 
 // newBoard creates an empty board file and returns its path.
@@ -186,13 +217,43 @@ func TestMain_MissingBoard(t *testing.T) {
 	require.Contains(t, bee(t, path, "list"), "first")
 }
 
+// A command that creates the board says so, once: a mistyped --board
+// shows up at once instead of passing for an empty board.
+func TestMain_CreatedBoardIsAnnounced(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "typo", "board.db")
+	_, stderr, err := run(t, path, "", "post", "first")
+	require.NoError(t, err)
+	require.Equal(t, "created a new board at "+path+"\n", stderr)
+	_, stderr, err = run(t, path, "", "post", "second")
+	require.NoError(t, err)
+	require.Empty(t, stderr, "the board was there")
+
+	// watch creates a missing board too, and says so before it watches.
+	path = filepath.Join(t.TempDir(), "board.db")
+	stderrLines := newLineReader()
+	m := &Main{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: stderrLines, Getenv: func(string) string { return "" }}
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = m.Run(ctx, []string{"--board", path, "watch"}) })
+	require.Equal(t, "created a new board at "+path, stderrLines.next(t, 10*time.Second))
+	require.Contains(t, stderrLines.next(t, 10*time.Second), "watching "+path)
+	cancel()
+	wg.Wait()
+	stderrLines.close()
+}
+
 func TestMain_ShowUnknown(t *testing.T) {
 	path := newBoard(t)
 	_, _, err := run(t, path, "", "show", "a-42")
 	require.ErrorIs(t, err, actions.ErrUnknownAction)
 	var buf bytes.Buffer
 	require.Equal(t, 1, exitCode(err, &buf))
-	require.Contains(t, buf.String(), `Error: bee show: action "a-42": unknown action`)
+	require.Equal(t, `Error: bee show: no action "a-42" on the board at `+path+" (bee list --all shows the ids)\n", buf.String())
+
+	// A bare number is taken for the id people see as a-7.
+	_, _, err = run(t, path, "", "show", "7")
+	require.ErrorIs(t, err, actions.ErrUnknownAction)
+	require.EqualError(t, err, `bee show: no action "7"; action ids look like a-7: bee show a-7`)
 	_, _, err = run(t, path, "", "show")
 	requireUsage(t, err, "want one action id")
 }
@@ -251,8 +312,10 @@ func TestMain_Help(t *testing.T) {
 		require.Contains(t, out, "bee "+cmd, cmd)
 		require.Contains(t, out, "-board", cmd)
 	}
+	require.Contains(t, out, "--json", "bee --help names --json")
+	require.Equal(t, "bee "+version.Version+"\n", bee(t, path, "--version"))
 	_, err := os.Stat(path)
-	require.ErrorIs(t, err, os.ErrNotExist, "--help opens no board")
+	require.ErrorIs(t, err, os.ErrNotExist, "--help and --version open no board")
 }
 
 // lineReader turns what a command writes into lines a test can wait for.

@@ -4,12 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/termtext"
 )
 
 // writeJSON writes v as indented JSON and a newline.
@@ -24,12 +24,20 @@ func newTable(w io.Writer) *tabwriter.Writer {
 	return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 }
 
+// Every string from the board (titles, bodies, results, ids, session ids)
+// goes through package termtext before a person sees it: any agent can
+// post escape sequences, and a terminal would act on them. --json needs
+// none of it.
+
+// safe makes board text one inert line; see termtext.Line.
+func safe(s string) string { return termtext.Line(s) }
+
 // recipient says whom an action is for, for people.
 func recipient(to string) string {
 	if to == "" {
 		return "anyone"
 	}
-	return to
+	return safe(to)
 }
 
 // orDash shows an empty value as "-".
@@ -37,18 +45,13 @@ func orDash(s string) string {
 	if s == "" {
 		return "-"
 	}
-	return s
+	return safe(s)
 }
 
-// oneLine makes s fit one table cell: line breaks and tabs become spaces,
-// and it is cut to at most n characters.
+// oneLine makes s fit one table cell: controls shown escaped (a tab as a
+// space), and cut to at most n characters.
 func oneLine(s string, n int) string {
-	s = strings.Map(func(r rune) rune {
-		if r == '\n' || r == '\r' || r == '\t' {
-			return ' '
-		}
-		return r
-	}, s)
+	s = safe(s)
 	if utf8.RuneCountInString(s) <= n {
 		return s
 	}
@@ -85,22 +88,22 @@ func describe(r actions.Record) string {
 	switch r.State {
 	case actions.Claimed:
 		if r.HolderGone {
-			return "claimed by " + r.Holder + " (gone: its process died; the claim goes back to open)"
+			return "claimed by " + safe(r.Holder) + " (gone: its process died; the claim goes back to open)"
 		}
-		return "claimed by " + r.Holder
+		return "claimed by " + safe(r.Holder)
 	case actions.Done, actions.Failed, actions.Cancelled:
 		if r.EndedBy != "" {
-			return string(r.State) + " by " + r.EndedBy
+			return safe(string(r.State)) + " by " + safe(r.EndedBy)
 		}
 	}
-	return string(r.State)
+	return safe(string(r.State))
 }
 
 // holderCell is the HOLDER column of a table: who holds (or last held) the
 // action, marked when the holder is gone.
 func holderCell(r actions.Record) string {
 	if r.HolderGone {
-		return r.Holder + " (gone)"
+		return safe(r.Holder) + " (gone)"
 	}
 	return orDash(r.Holder)
 }

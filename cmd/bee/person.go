@@ -27,6 +27,9 @@ func (e *env) person(cmd, from string) (identity.ID, error) {
 	if name == "" {
 		return "", usagef(hint, "bee %s: who are you? $USER is empty", cmd)
 	}
+	if identity.CheckName(name) != nil {
+		return "", usagef(hint, "bee %s: cannot %s as %s %q: a person's name %s", cmd, cmd, what, name, nameRule(name))
+	}
 	who, err := board.User(name)
 	if err != nil {
 		return "", usagef(hint, "bee %s: cannot %s as %s %q: %v", cmd, cmd, what, name, err)

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/board"
@@ -57,6 +58,9 @@ func (c *PostCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := checkTo("post", `bee post --to reviewer "TITLE" (an agent name), or --to agent:reviewer#0491068b (one identity)`, c.to); err != nil {
+		return err
+	}
 
 	b, err := c.env.open(true)
 	if err != nil {
@@ -65,9 +69,15 @@ func (c *PostCommand) Run(ctx context.Context, args []string) error {
 	defer b.Close()
 	rec, err := b.Post(ctx, poster, c.to, title, body)
 	if err != nil {
-		for _, bad := range []error{actions.ErrEmptyTitle, board.ErrBadRecipient, board.ErrTooLong, board.ErrBadText} {
+		if errors.Is(err, actions.ErrEmptyTitle) {
+			return &usageError{msg: "bee " + err.Error(), hint: "bee post --help", err: err}
+		}
+		for _, bad := range []error{board.ErrBadRecipient, board.ErrTooLong, board.ErrBadText} {
 			if errors.Is(err, bad) {
-				return &usageError{msg: "bee " + err.Error(), hint: "bee post --help"}
+				// The board's message ends in the sentinel's name ("...: too
+				// long"), which tells a person nothing the rest does not.
+				msg := strings.TrimSuffix(err.Error(), ": "+bad.Error())
+				return &usageError{msg: "bee " + msg, hint: "bee post --help", err: err}
 			}
 		}
 		return fmt.Errorf("bee %w", err)
@@ -75,12 +85,42 @@ func (c *PostCommand) Run(ctx context.Context, args []string) error {
 	if c.asJSON {
 		return writeJSON(c.env.main.Stdout, rec)
 	}
-	_, err = fmt.Fprintf(c.env.main.Stdout, "posted %s for %s: %s\n", rec.ID, recipient(rec.To), rec.Title)
+	_, err = fmt.Fprintf(c.env.main.Stdout, "posted %s for %s: %s\n", safe(rec.ID), recipient(rec.To), safe(rec.Title))
 	return err
 }
 
 // poster is the person posting (see env.person).
 func (c *PostCommand) poster() (identity.ID, error) { return c.env.person("post", c.from) }
+
+// nameRule says why identity.CheckName refuses name, in words that fit a
+// person's name as well as an agent's (identity's own message calls every
+// name an agent name).
+func nameRule(name string) string {
+	switch {
+	case name == "":
+		return "is empty"
+	case len(name) > identity.MaxNameLen:
+		return fmt.Sprintf("is longer than %d characters", identity.MaxNameLen)
+	}
+	return "holds letters, digits, '.', '_' and '-' only, and starts with a letter or digit"
+}
+
+// checkTo refuses a --to the board would refuse, saying what a recipient
+// looks like: the board's own error is three causes deep. cmd names the
+// command and hint what to run instead.
+func checkTo(cmd, hint, to string) error {
+	switch {
+	case to == "" || identity.IsID(to):
+		return nil
+	case strings.HasPrefix(to, board.UserPrefix):
+		return usagef(hint, "bee %s: --to %q names a person; actions are for agents: give an agent name or one identity", cmd, to)
+	case strings.HasPrefix(to, identity.Prefix):
+		return usagef(hint, "bee %s: --to %q is not an identity: an identity is agent:<name>#<8 lowercase hex digits>, as bee agents lists them; to reach any identity of an agent, give its name alone", cmd, to)
+	case identity.CheckName(to) != nil:
+		return usagef(hint, "bee %s: --to %q is not an agent name: an agent name %s", cmd, to, nameRule(to))
+	}
+	return nil
+}
 
 // Usage prints how to use `bee post`.
 func (c *PostCommand) Usage() {

@@ -44,6 +44,9 @@ func (c *ReaddressCommand) Run(ctx context.Context, args []string) error {
 	case c.to != "" && c.anyone:
 		return usagef("bee readdress a-7 --to reviewer", "bee readdress: --to and --anyone cannot go together")
 	}
+	if err := checkTo("readdress", "bee readdress a-7 --to reviewer", c.to); err != nil {
+		return err
+	}
 	who, err := c.env.person("readdress", c.from)
 	if err != nil {
 		return err
@@ -65,7 +68,7 @@ func (c *ReaddressCommand) Run(ctx context.Context, args []string) error {
 	if c.asJSON {
 		return writeJSON(c.env.main.Stdout, rec)
 	}
-	_, err = fmt.Fprintf(c.env.main.Stdout, "%s is now for %s: %s\n", rec.ID, recipient(rec.To), oneLine(rec.Title, 60))
+	_, err = fmt.Fprintf(c.env.main.Stdout, "%s is now for %s: %s\n", safe(rec.ID), recipient(rec.To), oneLine(rec.Title, 60))
 	return err
 }
 

@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/termtext"
 )
 
 // ShowCommand is `bee show`: one action in full.
@@ -35,9 +39,16 @@ func (c *ShowCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer b.Close()
-	r, err := b.Get(ctx, fs.Arg(0))
-	if err != nil {
-		return fmt.Errorf("bee show: %w (bee list --all shows the ids)", err)
+	id := fs.Arg(0)
+	r, err := b.Get(ctx, id)
+	switch {
+	case errors.Is(err, actions.ErrUnknownAction) && isDigits(id):
+		n := strings.TrimLeft(id, "0")
+		return &plainError{fmt.Sprintf("bee show: no action %q; action ids look like a-%s: bee show a-%s", id, n, n), err}
+	case errors.Is(err, actions.ErrUnknownAction):
+		return &plainError{fmt.Sprintf("bee show: no action %q on the board at %s (bee list --all shows the ids)", id, b.Path()), err}
+	case err != nil:
+		return fmt.Errorf("bee show: %w", err)
 	}
 
 	out := c.env.main.Stdout
@@ -46,27 +57,33 @@ func (c *ShowCommand) Run(ctx context.Context, args []string) error {
 	}
 	now := time.Now()
 	tw := newTable(out)
-	fmt.Fprintf(tw, "id:\t%s\n", r.ID)
-	fmt.Fprintf(tw, "title:\t%s\n", r.Title)
+	fmt.Fprintf(tw, "id:\t%s\n", safe(r.ID))
+	fmt.Fprintf(tw, "title:\t%s\n", safe(r.Title))
 	fmt.Fprintf(tw, "state:\t%s\n", describe(r))
 	fmt.Fprintf(tw, "for:\t%s\n", recipient(r.To))
-	fmt.Fprintf(tw, "from:\t%s\n", r.From)
+	fmt.Fprintf(tw, "from:\t%s\n", safe(r.From))
 	fmt.Fprintf(tw, "posted:\t%s (%s ago)\n", stamp(r.PostedAt), age(now, r.PostedAt))
 	if r.ClaimedAt != nil {
 		fmt.Fprintf(tw, "claimed:\t%s (%s ago)\n", stamp(*r.ClaimedAt), age(now, *r.ClaimedAt))
 	}
 	if r.EndedAt != nil {
-		fmt.Fprintf(tw, "%s:\t%s (%s ago)\n", r.State, stamp(*r.EndedAt), age(now, *r.EndedAt))
+		fmt.Fprintf(tw, "%s:\t%s (%s ago)\n", safe(string(r.State)), stamp(*r.EndedAt), age(now, *r.EndedAt))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	for _, part := range []struct{ name, text string }{{"body", r.Body}, {"result", r.Result}, {"reason", r.Reason}} {
 		if part.text != "" {
-			fmt.Fprintf(out, "\n%s:\n%s\n", part.name, strings.TrimRight(part.text, "\n"))
+			fmt.Fprintf(out, "\n%s:\n%s\n", part.name, termtext.Text(strings.TrimRight(part.text, "\n")))
 		}
 	}
 	return nil
+}
+
+// isDigits reports whether s is a positive number, as people type the id
+// they saw as a-7.
+func isDigits(s string) bool {
+	return strings.Trim(s, "0123456789") == "" && strings.TrimLeft(s, "0") != ""
 }
 
 // Usage prints how to use `bee show`.

@@ -114,7 +114,7 @@ func (c *WaitCommand) Run(ctx context.Context, args []string) error {
 
 // endedLine says in one line how an action ended, for people.
 func endedLine(r actions.Record) string {
-	line := fmt.Sprintf("%s %s by %s", r.ID, r.State, orDash(r.EndedBy))
+	line := fmt.Sprintf("%s %s by %s", safe(r.ID), safe(string(r.State)), orDash(r.EndedBy))
 	switch {
 	case r.State == actions.Done && r.Result != "":
 		line += ": " + oneLine(r.Result, 200)

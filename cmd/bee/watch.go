@@ -68,7 +68,7 @@ func (c *WatchCommand) Run(ctx context.Context, args []string) error {
 				err = enc.Encode(r)
 			} else {
 				_, err = fmt.Fprintf(out, "%s  %-5s  %-40s  for %-20s  %s\n",
-					time.Now().Format("15:04:05"), r.ID, describe(r), recipient(r.To), oneLine(r.Title, 60))
+					time.Now().Format("15:04:05"), safe(r.ID), describe(r), recipient(r.To), oneLine(r.Title, 60))
 			}
 			if err != nil {
 				return err

@@ -59,6 +59,11 @@ func build(dir string) int {
 	if err == nil {
 		err = os.WriteFile(filepath.Join(dir, "claude"), self, 0o755)
 	}
+	if err == nil {
+		// claude under another command name, as a versioned binary run by
+		// its path shows.
+		err = os.Symlink("claude", filepath.Join(dir, versionedClaude))
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "copy the test binary as claude: %v\n", err)
 		return 1
@@ -66,14 +71,22 @@ func build(dir string) int {
 	return 0
 }
 
+// versionedClaude is the stand-in claude's other command name.
+const versionedClaude = "claude-2.1.328"
+
 // standInClaude is the claude process: bee-mcp is its direct child and
 // shares its stdin and stdout (the test talks MCP through them); commands
-// arrive on fd 3 and answers leave on fd 4, one JSON line each.
+// arrive on fd 3 and answers leave on fd 4, one JSON line each. A second
+// bridge, when a command asks for one, gets fd 5 as its stdin and fd 6 as
+// its stdout.
 func standInClaude() int {
 	ctl := os.NewFile(3, "control")
 	answers := os.NewFile(4, "answers")
+	secondIn, secondOut := os.NewFile(5, "second-stdin"), os.NewFile(6, "second-stdout")
 	bridge := exec.Command(filepath.Join(os.Getenv("BEE_TEST_BIN"), "bee-mcp"), "--agent", "cleartest")
 	bridge.Stdin, bridge.Stdout, bridge.Stderr = os.Stdin, os.Stdout, os.Stderr
+	// What Claude Code adds to an MCP server's environment.
+	bridge.Env = append(os.Environ(), "CLAUDECODE=1")
 	if err := bridge.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, "stand-in claude:", err)
 		return 1
@@ -105,7 +118,28 @@ func standInClaude() int {
 			enc.Encode(hookRun{Err: err.Error()})
 			continue
 		}
+		if c.Spawn {
+			// Another MCP server entry (or a /mcp reconnect) starts a
+			// second bridge under the same claude.
+			second := exec.Command(filepath.Join(os.Getenv("BEE_TEST_BIN"), "bee-mcp"), "--agent", "cleartest")
+			second.Env = append(append(os.Environ(), "CLAUDECODE=1"), c.Env...)
+			second.Stdin, second.Stdout = secondIn, secondOut
+			errFile, err := os.Create(c.Stderr)
+			if err == nil {
+				second.Stderr = errFile
+				err = second.Start()
+			}
+			if err != nil {
+				enc.Encode(map[string]any{"err": err.Error()})
+				continue
+			}
+			go func() { second.Wait(); errFile.Close() }()
+			enc.Encode(map[string]any{"bridgePid": second.Process.Pid})
+			continue
+		}
 		hook := exec.Command("/bin/sh", "-c", c.Command)
+		// What Claude Code adds to a hook's environment.
+		hook.Env = append(os.Environ(), "CLAUDE_PID="+strconv.Itoa(os.Getpid()))
 		hook.Stdin = strings.NewReader(c.Input)
 		var stdout, stderr strings.Builder
 		hook.Stdout, hook.Stderr = &stdout, &stderr
@@ -127,6 +161,12 @@ type bridgeExit struct {
 type hookCommand struct {
 	Command string // run by /bin/sh -c
 	Input   string // the hook's stdin
+
+	// Spawn starts a second bee-mcp instead, with Env added to the first
+	// one's environment and its stderr written to the file Stderr.
+	Spawn  bool
+	Env    []string
+	Stderr string
 }
 
 type hookRun struct {
@@ -148,9 +188,20 @@ type session struct {
 	ctl       io.WriteCloser
 	answers   *bufio.Scanner
 	nextID    int
+	// The second bridge's stdin and stdout, when one is spawned.
+	secondIn  *os.File
+	secondOut *os.File
+	secondPID int
 }
 
 func start(t testing.TB, source string) *session {
+	t.Helper()
+	return startAs(t, source, "claude")
+}
+
+// startAs starts a session whose stand-in claude runs under the command
+// name name.
+func startAs(t testing.TB, source, name string) *session {
 	t.Helper()
 	dir := t.TempDir()
 	s := &session{t: t, runDir: filepath.Join(dir, "run"), board: filepath.Join(dir, "board.db"), exitFile: filepath.Join(dir, "bridge-exit.json")}
@@ -158,21 +209,37 @@ func start(t testing.TB, source string) *session {
 	require.NoError(t, err)
 	ansR, ansW, err := os.Pipe()
 	require.NoError(t, err)
-	cmd := exec.Command(filepath.Join(bin, "claude"))
+	secondInR, secondInW, err := os.Pipe()
+	require.NoError(t, err)
+	secondOutR, secondOutW, err := os.Pipe()
+	require.NoError(t, err)
+	cmd := exec.Command(filepath.Join(bin, name))
 	cmd.Env = append(os.Environ(),
 		"BEE_TEST_ROLE=claude", "BEE_TEST_BIN="+bin,
 		"BEE_RUN_DIR="+s.runDir, "BEE_BOARD="+s.board, "BEE_SOURCE="+source, "BEE_LOG_LEVEL=debug",
 		"BEE_TEST_EXIT_FILE="+s.exitFile)
-	cmd.ExtraFiles = []*os.File{ctlR, ansW}
+	cmd.ExtraFiles = []*os.File{ctlR, ansW, secondInR, secondOutW}
 	s.mcp = bridgetest.Start(t, cmd)
 	ctlR.Close()
 	ansW.Close()
+	secondInR.Close()
+	secondOutW.Close()
+	s.secondIn, s.secondOut = secondInW, secondOutR
 	s.ctl = ctlW
 	s.answers = bufio.NewScanner(ansR)
 	t.Cleanup(func() {
 		ctlW.Close()
 		ansR.Close()
+		secondInW.Close()
+		secondOutR.Close()
 		syscall.Kill(s.bridgePID, syscall.SIGKILL)
+		if s.secondPID != 0 {
+			// Gone before the temporary directories it writes to are removed.
+			syscall.Kill(s.secondPID, syscall.SIGKILL)
+			for deadline := time.Now().Add(10 * time.Second); syscall.Kill(s.secondPID, 0) == nil && time.Now().Before(deadline); {
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
 	})
 	s.claudePID = cmd.Process.Pid
 	var hello struct{ BridgePid int }
@@ -466,16 +533,17 @@ func TestBridge_SecondSignalDoesNotCutCleanupShort(t *testing.T) {
 func TestBridge_EndsWhenRunFileTakenOver(t *testing.T) {
 	s := start(t, "board")
 	rec := s.postAndClaim()
-	// A newer bridge of the same Claude process (a /mcp reconnect) writes
-	// its own run file; the old one, stdin still open, must let go.
-	require.NoError(t, runfile.Write(s.runDir, s.claudePID, runfile.Entry{Port: 1, Token: strings.Repeat("ab", 32), PID: os.Getpid()}))
+	// A newer bridge of the same Claude process launched as this one was
+	// (a /mcp reconnect) writes its own run file; the old one, stdin still
+	// open, must let go.
+	newer := s.spawn(nil)
 	s.mcp.WaitStderr(10*time.Second, "bee-mcp ends")
 	require.Contains(t, s.mcp.Stderr(), "taken over")
 	state, _ := s.boardState(rec.ID)
 	require.Equal(t, actions.Open, state, "the abandoned bridge's claim is back on the board")
 	e, err := runfile.Read(s.runDir, s.claudePID)
 	require.NoError(t, err, "the newer bridge's run file survives the old one's end")
-	require.Equal(t, os.Getpid(), e.PID)
+	require.Equal(t, newer, e.PID)
 }
 
 func TestBridge_EndsWhenClaudeIsGone(t *testing.T) {

@@ -1,0 +1,291 @@
+// Package boardpage serves the board page: a live web view of an
+// actions.Board that a person keeps open beside their sessions, with forms
+// to post, cancel and re-address actions.
+//
+// The Server promises:
+//
+//   - It listens on 127.0.0.1 only (ephemeral port unless Options.Port).
+//   - Nothing from the board is answered without the session cookie. The
+//     cookie is set once, by the first request carrying the one-time login
+//     token of LoginURL, which then redirects to the clean URL; the token
+//     never works twice. The cookie is HttpOnly, SameSite=Strict and Path=/,
+//     lives as long as the browser session, and is named after the port, since
+//     browsers do not keep cookies apart by port. Tokens and cookies are
+//     compared as SHA-256 digests in constant time and never logged.
+//   - A request whose Host is not 127.0.0.1:<port> or localhost:<port>, or
+//     whose Origin is present and not one of those two origins, is refused
+//     with 403 before anything else is looked at (other sites, DNS
+//     rebinding). The one exception is "Origin: null" on a request the
+//     browser itself marks Sec-Fetch-Site: same-origin: that is how
+//     Chromium sends this page's own forms under Referrer-Policy:
+//     no-referrer. A POST that the browser marks as from anywhere else is
+//     refused too. No CORS header is ever sent.
+//   - Every form carries a CSRF token tied to the session, checked in constant
+//     time; a POST without it is refused with 403 and changes nothing.
+//   - Every answer carries a Content-Security-Policy that allows only the
+//     page's own embedded script and style (no inline script, no other
+//     origin, no framing), X-Content-Type-Options: nosniff and
+//     Referrer-Policy: no-referrer. Board text is escaped by html/template;
+//     none of it is ever trusted as markup.
+//   - The page updates within a second of a change: one goroutine waits on
+//     Board.Changes and tells every open page over server-sent events, and
+//     the page fetches the part that changed. The live agents are compared
+//     every Options.MemberEvery while a page is open, since the board reports
+//     joins and waiter changes to nobody.
+//   - Close ends everything it started: the event streams, the waiting
+//     goroutine and the HTTP server. It does not close the Board.
+//
+// The Server acts on the board as one person (New's person, "user:<name>"):
+// that name is what the board records as the poster of what is posted and
+// the canceller of what is cancelled.
+package boardpage
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/logkey"
+)
+
+const (
+	// DefaultMemberEvery is how often the live agents are compared while a
+	// page is open, when Options.MemberEvery is zero.
+	DefaultMemberEvery = 2 * time.Second
+
+	// MaxFormBytes caps a form's body; a larger one is refused with 413.
+	MaxFormBytes = 256 << 10
+
+	// shutdownTimeout bounds Close's graceful shutdown. Event streams end
+	// as soon as Close cancels the lifetime context, so only a request in
+	// flight can use it up.
+	shutdownTimeout = 2 * time.Second
+
+	maxHeaderBytes    = 16 << 10
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 10 * time.Second
+	writeTimeout      = 30 * time.Second // event streams lift it, write by write
+	idleTimeout       = 60 * time.Second
+
+	// boardTimeout bounds one request's work on the board.
+	boardTimeout = 10 * time.Second
+)
+
+// ErrClosed is returned by Start after Close.
+var ErrClosed = errors.New("boardpage: server closed")
+
+// ErrStarted is returned by Start when the Server has already started.
+var ErrStarted = errors.New("boardpage: server already started")
+
+// Options configures a Server. A nil *Options means all defaults.
+type Options struct {
+	// Port is the loopback port to listen on. If zero, an ephemeral port.
+	Port int
+
+	// Logger receives the Server's log lines. If nil, nothing is logged.
+	Logger *slog.Logger
+
+	// MemberEvery is how often the live agents are compared while at least
+	// one page is open. If zero or negative, DefaultMemberEvery.
+	MemberEvery time.Duration
+}
+
+// A Server serves the board page. Create it with New, call Start, and end
+// it with Close. Its methods may be called concurrently.
+type Server struct {
+	// Fixed at creation.
+	board       actions.Board
+	person      identity.ID
+	port        int // the requested port; 0 for ephemeral
+	logger      *slog.Logger
+	memberEvery time.Duration
+	handler     http.Handler
+	loginToken  string            // in LoginURL only; never logged
+	loginSum    [sha256.Size]byte // SHA-256 of loginToken, for the constant-time check
+	csrfKey     []byte            // keys the session's CSRF token
+
+	// ctx is the Server's lifetime context, the one stored context:
+	// created in New, cancelled by Close. Event streams and the change
+	// watcher run until it ends, so that Close can end them.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	hub hub
+
+	// loginUsed is set by the first request carrying the login token.
+	loginUsed atomic.Bool
+	// listenPort is the port Start listens on; 0 until then.
+	listenPort atomic.Int32
+
+	sessMu sync.Mutex // guards sess
+	sess   *session   // nil until the login token is used
+
+	closeOnce sync.Once
+	closeErr  error // set once by closeOnce
+
+	mu          sync.Mutex // guards the fields below
+	started     bool
+	closed      bool
+	srv         *http.Server
+	serveDone   chan struct{} // closed when Serve returns
+	watcherDone chan struct{} // closed when the change watcher returns
+}
+
+// New returns a Server for b that acts as person ("user:<name>"). It does
+// not listen yet: call Start. opts is copied; nil means defaults.
+//
+// New panics if b is nil or person is empty: both are programmer errors.
+func New(b actions.Board, person identity.ID, opts *Options) *Server {
+	if b == nil {
+		panic("boardpage: New with a nil Board")
+	}
+	if person == "" {
+		panic("boardpage: New with no person")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.MemberEvery <= 0 {
+		o.MemberEvery = DefaultMemberEvery
+	}
+	token := randomToken()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		board:       b,
+		person:      person,
+		port:        o.Port,
+		logger:      o.Logger,
+		memberEvery: o.MemberEvery,
+		loginToken:  token,
+		loginSum:    sha256.Sum256([]byte(token)),
+		csrfKey:     []byte(randomToken()),
+		ctx:         ctx,
+		cancel:      cancel,
+	}
+	s.hub.init()
+	s.handler = s.routes()
+	return s
+}
+
+// randomToken returns 32 bytes from crypto/rand, base64url-encoded.
+func randomToken() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:]) // never fails: crypto/rand crashes the program instead
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// Start listens on 127.0.0.1 and serves, and starts watching the board for
+// changes; both run until Close. It returns ErrStarted when already
+// started, ErrClosed after Close, and a wrapped error when it cannot listen
+// (the port is taken, say); the Server may then be started again.
+func (s *Server) Start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closed:
+		return ErrClosed
+	case s.started:
+		return ErrStarted
+	}
+	ln, err := net.Listen("tcp4", net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)))
+	if err != nil {
+		return fmt.Errorf("listen on 127.0.0.1:%d: %w", s.port, err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		// Without this, "OPTIONS *" gets a 200 from net/http itself,
+		// around the guard.
+		DisableGeneralOptionsHandler: true,
+		ErrorLog:                     slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
+	}
+	s.started, s.srv = true, srv
+	s.listenPort.Store(int32(port))
+	s.serveDone, s.watcherDone = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(s.serveDone)
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			s.logger.Error("board page serve ended", logkey.Err, err)
+		}
+	}()
+	go func() {
+		defer close(s.watcherDone)
+		s.watch()
+	}()
+	s.logger.Info("board page listening", logkey.Port, port)
+	return nil
+}
+
+// Port returns the port the Server listens on, or 0 before Start.
+func (s *Server) Port() int { return int(s.listenPort.Load()) }
+
+// LoginURL returns the URL that signs a browser in: it carries the
+// one-time login token, so print it only to the person running the Server.
+// It is "" before Start.
+func (s *Server) LoginURL() string {
+	p := s.Port()
+	if p == 0 {
+		return ""
+	}
+	return fmt.Sprintf("http://127.0.0.1:%d%s?token=%s", p, loginPath, s.loginToken)
+}
+
+// Close ends the Server: it cancels the lifetime context (ending every
+// event stream and the change watcher), shuts the HTTP server down (waiting
+// up to 2 s for requests in flight, then closing connections outright) and
+// waits for every goroutine it started. It does not close the Board.
+//
+// Close may be called more than once, concurrently, and without Start;
+// every call returns the first call's result. After Close, Start returns
+// ErrClosed.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.close() })
+	return s.closeErr
+}
+
+func (s *Server) close() error {
+	s.mu.Lock()
+	s.closed = true
+	srv, serveDone, watcherDone := s.srv, s.serveDone, s.watcherDone
+	s.mu.Unlock()
+
+	s.cancel()
+	if srv == nil {
+		return nil
+	}
+	var err error
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if serr := srv.Shutdown(ctx); serr != nil {
+		s.logger.Warn("board page shutdown cut short", logkey.Err, serr)
+		_ = srv.Close()
+		if !errors.Is(serr, context.DeadlineExceeded) {
+			err = fmt.Errorf("boardpage: shutdown: %w", serr)
+		}
+	}
+	<-serveDone
+	<-watcherDone
+	s.logger.Info("board page closed")
+	return err
+}

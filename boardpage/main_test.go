@@ -1,0 +1,303 @@
+package boardpage
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/tractat-us/bee/actions"
+)
+
+// TestMain closes the shared browser and removes the built bee before it
+// looks for leaked goroutines, so that the leak check sees only what the
+// tests left behind.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	shared.close()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak: goroutines left behind:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// chromiumEnv names a Chromium (or Chrome) binary to use instead of the
+// one on $PATH.
+const chromiumEnv = "BEE_CHROMIUM"
+
+// installHint says how to get what the browser tests need.
+const installHint = "the board page's tests drive a real headless Chromium: install it with " +
+	"`apt-get update && apt-get install -y chromium` (as .ci/run does), or point $" + chromiumEnv + " at a Chromium or Chrome binary"
+
+// shared is what the tests of one run share: one browser and one build of
+// bee, each made on first use.
+var shared testShared
+
+type testShared struct {
+	browserOnce sync.Once
+	browser     context.Context // a chromedp context with a running browser
+	cancelAlloc context.CancelFunc
+	cancelTab   context.CancelFunc
+	browserErr  error
+	profile     string // the browser's fresh --user-data-dir
+
+	beeOnce sync.Once
+	bee     string // the built bee binary
+	beeDir  string
+	beeErr  error
+}
+
+// close ends the browser and removes the run's files.
+func (sh *testShared) close() {
+	if sh.cancelTab != nil {
+		ctx, cancel := context.WithTimeout(sh.browser, 10*time.Second)
+		_ = chromedp.Cancel(ctx) // closes the browser gracefully
+		cancel()
+		sh.cancelTab()
+		sh.cancelAlloc()
+	}
+	if sh.profile != "" {
+		_ = os.RemoveAll(sh.profile)
+	}
+	if sh.beeDir != "" {
+		_ = os.RemoveAll(sh.beeDir)
+	}
+}
+
+// chromiumPath finds the browser, or says how to install it.
+func chromiumPath() (string, error) {
+	if p := os.Getenv(chromiumEnv); p != "" {
+		return p, nil
+	}
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p, nil
+		}
+	}
+	return "", errors.New("no chromium on $PATH: " + installHint)
+}
+
+// startBrowser starts the run's one headless Chromium.
+func startBrowser() error {
+	path, err := chromiumPath()
+	if err != nil {
+		return err
+	}
+	if shared.profile, err = os.MkdirTemp("", "bee-chromium-"); err != nil {
+		return err
+	}
+	var out bytes.Buffer
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(path),
+		chromedp.UserDataDir(shared.profile),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("disable-extensions", true),
+		chromedp.Flag("no-proxy-server", true),
+		chromedp.WindowSize(1400, 900),
+		chromedp.CombinedOutput(&lockedWriter{w: &out}),
+	)
+	ctx, cancelTab := chromedp.NewContext(allocCtx)
+	if err := chromedp.Do(ctx); err != nil { // starts the browser, bound to ctx
+		cancelTab()
+		cancelAlloc()
+		return fmt.Errorf("start %s: %w (its output: %s); %s", path, err, strings.TrimSpace(out.String()), installHint)
+	}
+	shared.browser, shared.cancelAlloc, shared.cancelTab = ctx, cancelAlloc, cancelTab
+	return nil
+}
+
+// lockedWriter lets the browser's output goroutines share a buffer.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+// String returns what was written.
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.String()
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.w.Len() > 64<<10 {
+		return len(p), nil
+	}
+	return l.w.Write(p)
+}
+
+// newTab returns a chromedp context for a fresh tab in a browser context
+// of its own (its own cookies), closed when the test ends. A missing
+// Chromium fails the test, saying how to install it.
+func newTab(t *testing.T) context.Context {
+	t.Helper()
+	shared.browserOnce.Do(func() { shared.browserErr = startBrowser() })
+	require.NoError(t, shared.browserErr)
+	ctx, cancel := chromedp.NewContext(shared.browser, chromedp.WithNewBrowserContext())
+	t.Cleanup(cancel)
+	require.NoError(t, chromedp.Do(ctx), "open a tab")
+	return ctx
+}
+
+// within runs steps in the tab, bounded by d.
+func within(t *testing.T, tab context.Context, d time.Duration, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(tab, d)
+	defer cancel()
+	require.NoError(t, chromedp.Do(ctx, steps...))
+}
+
+// eval evaluates a JavaScript expression in the tab.
+func eval[T any](t *testing.T, tab context.Context, expr string) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(tab, 10*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	require.NoError(t, err, "evaluate %s", expr)
+	return v
+}
+
+// beeBinary builds bee once for the run: the browser tests run the real
+// command, as a person would.
+func beeBinary(t *testing.T) string {
+	t.Helper()
+	shared.beeOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "bee-page-bin-")
+		if err != nil {
+			shared.beeErr = err
+			return
+		}
+		shared.beeDir = dir
+		out := filepath.Join(dir, "bee")
+		cmd := exec.Command("go", "build", "-o", out, "github.com/tractat-us/bee/cmd/bee")
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			shared.beeErr = fmt.Errorf("go build bee: %w\n%s", err, msg)
+			return
+		}
+		shared.bee = out
+	})
+	require.NoError(t, shared.beeErr)
+	return shared.bee
+}
+
+// beeCmd returns bee with args, on the board at path, as user:tester.
+func beeCmd(t *testing.T, path string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(beeBinary(t), args...)
+	cmd.Env = append(os.Environ(), "BEE_BOARD="+path, "USER=tester", "LOGNAME=tester")
+	return cmd
+}
+
+// bee runs a bee command to its end and returns its stdout.
+func bee(t *testing.T, path string, args ...string) string {
+	t.Helper()
+	cmd := beeCmd(t, path, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "bee %v: %s", args, stderr.String())
+	return string(out)
+}
+
+// beeList returns every action `bee list --all --json` reports.
+func beeList(t *testing.T, path string) []actions.Record {
+	t.Helper()
+	var recs []actions.Record
+	require.NoError(t, json.Unmarshal([]byte(bee(t, path, "list", "--all", "--json")), &recs))
+	return recs
+}
+
+// serve starts `bee serve` on the board at path and returns the sign-in
+// link it prints. The test ends it with SIGINT and requires a clean exit.
+func serve(t *testing.T, path string) string {
+	t.Helper()
+	cmd := beeCmd(t, path, "serve")
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr lockedWriter
+	stderr.w = &bytes.Buffer{}
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		if sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+		for sc.Scan() { // drain: bee serve prints one line, but never block it
+		}
+		exited <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		select {
+		case err := <-exited:
+			require.NoError(t, err, "bee serve's exit; stderr: %s", stderr.String())
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+			t.Errorf("bee serve did not end within 15 s of SIGINT; stderr: %s", stderr.String())
+		}
+	})
+	select {
+	case line, ok := <-lines:
+		require.True(t, ok, "bee serve printed no link; stderr: %s", stderr.String())
+		require.Contains(t, line, "/login?token=")
+		return line
+	case <-time.After(30 * time.Second):
+		t.Fatalf("bee serve printed no link within 30 s; stderr: %s", stderr.String())
+	}
+	return ""
+}
+
+// signIn opens the sign-in link in the tab and waits for the board.
+func signIn(t *testing.T, tab context.Context, link string) {
+	t.Helper()
+	within(t, tab, 20*time.Second,
+		chromedp.Navigate(link),
+		chromedp.WaitVisible(chromedp.CSS("#actions")),
+	)
+	waitLive(t, tab)
+}
+
+// waitLive waits until the page's event stream is connected.
+func waitLive(t *testing.T, tab context.Context) {
+	t.Helper()
+	within(t, tab, 10*time.Second, chromedp.Poll[chromedp.Void](`document.getElementById('status').classList.contains('on')`,
+		chromedp.WithPollingInterval(20*time.Millisecond)))
+}
+
+// testContext bounds one chromedp call on tab.
+func testContext(tab context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(tab, d)
+}

@@ -1,0 +1,315 @@
+package boardpage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tractat-us/bee/actions"
+)
+
+const (
+	// endedOnAll is how many ended actions the "all" view shows, newest
+	// first; the "ended" view shows up to endedOnEnded.
+	endedOnAll   = 20
+	endedOnEnded = 200
+)
+
+// The views a person can pick: the value of ?show=.
+const (
+	showAll     = ""
+	showOpen    = "open"
+	showClaimed = "claimed"
+	showEnded   = "ended"
+)
+
+// cleanShow maps ?show= to a known view: anything else is showAll, so a
+// crafted value never reaches a redirect or a link.
+func cleanShow(v string) string {
+	switch v {
+	case showOpen, showClaimed, showEnded:
+		return v
+	}
+	return showAll
+}
+
+// pageView is what the templates render.
+type pageView struct {
+	Person   string
+	Location string
+	Show     string
+	Tabs     []tab
+	// Active holds the open and claimed actions the view shows, oldest
+	// first; Ended the ended ones, newest first, and EndedMore how many
+	// ended ones it leaves out.
+	Active     []actionView
+	Ended      []actionView
+	EndedMore  int
+	Agents     []agentView
+	Recipients []string // the datalist of the "to" fields: agent names, then identities
+	CSRF       string
+	Version    uint64
+	Flash      *flash
+	Err        string // the board could not be read: say so instead of data
+}
+
+// ShowActive reports whether the view has the open/claimed table.
+func (v *pageView) ShowActive() bool { return v.Show != showEnded }
+
+// ShowEnded reports whether the view has the ended table.
+func (v *pageView) ShowEnded() bool { return v.Show == showAll || v.Show == showEnded }
+
+type tab struct {
+	Key, Label string
+	Count      int
+	Current    bool
+}
+
+// Href is the tab's link.
+func (t tab) Href() string {
+	if t.Key == showAll {
+		return "/"
+	}
+	return "/?show=" + t.Key
+}
+
+// A moment is a time as the page shows it: an age that the page's script
+// keeps current, and the full time on hover.
+type moment struct {
+	Age   string // "12s", "3m"
+	Stamp string // local time to the second
+	Unix  int64  // milliseconds, for the script
+}
+
+func momentOf(now, t time.Time) moment {
+	return moment{Age: span(now.Sub(t)), Stamp: t.Local().Format("2006-01-02 15:04:05"), Unix: t.UnixMilli()}
+}
+
+type actionView struct {
+	actions.Record
+	Posted       moment
+	Ended        *moment
+	CanCancel    bool
+	CanReaddress bool
+}
+
+// For says whom the action is for.
+func (a actionView) For() string {
+	if a.To == "" {
+		return "anyone"
+	}
+	return a.To
+}
+
+// Outcome is what the action ended with: its result when done, its reason
+// when failed or cancelled.
+func (a actionView) Outcome() string {
+	if a.State == actions.Done {
+		return a.Result
+	}
+	return a.Reason
+}
+
+// outcomeShown is how many characters of an outcome show before the rest
+// folds away.
+const outcomeShown = 140
+
+// OutcomeLong reports whether the outcome folds away, being long or more
+// than one line.
+func (a actionView) OutcomeLong() bool {
+	o := a.Outcome()
+	return utf8.RuneCountInString(o) > outcomeShown || strings.Contains(o, "\n")
+}
+
+// OutcomeShort is the start of a long outcome, on one line.
+func (a actionView) OutcomeShort() string {
+	o, _, _ := strings.Cut(a.Outcome(), "\n")
+	if r := []rune(o); len(r) > outcomeShown {
+		o = string(r[:outcomeShown])
+	}
+	return o + "…"
+}
+
+type agentView struct {
+	actions.MemberInfo
+	Joined moment
+	Waiter *moment
+}
+
+// A flash is a message the next full page shows once: the outcome of a
+// form. A refused post keeps what was typed.
+type flash struct {
+	Error bool
+	Text  string
+	Post  postForm
+}
+
+// postForm is what the post form holds.
+type postForm struct {
+	Title, Body, To string
+}
+
+// view reads the board and builds what the page shows for show. The
+// version is read before the board, so an event stream that reports a
+// newer one means the board may have changed since.
+func (s *Server) view(ctx context.Context, sess *session, show string) *pageView {
+	v := &pageView{
+		Person:   string(s.person),
+		Location: s.board.Location(),
+		Show:     show,
+		CSRF:     sess.csrf,
+		Version:  s.hub.version(),
+	}
+	ctx, cancel := context.WithTimeout(ctx, boardTimeout)
+	defer cancel()
+	records, err := s.all(ctx)
+	if err == nil {
+		var members []actions.MemberInfo
+		if members, err = s.board.Members(ctx); err == nil {
+			v.fill(time.Now(), records, members)
+		}
+	}
+	if err != nil {
+		s.logger.Warn("board page cannot read the board", "err", err)
+		v.Err = "The board could not be read: " + err.Error() + ". The page tries again at the next change; reload to try now."
+	}
+	return v
+}
+
+// all returns every action on the board, oldest first.
+func (s *Server) all(ctx context.Context) ([]actions.Record, error) {
+	var out []actions.Record
+	for cursor := actions.Cursor(""); ; {
+		page, err := s.board.List(ctx, cursor)
+		if err != nil {
+			return nil, fmt.Errorf("list the actions: %w", err)
+		}
+		if len(page.Records) == 0 {
+			return out, nil
+		}
+		out = append(out, page.Records...)
+		cursor = page.Cursor
+	}
+}
+
+// fill sorts the records and members into the view.
+func (v *pageView) fill(now time.Time, records []actions.Record, members []actions.MemberInfo) {
+	var open, claimed int
+	var ended []actions.Record
+	for _, r := range records {
+		switch {
+		case r.State == actions.Open:
+			open++
+		case r.State == actions.Claimed:
+			claimed++
+		case r.State.Ended():
+			ended = append(ended, r)
+			continue
+		}
+		if v.Show == showAll || string(r.State) == v.Show {
+			v.Active = append(v.Active, actionOf(now, r))
+		}
+	}
+	v.Tabs = []tab{
+		{Key: showAll, Label: "All", Count: len(records)},
+		{Key: showOpen, Label: "Open", Count: open},
+		{Key: showClaimed, Label: "Claimed", Count: claimed},
+		{Key: showEnded, Label: "Ended", Count: len(ended)},
+	}
+	for i := range v.Tabs {
+		v.Tabs[i].Current = v.Tabs[i].Key == v.Show
+	}
+	if v.ShowEnded() {
+		slices.SortStableFunc(ended, func(a, b actions.Record) int { return endedAt(b).Compare(endedAt(a)) })
+		limit := endedOnAll
+		if v.Show == showEnded {
+			limit = endedOnEnded
+		}
+		if len(ended) > limit {
+			v.EndedMore = len(ended) - limit
+			ended = ended[:limit]
+		}
+		for _, r := range ended {
+			v.Ended = append(v.Ended, actionOf(now, r))
+		}
+	}
+
+	seen := map[string]bool{}
+	var ids []string
+	for _, m := range members {
+		av := agentView{MemberInfo: m, Joined: momentOf(now, m.JoinedAt)}
+		if m.WaiterSince != nil {
+			w := momentOf(now, *m.WaiterSince)
+			av.Waiter = &w
+		}
+		v.Agents = append(v.Agents, av)
+		if !seen[m.Agent] {
+			seen[m.Agent] = true
+			v.Recipients = append(v.Recipients, m.Agent)
+		}
+		ids = append(ids, string(m.ID))
+	}
+	v.Recipients = append(v.Recipients, ids...)
+}
+
+func actionOf(now time.Time, r actions.Record) actionView {
+	a := actionView{
+		Record:       r,
+		Posted:       momentOf(now, r.PostedAt),
+		CanCancel:    !r.State.Ended(),
+		CanReaddress: r.State == actions.Open,
+	}
+	if r.EndedAt != nil {
+		m := momentOf(now, *r.EndedAt)
+		a.Ended = &m
+	}
+	return a
+}
+
+// endedAt is when r ended, or when it was posted if the board did not say.
+func endedAt(r actions.Record) time.Time {
+	if r.EndedAt != nil {
+		return *r.EndedAt
+	}
+	return r.PostedAt
+}
+
+// span writes a duration compactly, rounded down to its largest unit, as
+// bee's command line does: "12s", "3m", "5h", "2d".
+func span(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+// plainWords says why the board refused what a person asked, for the
+// person: the board's own message names the action and the people
+// involved, so it leads; a word on what to do follows where there is one.
+func plainWords(what string, err error) string {
+	msg := "Could not " + what + ": " + err.Error() + "."
+	switch {
+	case errors.Is(err, actions.ErrEmptyTitle):
+		return "Could not " + what + ": an action needs a title."
+	case errors.Is(err, actions.ErrUnknownAction):
+		return "Could not " + what + ": no action has that id (" + err.Error() + ")."
+	case errors.Is(err, actions.ErrNotLive):
+		return msg + " Address it to the agent's name instead, and any of its sessions can take it."
+	case errors.Is(err, actions.ErrEnded):
+		return msg + " Nothing more can be done to an action that has ended."
+	case errors.Is(err, context.DeadlineExceeded):
+		return "Could not " + what + ": the board did not answer in time. Try again."
+	}
+	return msg
+}

@@ -1,0 +1,159 @@
+package bridge
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/board"
+	"github.com/tractat-us/bee/stdio"
+)
+
+func openBoard(t *testing.T) *board.Board {
+	t.Helper()
+	b, err := board.Open(filepath.Join(t.TempDir(), "board.db"), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// A client that gives up on a wait without a cancel (its idle timeout is
+// below the progress interval) and calls again leaves the first call
+// running: the newer wait ends it at once, claiming nothing, so the next
+// action goes to the call the client reads.
+func TestWait_NewerWaitSupersedesOlder(t *testing.T) {
+	b := openBoard(t)
+	progressed := make(chan struct{}, 1)
+	copts := &mcp.ClientOptions{ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
+		select {
+		case progressed <- struct{}{}:
+		default:
+		}
+	}}
+	s, cs := connect(t, b, &ServerOptions{ProgressInterval: 20 * time.Millisecond}, copts)
+	callWait := func(progressToken any) <-chan *mcp.CallToolResult {
+		got := make(chan *mcp.CallToolResult, 1)
+		params := &mcp.CallToolParams{Name: ToolWait, Arguments: map[string]any{"timeoutSeconds": 30}}
+		if progressToken != nil {
+			params.SetProgressToken(progressToken)
+		}
+		go func() {
+			res, err := cs.CallTool(context.Background(), params)
+			if err != nil {
+				res = toolError(err)
+			}
+			got <- res
+		}()
+		return got
+	}
+	first := callWait("abandoned")
+	// Its progress says the first wait is waiting.
+	select {
+	case <-progressed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first wait never reported progress")
+	}
+	second := callWait(nil)
+
+	var res *mcp.CallToolResult
+	select {
+	case res = <-first:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first wait still runs after a newer one started")
+	}
+	require.True(t, res.IsError)
+	require.Contains(t, text(res), "superseded by a newer "+ToolWait)
+	require.Contains(t, text(res), "claimed nothing")
+
+	rec, err := b.Post(t.Context(), "user:tester", "", "for the reading call", "")
+	require.NoError(t, err)
+	select {
+	case res = <-second:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the newer wait did not get the action")
+	}
+	page := structured[actions.Page](t, res)
+	require.Len(t, page.Records, 1)
+	require.Equal(t, rec.ID, page.Records[0].ID)
+	require.Equal(t, string(s.Identity()), page.Records[0].Holder)
+}
+
+// A claim made for a call whose client has gone goes back: the client
+// stops reading the bridge's stdout (it closed its end), the wait claims
+// the next action, its answer cannot be written, and the transport hands
+// it to GiveBackUndelivered. Nothing departs here, so only that can put
+// the action back.
+func TestWait_ClaimGoesBackWhenTheAnswerCannotBeWritten(t *testing.T) {
+	b := openBoard(t)
+	logs := &syncLog{}
+	s, err := NewSession(t.Context(), Config{Agent: "tester", Source: b, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	require.NoError(t, err)
+	inR, inW, err := os.Pipe()
+	require.NoError(t, err)
+	outR, outW, err := os.Pipe()
+	require.NoError(t, err)
+	defer inW.Close()
+	defer outW.Close()
+	transport := &stdio.Transport{In: inR, Out: outW, OnDropped: func(_ jsonrpc.ID, result json.RawMessage) {
+		s.GiveBackUndelivered(result)
+	}}
+	ss, err := NewServer(Ready(s), nil).Connect(context.Background(), transport, nil)
+	require.NoError(t, err)
+	defer ss.Close()
+
+	send := func(line string) {
+		_, err := io.WriteString(inW, line+"\n")
+		require.NoError(t, err)
+	}
+	out := bufio.NewReader(outR)
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`)
+	line, err := out.ReadString('\n')
+	require.NoError(t, err)
+	require.Contains(t, line, `"id":1`)
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"` + ToolWait + `","arguments":{"timeoutSeconds":30}}}`)
+
+	// The client goes: it will read nothing more.
+	require.NoError(t, outR.Close())
+	rec, err := b.Post(t.Context(), "user:tester", "", "claimed for nobody", "")
+	require.NoError(t, err)
+
+	// The wait claims it, its answer goes nowhere, and the claim goes back.
+	require.Eventually(t, func() bool {
+		return strings.Contains(logs.String(), "claim given back, its answer was not delivered")
+	}, 10*time.Second, 10*time.Millisecond, "the claim made for the gone client was not given back; log:\n%s", logs.String())
+	r, err := b.Get(t.Context(), rec.ID)
+	require.NoError(t, err)
+	require.Equal(t, actions.Open, r.State)
+}
+
+// syncLog is a log sink goroutines and the test share.
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

@@ -1,0 +1,274 @@
+package demo
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/board"
+	"github.com/tractat-us/bee/identity"
+)
+
+// bin holds bee, bee-mcp, bee-hook and bee-demo, built once for the tests;
+// scripts/demo runs them through BEE_DEMO_BIN instead of building its own.
+var bin string
+
+// goEnv pins Go's caches for the script, whose HOME is a fresh directory:
+// without it a build there would start from an empty cache.
+var goEnv []string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "bee-demo-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin = dir
+	for _, v := range []string{"GOCACHE", "GOMODCACHE", "GOPATH"} {
+		out, err := exec.Command("go", "env", v).Output()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "go env %s: %v\n", v, err)
+			os.Exit(1)
+		}
+		goEnv = append(goEnv, v+"="+strings.TrimSpace(string(out)))
+	}
+	build := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "./cmd/...", "./internal/cmd/bee-demo")
+	build.Dir = filepath.Join("..", "..")
+	code := 1
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build the commands for the demo: %v\n%s", err, out)
+	} else {
+		code = m.Run()
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// script runs scripts/demo with args in a private HOME and TMPDIR, plus
+// env, and returns its stdout, its stderr and its exit status.
+func script(t *testing.T, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	home, tmp := t.TempDir(), t.TempDir()
+	cmd := exec.Command(filepath.Join("..", "..", "scripts", "demo"), args...)
+	cmd.Env = append(os.Environ(), "BEE_DEMO_BIN="+bin, "HOME="+home, "TMPDIR="+tmp, "USER=tester", "BEE_BOARD=")
+	cmd.Env = append(append(cmd.Env, goEnv...), env...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	code = cmd.ProcessState.ExitCode()
+	if code < 0 {
+		require.NoError(t, err)
+	}
+	require.NoDirExists(t, filepath.Join(home, ".bee"), "the demo touched ~/.bee\nstdout:\n%s\nstderr:\n%s", &out, &errOut)
+	left, _ := filepath.Glob(filepath.Join(tmp, "bee-demo.*"))
+	require.Empty(t, left, "the demo leaves no temporary directory behind")
+	return out.String(), errOut.String(), code
+}
+
+// someoneElsesWork is a board with work on it that is none of the demo's:
+// for agent "demo" (the name the demo used to claim under), for other
+// agents, claimed by a live identity, and done. With forAnyone, an open
+// action for anyone too.
+func someoneElsesWork(t *testing.T, forAnyone bool) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "board.db")
+	b, err := board.Open(path, nil)
+	require.NoError(t, err)
+	defer b.Close()
+	ctx := t.Context()
+	alice := identity.ID("user:alice")
+	_, err = b.Post(ctx, alice, "demo", "for agent demo", "not the demo's")
+	require.NoError(t, err)
+	_, err = b.Post(ctx, alice, "reviewer", "for reviewer", "")
+	require.NoError(t, err)
+	worker := identity.ID("agent:worker#12345678")
+	require.NoError(t, b.Join(ctx, actions.Member{ID: worker, PID: os.Getpid()}))
+	_, err = b.Post(ctx, alice, "worker", "claimed by worker", "")
+	require.NoError(t, err)
+	_, err = b.Post(ctx, alice, "worker", "done by worker", "")
+	require.NoError(t, err)
+	for range 2 {
+		p, err := b.Next(ctx, worker, "", time.Second)
+		require.NoError(t, err)
+		require.Len(t, p.Records, 1)
+		if p.Records[0].Title == "done by worker" {
+			_, err = b.Finish(ctx, worker, p.Records[0].ID, "finished")
+			require.NoError(t, err)
+		}
+	}
+	if forAnyone {
+		_, err = b.Post(ctx, alice, "", "for anyone", "someone's real work")
+		require.NoError(t, err)
+	}
+	return path
+}
+
+// records returns every action on the board at path.
+func records(t *testing.T, path string) []actions.Record {
+	t.Helper()
+	b, err := board.Open(path, nil)
+	require.NoError(t, err)
+	defer b.Close()
+	var all []actions.Record
+	for cursor := actions.Cursor(""); ; {
+		p, err := b.List(t.Context(), cursor)
+		require.NoError(t, err)
+		if len(p.Records) == 0 {
+			return all
+		}
+		all = append(all, p.Records...)
+		cursor = p.Cursor
+	}
+}
+
+// By default the demo runs on a fresh board of its own: a board $BEE_BOARD
+// names, even one with work for anyone on it, is left exactly as it was.
+func TestDemo_OwnBoardByDefault(t *testing.T) {
+	path := someoneElsesWork(t, true)
+	before := records(t, path)
+	stdout, stderr, code := script(t, []string{"BEE_BOARD=" + path})
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	require.Equal(t, before, records(t, path), "the demo left the board $BEE_BOARD names alone")
+	require.Contains(t, stdout, "note: BEE_BOARD is set ("+path+"); the demo leaves that board alone.")
+	require.Regexp(t, `board: +\S+/bee-demo\.\w+/board\.db\n +a fresh board for this demo, removed when it ends`, stdout)
+
+	// It reads as a story, in the order of its steps, with the tools named.
+	steps := regexp.MustCompile(`(?m)^(\d)\. `).FindAllStringSubmatch(stdout, -1)
+	var order []string
+	for _, s := range steps {
+		order = append(order, s[1])
+	}
+	require.Equal(t, []string{"1", "2", "3", "4", "5"}, order, stdout)
+	for _, want := range []string{
+		"bee_finish_action, bee_list_actions, bee_post_action,",
+		"bee_wait_action {\"timeoutSeconds\":10}",
+		"-> claimed a-1, the action the person posted.",
+		"   | Claimed action a-1: Say hello\n",
+		"-> Action a-1 is done.",
+		"Hello from the demo agent!",
+	} {
+		require.Contains(t, stdout, want)
+	}
+	require.Regexp(t, `state: +done by agent:demo-[0-9a-f]{6}#[0-9a-f]{8}`, stdout)
+}
+
+// On a board the user names, the demo finishes the action it posted and
+// leaves every other action exactly as it was, and its bridge leaves no
+// member behind.
+func TestDemo_SharedBoardLeavesOtherWorkAlone(t *testing.T) {
+	path := someoneElsesWork(t, false)
+	before := records(t, path)
+	stdout, stderr, code := script(t, nil, "--board", path)
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	require.Contains(t, stdout, "the board you named; the demo touches only the action it posts")
+
+	after := records(t, path)
+	require.Len(t, after, len(before)+1)
+	require.Equal(t, before, after[:len(before)], "every action that was on the board is as it was")
+	mine := after[len(before)]
+	require.Regexp(t, `^demo-[0-9a-f]{6}$`, mine.To)
+	require.Equal(t, "user:tester", mine.From)
+	require.Equal(t, actions.Done, mine.State)
+	require.Equal(t, "Hello from the demo agent!", mine.Result)
+	require.Equal(t, mine.To, identity.ID(mine.Holder).Agent())
+
+	b, err := board.Open(path, nil)
+	require.NoError(t, err)
+	defer b.Close()
+	members, err := b.Members(t.Context())
+	require.NoError(t, err)
+	require.Len(t, members, 1, "only the worker is live: the demo's bridge departed")
+	require.Equal(t, identity.ID("agent:worker#12345678"), members[0].ID)
+}
+
+// A named board where the demo's bridge could take work for anyone first
+// is refused, before anything is posted, with the reason.
+func TestDemo_RefusesBoardWithWorkForAnyone(t *testing.T) {
+	path := someoneElsesWork(t, true)
+	before := records(t, path)
+	stdout, stderr, code := script(t, nil, "--board", path)
+	require.Equal(t, 1, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	require.Contains(t, stderr, "demo failed: the board at "+path+" has actions for anyone that are not done: a-5 (open).")
+	require.Contains(t, stderr, "Run scripts/demo without --board")
+	require.Equal(t, before, records(t, path))
+}
+
+// Without BEE_DEMO_BIN the script builds and installs the commands itself,
+// as a newcomer runs it, and says what the first build costs.
+func TestDemo_BuildsWhatItRuns(t *testing.T) {
+	gobin := t.TempDir()
+	stdout, stderr, code := script(t, []string{"BEE_DEMO_BIN=", "GOBIN=" + gobin})
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	require.Contains(t, stdout, "== building bee, bee-mcp and bee-hook into "+gobin+"\n")
+	require.Contains(t, stdout, "about a minute on 2 cores,\n   up to 5 on a slow machine")
+	require.Contains(t, stdout, "note: "+gobin+" is not on your PATH")
+	require.Contains(t, stdout, "-> Action a-1 is done.")
+	for _, name := range []string{"bee", "bee-mcp", "bee-hook"} {
+		require.FileExists(t, filepath.Join(gobin, name))
+	}
+	require.NoFileExists(t, filepath.Join(gobin, "bee-demo"), "the demo's own driver is not installed")
+}
+
+func TestDemo_BadCommandLine(t *testing.T) {
+	_, stderr, code := script(t, nil, "--bored", "x")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "unknown argument '--bored'")
+	_, stderr, code = script(t, nil, "--board")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "--board needs a path")
+}
+
+// The last line of defence: should the bridge claim anything but the
+// demo's own action (here an older action for anyone on a board the demo
+// was wrongly told is its own), the demo gives it back at once and fails,
+// saying so.
+func TestRun_ClaimOfOtherWorkIsGivenBack(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	path := someoneElsesWork(t, true)
+	dir := t.TempDir()
+	var out bytes.Buffer
+	err := Run(context.Background(), Config{Bin: bin, Board: path, RunDir: filepath.Join(dir, "run"), Out: &out})
+	require.Error(t, err)
+	require.Regexp(t, `^the bridge claimed a-5 \("for anyone" from user:alice\), not the demo's a-6; it gave it back at once: it is open again, as it was\. And the demo cancelled its own a-6$`, err.Error())
+
+	after := records(t, path)
+	require.Equal(t, "a-5", after[4].ID)
+	require.Equal(t, actions.Open, after[4].State)
+	require.Empty(t, after[4].Holder)
+	require.Equal(t, "a-6", after[5].ID)
+	require.Equal(t, actions.Cancelled, after[5].State)
+}
+
+func TestRun_MissingCommands(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	err := Run(t.Context(), Config{Bin: dir, Board: filepath.Join(dir, "board.db"), RunDir: filepath.Join(dir, "run"), Out: &out})
+	require.ErrorContains(t, err, "bee is not in "+dir+" (build it: go install ./cmd/...)")
+	require.NoFileExists(t, filepath.Join(dir, "board.db"))
+}
+
+func TestQuote(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain":          "plain",
+		"/tmp/a-b.db":    "/tmp/a-b.db",
+		"Say hello":      "'Say hello'",
+		"it's":           `'it'\''s'`,
+		"":               "''",
+		"demo-1a2b3c":    "demo-1a2b3c",
+		"--board=/x y/z": "'--board=/x y/z'",
+	} {
+		require.Equal(t, want, quote(in), "%q", in)
+	}
+	require.True(t, strings.HasPrefix(quoteAll([]string{"post", "a b"}), "post 'a b'"))
+}
