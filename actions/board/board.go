@@ -260,6 +260,7 @@ type Board struct {
 	id     string    // the board's id, carried in its cursors
 	lock   *writeLock
 	notify *notifier
+	fwatch *fileWatch   // nil when the file cannot be watched
 	writes atomic.Int64 // writes committed, for checkpoint
 	file   fileID       // the database file, bound by admit before any query
 
@@ -397,7 +398,11 @@ func Open(path string, opts *Options) (_ *Board, err error) {
 	if err := b.migrate(); err != nil {
 		return nil, err
 	}
-	if b.notify, err = newNotifier(abs+"-notify", abs+"-watching", abs, func() { _ = b.checkFile() }, b.log, &b.g); err != nil {
+	if b.fwatch, err = watchFile(abs, func() { _ = b.checkFile() }, &b.g); err != nil {
+		// Each call still checks the file; only an idle Board notices late.
+		b.log.Warn("cannot watch the board file; a move or delete shows at the next call", logkey.Err, err)
+	}
+	if b.notify, err = newNotifier(abs+"-notify", abs+"-watching", b.log, &b.g); err != nil {
 		return nil, fmt.Errorf("open board %s: %w", abs, err)
 	}
 	return b, nil
@@ -435,6 +440,9 @@ func (b *Board) closeAll() error {
 	var errs []error
 	if b.notify != nil {
 		errs = append(errs, b.notify.close())
+	}
+	if b.fwatch != nil {
+		errs = append(errs, b.fwatch.close())
 	}
 	b.g.Wait()
 	if b.lock != nil {

@@ -52,16 +52,9 @@ const (
 // poll.) The watching file lives outside the notify directory because an
 // open file inside it would keep a removed directory from reporting its
 // removal.
-//
-// The same watcher watches the database file itself, and calls onDB when
-// its inode is renamed, unlinked or has its attributes changed, so that a
-// Board learns at once that its file was moved away or deleted (see
-// checkFile).
 type notifier struct {
 	dir          string
 	watchingPath string
-	dbPath       string
-	onDB         func()
 	log          *slog.Logger
 	w            *fsnotify.Watcher
 	probe        *os.File // the watching file, for writers' probes
@@ -75,7 +68,7 @@ type notifier struct {
 	change chan struct{} // closed on any change, claimable or not
 }
 
-func newNotifier(dir, watchingPath, dbPath string, onDB func(), log *slog.Logger, g *group) (*notifier, error) {
+func newNotifier(dir, watchingPath string, log *slog.Logger, g *group) (*notifier, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("notify directory: %w", err)
 	}
@@ -87,10 +80,6 @@ func newNotifier(dir, watchingPath, dbPath string, onDB func(), log *slog.Logger
 		_ = w.Close()
 		return nil, fmt.Errorf("watch %s: %w", dir, err)
 	}
-	if err := w.Add(dbPath); err != nil {
-		// Each call still checks the file; only an idle Board notices late.
-		log.Warn("cannot watch the board file; a move or delete shows at the next call", logkey.Err, err)
-	}
 	probe, err := os.OpenFile(watchingPath, os.O_RDONLY|os.O_CREATE, 0o600)
 	if err != nil {
 		_ = w.Close()
@@ -99,8 +88,6 @@ func newNotifier(dir, watchingPath, dbPath string, onDB func(), log *slog.Logger
 	n := &notifier{
 		dir:          dir,
 		watchingPath: watchingPath,
-		dbPath:       dbPath,
-		onDB:         onDB,
 		log:          log,
 		w:            w,
 		probe:        probe,
@@ -125,11 +112,6 @@ func (n *notifier) run() {
 				return
 			}
 			switch {
-			case ev.Name == n.dbPath:
-				// Writes (checkpoints) say nothing about the file's place.
-				if ev.Has(fsnotify.Remove | fsnotify.Rename | fsnotify.Chmod) {
-					n.onDB()
-				}
 			case ev.Name == n.dir && ev.Has(fsnotify.Remove|fsnotify.Rename):
 				n.rewatch()
 				n.broadcastAll()

@@ -44,7 +44,9 @@ func TestBoard_FileMovedUnderAProcess(t *testing.T) {
 			}
 			moved := time.Now()
 			line := follower.expect("err ", 30*time.Second)
-			t.Logf("the follower stopped %v after the %s: %s", time.Since(moved), how, line)
+			took := time.Since(moved)
+			t.Logf("the follower stopped %v after the %s: %s", took, how, line)
+			require.Less(t, took, 10*time.Second, "an idle Board notices through its file watch, not at its next look")
 			require.Contains(t, line, "board "+path+" was ")
 			require.Contains(t, line, ErrReplaced.Error())
 			if how == "replaced" {

@@ -92,7 +92,8 @@ func roleFollower(ctx context.Context, b *Board, out *roleOut, _ <-chan string) 
 	out.say("ready")
 	failures := 0
 	for failures < 2 {
-		p, err := b.Next(ctx, who, "", 200*time.Millisecond)
+		// Long, so that only the file watch can end it early.
+		p, err := b.Next(ctx, who, "", 30*time.Second)
 		if ctx.Err() != nil {
 			return nil
 		}
