@@ -187,7 +187,8 @@ func TestWait_TimesOutWithinBound(t *testing.T) {
 	require.NotNil(t, page.Records)
 	require.Empty(t, page.Records)
 	require.Equal(t, actions.StartCursor, page.Cursor)
-	require.Contains(t, text(res), "Call bee_wait_action again with cursor \"0\"")
+	require.Contains(t, text(res), "end your turn")
+	require.Contains(t, text(res), "call bee_wait_action (cursor \"0\")")
 }
 
 func TestWaits_Progress(t *testing.T) {

@@ -144,6 +144,9 @@ func (t *tools) await(ctx context.Context, s *Session, req *mcp.CallToolRequest,
 	if err != nil {
 		return sourceError(err), nil
 	}
+	// While the model awaits, the waiter is silent: the await itself
+	// returns the outcome, and nothing should be told twice.
+	defer s.beginWait()()
 	timeout := max(time.Until(deadline), time.Millisecond)
 	stopProgress := t.startProgress(ctx, req, deadline)
 	recs, err := s.source.Await(ctx, who, ids, timeout)

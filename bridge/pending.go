@@ -162,3 +162,17 @@ func (p *Pending) Retire(ctx context.Context, req clearctl.RetireRequest) (clear
 	}
 	return s.Retire(ctx, req)
 }
+
+// WaitForWork waits for the session and holds the waiter there; it
+// implements clearctl.Waker. A session that could not be set up answers
+// no wake, saying why.
+func (p *Pending) WaitForWork(ctx context.Context, req clearctl.WaitRequest) clearctl.WaitResponse {
+	s, err := p.Wait(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return clearctl.WaitResponse{Reason: ReasonGone}
+		}
+		return clearctl.WaitResponse{Reason: "bee cannot serve actions: " + err.Error()}
+	}
+	return s.WaitForWork(ctx, req)
+}

@@ -3,11 +3,16 @@
 //
 // A Session promises that:
 //   - its identity changes only by Retire, which mints the new identity
-//     before it reports the old one's departure, and never goes back;
+//     before it reports the old one's departure, and never goes back, or
+//     when the source reports the current identity departed though the
+//     session never departed it (its lease ran out while the process was
+//     stopped): then it mints and joins a new one and carries on;
 //   - a wait running under an identity that is retired ends at once and
 //     claims nothing for the departed identity;
 //   - Depart gives the identity's claims back, and after it no tool claims
-//     anything.
+//     anything;
+//   - it serves bee-hook's wake-on-work waiter (WaitForWork): see wake.go
+//     for what a waiter is promised.
 //
 // A claim a wait makes goes back when its answer cannot reach a reader:
 // the call was cancelled (also when the cancel crosses the answer), the
@@ -50,6 +55,10 @@ type Config struct {
 	SessionID string
 	// Logger receives the session's logs; nil discards them.
 	Logger *slog.Logger
+	// HandoverWithin is how long a claim made for a wake waits for the
+	// session's next bee_wait_action before it goes back to the board; 0
+	// means DefaultHandoverWithin.
+	HandoverWithin time.Duration
 }
 
 // A Session is one bridge's seat on the board. Its methods are safe for
@@ -62,6 +71,10 @@ type Session struct {
 	pid       int
 	started   time.Time
 	log       *slog.Logger
+	// handoverWithin bounds a claim made for a wake (see wake.go).
+	handoverWithin time.Duration
+
+	wk wakeState // wake on work, with its own lock
 
 	retireMu sync.Mutex // serializes Retire and Depart: no identity is retired twice
 
@@ -91,6 +104,9 @@ func NewSession(ctx context.Context, cfg Config) (*Session, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.HandoverWithin <= 0 {
+		cfg.HandoverWithin = DefaultHandoverWithin
+	}
 	id, err := identity.Mint(cfg.Agent)
 	if err != nil {
 		return nil, err
@@ -104,7 +120,10 @@ func NewSession(ctx context.Context, cfg Config) (*Session, error) {
 		log:       cfg.Logger,
 		id:        id,
 		sessionID: cfg.SessionID,
+
+		handoverWithin: cfg.HandoverWithin,
 	}
+	s.wk.init()
 	s.idCtx, s.idCancel = context.WithCancel(context.Background())
 	if err := s.source.Join(ctx, s.member(id, cfg.SessionID)); err != nil {
 		s.idCancel()
@@ -207,6 +226,8 @@ func (s *Session) Retire(ctx context.Context, req clearctl.RetireRequest) (clear
 	var errs []error
 	if err := s.source.Join(ctx, s.member(next, sessionID)); err != nil {
 		errs = append(errs, err)
+	} else {
+		s.republishArmed() // the waiter carries on as next, which has only now joined
 	}
 	if err := s.source.Depart(ctx, old); err != nil {
 		// Depart tries it again: the old identity's claims must not wait
@@ -242,6 +263,7 @@ func (s *Session) Depart(ctx context.Context) error {
 	s.undeparted = nil
 	s.idCancel()
 	s.mu.Unlock()
+	s.dropHandovers() // the departure gives their claims back
 	start := time.Now()
 	var errs []error
 	for _, id := range ids {
@@ -271,6 +293,10 @@ func (s *Session) endedWhileWaiting(who identity.ID) error {
 // that carries on.
 const newBridgeTakesOver = "a /mcp reconnect or a restart starts a new bridge, which takes over with a fresh identity; the claims of this one went back to the board"
 
-// Close ends the source's background work. Call it after Depart; Close may
-// be called more than once.
-func (s *Session) Close() error { return s.source.Close() }
+// Close ends the session's background work (the waiter's state writer)
+// and the source's. Call it after Depart; Close may be called more than
+// once.
+func (s *Session) Close() error {
+	s.closeWake()
+	return s.source.Close()
+}

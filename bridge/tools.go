@@ -53,9 +53,9 @@ type ServerOptions struct {
 }
 
 const instructions = `bee connects this session to a shared action board. Other agents and people post actions there.
-To work on the board: call bee_wait_action (it waits up to 45 s and claims the next action meant for you), do the action, then call bee_finish_action with its id and a short result. If someone else could do it, call bee_release_action; if it cannot be done as asked, call bee_fail_action with the reason.
-If bee_wait_action returns no records, nothing came in time: call it again with the cursor it returned.
-To hand work to another agent, call bee_post_action; bee_await_action waits until it ends (done, failed or cancelled), and bee_cancel_action calls it off. bee_whoami tells you your identity on the board.`
+To take work, call bee_wait_action: it claims the next action meant for you (waiting up to 45 s) and returns it. Do the action, then call bee_finish_action with its id and a short result. If someone else could do it, call bee_release_action; if it cannot be done as asked, call bee_fail_action with the reason.
+When bee_wait_action returns no records, there is no work: end your turn. Do not call it again in a loop. bee wakes this session with a message when an action arrives for you (then call bee_wait_action to take it) or when an action you posted ends.
+To hand work to another agent, call bee_post_action; bee_await_action waits until it ends (done, failed or cancelled), or end your turn and bee wakes you when it does; bee_cancel_action calls it off. bee_whoami tells you your identity on the board.`
 
 // NewServer returns an MCP server serving the tools of the session p
 // holds or will hold. The server answers both handshakes (initialize and
@@ -84,10 +84,11 @@ func NewServer(p *Pending, opts *ServerOptions) *mcp.Server {
 	srv.AddTool(&mcp.Tool{
 		Name:  ToolWait,
 		Title: "Wait for an action",
-		Description: "Wait for the next action on the bee board that this session may take, and claim it. " +
+		Description: "Take the next action on the bee board that this session may take: claims it and returns it, waiting up to timeoutSeconds (default 45, at most 60) for one. " +
 			"Returns {records, cursor}: records holds the one action now claimed by you (do it, then call bee_finish_action with its id), " +
-			"or is empty when nothing came within timeoutSeconds (default 45, at most 60). " +
-			"On an empty result, call bee_wait_action again, passing the returned cursor. Never build a cursor yourself. " +
+			"or is empty when there is none. On an empty result, end your turn instead of calling again: " +
+			"bee wakes this session when an action arrives, and you call bee_wait_action then. " +
+			"Pass the returned cursor next time if you like; never build one yourself. " +
 			"One wait at a time: a new call ends an earlier one still waiting, which then claims nothing.",
 		InputSchema:  waitInputSchema,
 		OutputSchema: pageOutputSchema,
@@ -274,19 +275,15 @@ func (t *tools) wait(ctx context.Context, s *Session, req *mcp.CallToolRequest, 
 	if err != nil {
 		return sourceError(err), nil
 	}
+	// The waiter stays silent while this call is in flight: it gets the
+	// action.
+	defer s.beginWait()()
 	// The wait ends when the call is cancelled, when its identity is
 	// retired, or when a newer wait replaces it, whichever comes first.
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stopRetireWatch := context.AfterFunc(idCtx, func() { cancel(nil) })
-	defer stopRetireWatch()
 	defer t.startWait(cancel)()
-
-	// What the session's setup took counts against the bound.
-	timeout := max(time.Until(deadline), time.Millisecond)
-	stopProgress := t.startProgress(wctx, req, deadline)
-	page, err := s.source.Next(wctx, who, actions.Cursor(cursor), timeout)
-	stopProgress()
+	who, idCtx, page, err := t.next(wctx, s, req, who, idCtx, actions.Cursor(cursor), deadline)
 	switch {
 	case ctx.Err() != nil:
 		// Cancelled: nobody will read the answer, so give back anything
@@ -327,6 +324,40 @@ func (t *tools) wait(ctx context.Context, s *Session, req *mcp.CallToolRequest, 
 		res.Meta = mcp.Meta{claimsMetaKey: claims}
 	}
 	return res, nil
+}
+
+// next is the heart of a wait, as who (whose retire ends idCtx) within
+// wctx: a claim a wake made for who first (the woken model's call returns
+// it at once), else the source's Next. When the source says who has
+// departed though the session never departed it, the session carries on
+// under a new identity and the wait goes on as that one. It returns the
+// identity it waited as and the context that ends when that identity is
+// retired.
+func (t *tools) next(wctx context.Context, s *Session, req *mcp.CallToolRequest, who identity.ID, idCtx context.Context, cursor actions.Cursor, deadline time.Time) (identity.ID, context.Context, actions.Page, error) {
+	for replaced := false; ; replaced = true {
+		if rec, ok := s.takeHandover(wctx, who); ok {
+			return who, idCtx, actions.Page{Records: []actions.Record{rec}, Cursor: cursor}, nil
+		}
+		nctx, cancel := context.WithCancel(wctx)
+		stopRetireWatch := context.AfterFunc(idCtx, cancel)
+		// What the session's setup took counts against the bound.
+		timeout := max(time.Until(deadline), time.Millisecond)
+		stopProgress := t.startProgress(nctx, req, deadline)
+		page, err := s.source.Next(nctx, who, cursor, timeout)
+		stopProgress()
+		stopRetireWatch()
+		cancel()
+		if !replaced && errors.Is(err, actions.ErrDeparted) && wctx.Err() == nil && idCtx.Err() == nil {
+			if _, rerr := s.replaceDeparted(wctx, who); rerr == nil {
+				var cerr error
+				if who, idCtx, cerr = s.current(); cerr != nil {
+					return who, idCtx, actions.Page{}, cerr
+				}
+				continue
+			}
+		}
+		return who, idCtx, page, err
+	}
 }
 
 // claimsMetaKey names, in a wait result's _meta, the claims it hands over.
@@ -387,7 +418,7 @@ func (t *tools) startProgress(ctx context.Context, req *mcp.CallToolRequest, dea
 
 func renderWait(p actions.Page, secs int) string {
 	if len(p.Records) == 0 {
-		return fmt.Sprintf("No action within %d s. Call %s again with cursor %q.", secs, ToolWait, p.Cursor)
+		return fmt.Sprintf("No action within %d s. There is no work now: end your turn. bee wakes this session when an action arrives; then call %s (cursor %q).", secs, ToolWait, p.Cursor)
 	}
 	var b strings.Builder
 	for _, r := range p.Records {

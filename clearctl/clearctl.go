@@ -1,13 +1,15 @@
 // Package clearctl is the loopback control channel between bee-hook and a
-// bridge: the bridge serves POST /retire, and the hook calls it when the user
-// types /clear so the bridge retires its identity and carries on under a new
-// one.
+// bridge. The bridge serves two routes: POST /retire, which the hook calls
+// when the user types /clear so the bridge retires its identity and carries
+// on under a new one, and POST /wait-for-work, the long-poll of the
+// wake-on-work waiter, which the bridge answers when there is news for the
+// idle session.
 //
 // The Server promises:
 //
-//   - It listens on 127.0.0.1 only, on an ephemeral port, and serves one
-//     route, POST /retire. Other paths get 404 and other methods 405; it never
-//     redirects.
+//   - It listens on 127.0.0.1 only, on an ephemeral port, and serves POST
+//     /retire and, when it has a [Waker], POST /wait-for-work. Other paths get
+//     404 and other methods 405; it never redirects.
 //   - A request carrying an Origin header, or a Host other than
 //     127.0.0.1:<port> or localhost:<port>, is refused with 403 before
 //     anything else is looked at (browsers, DNS rebinding).
@@ -18,21 +20,27 @@
 //     an answer or pass a preflight.
 //   - Bodies are capped at [MaxBodyBytes] (413 beyond that), and headers at
 //     8 KiB, with read, write and idle timeouts on every connection, and at
-//     most [MaxConns] connections are served at once.
+//     most [MaxConns] connections are served at once. A /wait-for-work
+//     request that has authenticated and sent its body has its read and
+//     write deadlines lifted: it lasts as long as the Waker holds it, and
+//     ends at once when its caller hangs up.
 //   - A body whose session_id or transcript_path fails
 //     [RetireRequest.Validate] gets 400 with an error naming the field, and
 //     retires nothing.
 //   - A retire runs on the Server's lifetime context, never the request's: a
 //     caller that hangs up cannot cut it short, and Close can. Retires are
 //     serialized, so no identity is retired twice.
-//   - A request is answered within [Options.AnswerWithin] (default
+//   - A retire is answered within [Options.AnswerWithin] (default
 //     [DefaultAnswerWithin]): 200 with a [RetireResponse] when the retire is
 //     done, 202 when it is still running (it completes afterwards), 500 when
 //     it failed, and 503 when Close has begun (Close cancels retires).
+//   - A waiter is answered 200 with a [WaitResponse]: whatever the Waker
+//     returns, or {"wake":false,"reason":"shutting down"} at once when Close
+//     has begun, whatever the Waker meant.
 //
-// The client side, [Retire], is what bee-hook calls. It sends the token in
-// the Authorization header only, never in the URL, and never puts it in an
-// error.
+// The client side, [Retire] and [WaitForWork], is what bee-hook calls. It
+// sends the token in the Authorization header only, never in the URL, and
+// never puts it in an error.
 package clearctl
 
 import (
@@ -106,18 +114,26 @@ var ErrClosed = errors.New("clearctl: server closed")
 // or the run file is stale.
 var ErrNotListening = errors.New("retire: bridge not listening")
 
-// A StatusError is returned by Retire when the bridge answers anything but
-// 200. Code 202 means the retire is still running and will complete on its
-// own; 500 means it failed; 503 means the bridge is closing; 401 means the
-// token was wrong.
+// A StatusError is returned by Retire and WaitForWork when the bridge
+// answers anything but 200. Code 202 means the retire is still running and
+// will complete on its own; 500 means it failed; 503 means the bridge is
+// closing; 401 means the token was wrong; 404 from WaitForWork means a bridge
+// that does not serve /wait-for-work.
 type StatusError struct {
 	Code int    // the HTTP status
 	Body string // the answer's body on one line, cut to 512 bytes; empty for 401 and 403
+	// Op is the call that got the answer: "" for a retire, "wait for work"
+	// for a waiter.
+	Op string
 }
 
 // Error returns, for example, `retire: bridge answered 202 Accepted: {"status":"running"}`.
 func (e *StatusError) Error() string {
-	msg := fmt.Sprintf("retire: bridge answered %d %s", e.Code, http.StatusText(e.Code))
+	op := e.Op
+	if op == "" {
+		op = "retire"
+	}
+	msg := fmt.Sprintf("%s: bridge answered %d %s", op, e.Code, http.StatusText(e.Code))
 	if e.Body != "" {
 		msg += ": " + e.Body
 	}

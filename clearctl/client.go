@@ -60,16 +60,7 @@ func Retire(ctx context.Context, port int, token string, req RetireRequest) (Ret
 	hreq.Header.Set("Authorization", "Bearer "+token)
 	hreq.Header.Set("Content-Type", "application/json")
 
-	client := &http.Client{
-		// Proxy is nil: never send the token anywhere but the bridge.
-		// No keep-alives: one request, and no idle connection left behind.
-		Transport: &http.Transport{
-			DisableKeepAlives:      true,
-			MaxResponseHeaderBytes: maxAnswerBytes,
-		},
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
-	resp, err := client.Do(hreq)
+	resp, err := newClient().Do(hreq)
 	if err != nil {
 		if errors.Is(err, syscall.ECONNREFUSED) {
 			return none, fmt.Errorf("%w on %s: %w", ErrNotListening, addr, err)
@@ -91,6 +82,19 @@ func Retire(ctx context.Context, port int, token string, req RetireRequest) (Ret
 	return out, nil
 }
 
+// newClient returns the HTTP client both calls use.
+func newClient() *http.Client {
+	return &http.Client{
+		// Proxy is nil: never send the token anywhere but the bridge.
+		// No keep-alives: one request, and no idle connection left behind.
+		Transport: &http.Transport{
+			DisableKeepAlives:      true,
+			MaxResponseHeaderBytes: maxAnswerBytes,
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
 // errorText makes an answer's body fit a one-line error: valid UTF-8,
 // whitespace runs (newlines too) flattened to one space, at most
 // maxStatusBodyBytes and then "…".
@@ -100,7 +104,15 @@ func errorText(data []byte) string {
 	if len(s) <= maxStatusBodyBytes {
 		return s
 	}
-	n := maxStatusBodyBytes
+	return cut(s, maxStatusBodyBytes)
+}
+
+// cut shortens s to at most n bytes, on a rune boundary, and marks the cut
+// with "…".
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}

@@ -51,6 +51,10 @@ type Options struct {
 	// answers 202 (the retire still completes afterwards). If zero or
 	// negative, DefaultAnswerWithin.
 	AnswerWithin time.Duration
+
+	// Waker serves POST /wait-for-work. If nil, that route is not served
+	// (404), as on a bridge without wake on work.
+	Waker Waker
 }
 
 // A Server serves POST /retire on a loopback port. Create it with New, then
@@ -59,9 +63,12 @@ type Server struct {
 	// Fixed at creation.
 	tokenSum     [sha256.Size]byte // SHA-256 of the token; the token itself is not kept
 	retirer      Retirer
+	waker        Waker // nil: no /wait-for-work
 	logger       *slog.Logger
 	answerWithin time.Duration
-	handler      http.Handler // the whole request path: Origin/Host guard, mux, auth, body, retire
+	readTimeout  time.Duration // readTimeout, or shorter in tests
+	writeTimeout time.Duration // answerWithin + writeSlack, or shorter in tests
+	handler      http.Handler  // the whole request path: Origin/Host guard, mux, auth, body, retire
 
 	// ctx is the Server's lifetime context, the one exception to "never
 	// store a context": created in New, cancelled (cause ErrClosed) by
@@ -80,9 +87,11 @@ type Server struct {
 	// Host check reads it; with 0 every Host is refused.
 	port atomic.Int32
 
-	// retires counts running retire goroutines; Close waits for them.
-	// Add happens only under mu while !closed, so never after Close's Wait.
+	// retires counts running retire goroutines, and waits the
+	// /wait-for-work handlers inside a Waker; Close waits for both. Add
+	// happens only under mu while !closed, so never after Close's Wait.
 	retires sync.WaitGroup
+	waits   sync.WaitGroup
 	// running counts them too, for tests to read.
 	running atomic.Int32
 
@@ -122,14 +131,20 @@ func New(token string, r Retirer, opts *Options) *Server {
 	s := &Server{
 		tokenSum:     sha256.Sum256([]byte(token)),
 		retirer:      r,
+		waker:        o.Waker,
 		logger:       o.Logger,
 		answerWithin: o.AnswerWithin,
+		readTimeout:  readTimeout,
+		writeTimeout: o.AnswerWithin + writeSlack,
 		ctx:          ctx,
 		cancel:       cancel,
 		turn:         make(chan struct{}, 1),
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+retirePath, s.handleRetire)
+	if s.waker != nil {
+		mux.HandleFunc("POST "+waitPath, s.handleWait)
+	}
 	s.handler = s.guard(mux)
 	return s
 }
@@ -156,8 +171,8 @@ func (s *Server) Start() error {
 	srv := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
-		WriteTimeout:      s.answerWithin + writeSlack,
+		ReadTimeout:       s.readTimeout,
+		WriteTimeout:      s.writeTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		// Without this, "OPTIONS *" would get a 200 from net/http itself,
@@ -182,13 +197,15 @@ func (s *Server) Start() error {
 // After Close it still returns the port the Server had.
 func (s *Server) Port() int { return int(s.port.Load()) }
 
-// Close ends the Server: it stops new retires from starting, cancels the
-// lifetime context (so running and queued retires see it done, and waiting
-// handlers answer 503 at once), shuts the HTTP server down (waiting up to
-// 100 ms for answers in flight, then closing connections outright), and waits
-// for the serving goroutine and every retire goroutine to end. It therefore
-// returns only once the Retirer has returned: see Retirer. A request arriving
-// meanwhile gets 503.
+// Close ends the Server: it stops new retires and waits from starting,
+// cancels the lifetime context (so running and queued retires see it done,
+// handlers waiting on a retire answer 503 at once, and every pending
+// /wait-for-work is answered {"wake":false,"reason":"shutting down"} at
+// once), shuts the HTTP server down (waiting up to 100 ms for answers in
+// flight, then closing connections outright), and waits for the serving
+// goroutine, every retire goroutine and every Waker call to end. It therefore
+// returns only once the Retirer and the Waker have returned: see Retirer and
+// Waker. A retire arriving meanwhile gets 503, a waiter "shutting down".
 //
 // Close may be called more than once, concurrently, and without Start; every
 // call returns after the first has finished, with its result. After Close,
@@ -222,14 +239,15 @@ func (s *Server) close() error {
 		<-serveDone
 	}
 	s.retires.Wait()
+	s.waits.Wait()
 	s.logger.Info("clearctl closed")
 	return err
 }
 
 // guard refuses browsers and DNS rebinding (403) before anything else, and
-// answers 404 for every path but /retire itself. The exact-path check keeps
-// ServeMux from redirecting a non-canonical path such as /x/../retire: a
-// control endpoint has no business redirecting.
+// answers 404 for every path but /retire and /wait-for-work themselves. The
+// exact-path check keeps ServeMux from redirecting a non-canonical path such
+// as /x/../retire: a control endpoint has no business redirecting.
 func (s *Server) guard(mux http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if reason := s.refusal(r); reason != "" {
@@ -237,7 +255,7 @@ func (s *Server) guard(mux http.Handler) http.Handler {
 			w.WriteHeader(http.StatusForbidden)
 			return
 		}
-		if r.URL.Path != retirePath {
+		if r.URL.Path != retirePath && (r.URL.Path != waitPath || s.waker == nil) {
 			http.NotFound(w, r)
 			return
 		}
@@ -297,8 +315,8 @@ func (s *Server) handleRetire(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusUnauthorized)
 		return
 	}
-	req, code, err := readRequest(w, r)
-	if err != nil {
+	var req RetireRequest
+	if code, err := readJSON(w, r, &req); err != nil {
 		writeJSON(w, code, errorBody{Error: err.Error()})
 		return
 	}
@@ -348,28 +366,27 @@ func (s *Server) answer(w http.ResponseWriter, res retireResult) {
 	}
 }
 
-// readRequest reads the body: at most MaxBodyBytes (413 beyond), empty or
-// one JSON object (400 otherwise). Unknown fields are ignored so a newer hook
-// can talk to an older bridge.
-func readRequest(w http.ResponseWriter, r *http.Request) (RetireRequest, int, error) {
-	var req RetireRequest
+// readJSON reads the body into v: at most MaxBodyBytes (413 beyond), empty
+// (v is left as it is) or one JSON object (400 otherwise). Unknown fields are
+// ignored so a newer hook can talk to an older bridge.
+func readJSON(w http.ResponseWriter, r *http.Request, v any) (int, error) {
 	if r.Body == nil {
-		return req, 0, nil
+		return 0, nil
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return req, http.StatusRequestEntityTooLarge, fmt.Errorf("body over %d bytes", MaxBodyBytes)
+			return http.StatusRequestEntityTooLarge, fmt.Errorf("body over %d bytes", MaxBodyBytes)
 		}
-		return req, http.StatusBadRequest, fmt.Errorf("read body: %w", err)
+		return http.StatusBadRequest, fmt.Errorf("read body: %w", err)
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
-		return req, 0, nil
+		return 0, nil
 	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		return req, http.StatusBadRequest, fmt.Errorf("bad body: %w", err)
+	if err := json.Unmarshal(body, v); err != nil {
+		return http.StatusBadRequest, fmt.Errorf("bad body: %w", err)
 	}
-	return req, 0, nil
+	return 0, nil
 }
 
 // startRetire runs a retire in a goroutine on the lifetime context and

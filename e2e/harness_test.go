@@ -26,7 +26,7 @@ const testAPIKey = "sk-ant-api03-bee-e2e-0123456789abcdefghijklmnop"
 // Env is one test's isolated world: its own HOME, CLAUDE_CONFIG_DIR, board,
 // run dir, project folder and fake API. Nothing leaks between tests.
 type Env struct {
-	t *testing.T
+	t testing.TB
 
 	Root      string // t.TempDir()
 	Home      string
@@ -47,7 +47,7 @@ type Env struct {
 }
 
 // NewEnv builds the isolated world and registers failure output and cleanup.
-func NewEnv(t *testing.T) *Env {
+func NewEnv(t testing.TB) *Env {
 	t.Helper()
 	root := t.TempDir()
 	if keepTemp() {
@@ -135,8 +135,8 @@ func NewEnv(t *testing.T) *Env {
 			e.dumpAll()
 		}
 		// Any bridge of ours still alive is a leak: say so, then end it (by pid).
-		eventually(5*time.Second, func() bool { return len(beeMCPPids()) == 0 })
-		for _, pid := range beeMCPPids() {
+		eventually(5*time.Second, func() bool { return len(e.beeMCPPids()) == 0 })
+		for _, pid := range e.beeMCPPids() {
 			t.Errorf("a bee-mcp process (pid %d) outlived its test; killing it", pid)
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
@@ -288,7 +288,7 @@ func (r *Run) Ended() bool {
 }
 
 // Wait waits for the process to end; it fails the test after timeout.
-func (r *Run) Wait(t *testing.T, timeout time.Duration) error {
+func (r *Run) Wait(t testing.TB, timeout time.Duration) error {
 	t.Helper()
 	select {
 	case <-r.done:
@@ -394,6 +394,8 @@ type Agent struct {
 	ClaudePid int      `json:"claudePid"`
 	SessionID string   `json:"sessionId"`
 	Holding   []string `json:"holding"`
+	// WaiterSince is set while the session's wake-on-work waiter is armed.
+	WaiterSince *time.Time `json:"waiterSince"`
 }
 
 // Agents is `bee agents --json`.
@@ -505,12 +507,28 @@ func (e *Env) RunFiles() []string {
 	return names
 }
 
-// beeMCPPids lists the live bee-mcp processes built by this suite.
-func beeMCPPids() []int {
-	out, _ := exec.Command("pgrep", "-f", filepath.Join(binDir, "bee-mcp")).Output()
+// beeMCPPids lists the live bee-mcp processes of this test's world.
+func (e *Env) beeMCPPids() []int { return e.procs("bee-mcp", filepath.Join(binDir, "bee-mcp")) }
+
+// procs lists the live processes named comm whose command line matches
+// pattern (as pgrep -f takes it) and that were started in this test's
+// world: their environment holds its BEE_RUN_DIR. Tests may run in
+// parallel, so a process of another test's is never counted, or killed;
+// and the shell that runs a hook command is not the hook.
+func (e *Env) procs(comm, pattern string) []int {
+	out, _ := exec.Command("pgrep", "-f", pattern).Output()
+	mark := []byte("BEE_RUN_DIR=" + e.RunDir + "\x00")
 	var pids []int
 	for _, f := range strings.Fields(string(out)) {
-		if pid, err := strconv.Atoi(f); err == nil {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			continue
+		}
+		if procComm(pid) != comm {
+			continue
+		}
+		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		if err == nil && (bytes.HasPrefix(env, mark) || bytes.Contains(env, append([]byte{0}, mark...))) {
 			pids = append(pids, pid)
 		}
 	}

@@ -207,8 +207,8 @@ func expectCleanEnd(t *testing.T, e *Env) {
 	if !eventually(5*time.Second, func() bool { return len(e.RunFiles()) == 0 }) {
 		t.Errorf("run files left in BEE_RUN_DIR after claude ended: %v", e.RunFiles())
 	}
-	if !eventually(5*time.Second, func() bool { return len(beeMCPPids()) == 0 }) {
-		t.Errorf("bee-mcp processes left after claude ended: %v", beeMCPPids())
+	if !eventually(5*time.Second, func() bool { return len(e.beeMCPPids()) == 0 }) {
+		t.Errorf("bee-mcp processes left after claude ended: %v", e.beeMCPPids())
 	}
 	for _, r := range e.List() {
 		if r.State == "claimed" {

@@ -12,7 +12,7 @@ import (
 
 // pluginFiles are the files that make the repository root a plugin and a
 // marketplace.
-var pluginFiles = []string{".claude-plugin/plugin.json", ".claude-plugin/marketplace.json", ".mcp.json", "hooks/hooks.json"}
+var pluginFiles = []string{".claude-plugin/plugin.json", ".claude-plugin/marketplace.json", ".mcp.json", "hooks/hooks.json", "plugin/bee-hook", "plugin/bee-mcp"}
 
 const (
 	pluginPrefix = "mcp__plugin_bee_bee"
@@ -57,8 +57,10 @@ func TestPluginMarketplaceInstall(t *testing.T) {
 	for _, f := range pluginFiles {
 		data, err := os.ReadFile(filepath.Join(repoRoot, f))
 		must(t, err)
+		st, err := os.Stat(filepath.Join(repoRoot, f))
+		must(t, err)
 		must(t, os.MkdirAll(filepath.Dir(filepath.Join(market, f)), 0o755))
-		must(t, os.WriteFile(filepath.Join(market, f), data, 0o644))
+		must(t, os.WriteFile(filepath.Join(market, f), data, st.Mode().Perm())) // the launchers stay executable
 	}
 	out := e.Claude("plugin", "marketplace", "add", market)
 	t.Logf("claude plugin marketplace add: %s", lastLines(out, 2))

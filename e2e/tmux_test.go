@@ -23,7 +23,18 @@ type Tmux struct {
 // StartTmux starts `exe args...` interactively in a detached tmux session.
 func (e *Env) StartTmux(exe string, args ...string) *Tmux {
 	e.t.Helper()
-	x := &Tmux{e: e, sock: filepath.Join(e.Root, "tmux.sock")}
+	return e.StartTmuxNamed("", exe, args...)
+}
+
+// StartTmuxNamed is StartTmux in a tmux server of its own, named name, so
+// that one test can run several sessions side by side ("" is StartTmux's).
+func (e *Env) StartTmuxNamed(name, exe string, args ...string) *Tmux {
+	e.t.Helper()
+	sock := "tmux.sock"
+	if name != "" {
+		sock = "tmux-" + name + ".sock"
+	}
+	x := &Tmux{e: e, sock: filepath.Join(e.Root, sock)}
 	quoted := []string{"exec", shq(exe), "--debug-file", shq(e.DebugLog)}
 	for _, a := range args {
 		quoted = append(quoted, shq(a))

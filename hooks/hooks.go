@@ -1,17 +1,25 @@
-// Package hooks owns bee's Claude Code hook: the configuration that installs
-// it (hooks.json, the plugin convention, see [ConfigJSON]) and the logic of
-// bee-hook, the SessionStart hook that tells a session's bridge to retire
-// its identity when the user types /clear ([Run]).
+// Package hooks owns bee's Claude Code hooks: the configuration that
+// installs them (hooks.json, the plugin convention, see [ConfigJSON] and
+// [ConfigFor]) and the logic of bee-hook, which is two hooks in one binary:
 //
-// Run promises what a hook must: it never writes stdout (Claude Code adds a
-// SessionStart hook's stdout to the conversation), it always returns
-// normally, within its timeout, even if something it calls panics or hangs,
-// and what it returns for stderr is at most one line that never holds the
-// run file's token. It retires only a bridge whose process is alive, so a
-// stale run file can never retire another session's bridge, and it sends
-// the token only when the run directory is the user's own and private
-// (runfile.Read checks it) and, on Linux, the recorded port is the
-// recorded bridge's own listening socket (sockowner.Check).
+//   - the SessionStart hook that tells a session's bridge to retire its
+//     identity when the user types /clear ([Run]);
+//   - the wake-on-work waiter, an asyncRewake hook on Stop and SessionStart
+//     that long-polls the bridge and wakes the idle session when there is
+//     work for it ([Wait]).
+//
+// Both promise what a hook must: they never write stdout (Claude Code adds a
+// SessionStart hook's stdout to the conversation), they always return
+// normally, even if something they call panics, and what they return for
+// stderr is at most one line that never holds the run file's token. Both
+// send the token only when the run directory is the user's own and private
+// (runfile.Read checks it) and, on Linux, the recorded port is the recorded
+// bridge's own listening socket (sockowner.Check). Run is bounded by its
+// timeout and retires only a bridge whose process is alive, so a stale run
+// file can never retire another session's bridge. Wait returns ExitWake
+// only when the bridge says to wake the session, and 0 on every other end,
+// every error among them; it waits as long as the bridge holds it, and
+// returns at once when its context ends.
 package hooks
 
 import (
@@ -37,10 +45,69 @@ import (
 //go:embed hooks.json
 var hooksJSON string
 
-// ConfigJSON returns hooks/hooks.json: the hook configuration a Claude Code
+// ConfigJSON returns hooks/hooks.json: the hook configuration the bee
 // plugin ships, which has the shape of the "hooks" block of settings.json.
-// It runs `bee-hook` (found on PATH) on SessionStart with matcher "clear".
+// It is ConfigFor(PluginCommand).
 func ConfigJSON() string { return hooksJSON }
+
+// PluginCommand is how the plugin's hooks.json runs bee-hook: through the
+// launcher in the plugin's folder, which finds the binary on PATH or where
+// `go install` puts it, so that Claude Code needs no PATH of its own for it.
+// Claude Code runs the command with /bin/sh -c, which expands
+// ${CLAUDE_PLUGIN_ROOT}.
+const PluginCommand = `"${CLAUDE_PLUGIN_ROOT}/plugin/bee-hook"`
+
+// Text Claude Code shows for a wake, so that it reads as bee's: the line in
+// the terminal, and the words before the hook's line that the model sees.
+const (
+	RewakeSummary = "bee: news from the action board"
+	RewakeMessage = "bee, the shared action board this session has a seat on, woke it:"
+)
+
+// ConfigFor returns the hook configuration that runs bee-hook as command
+// (shell words for /bin/sh -c, quoted as needed): the /clear hook on
+// SessionStart with matcher "clear", and the wake-on-work waiter
+// (command --wait-for-work, asyncRewake, timeout HookTimeout) on Stop and
+// on SessionStart with no matcher, so that a fresh session nobody has typed
+// into can be woken too.
+func ConfigFor(command string) string {
+	type hook struct {
+		Type          string `json:"type"`
+		Command       string `json:"command"`
+		AsyncRewake   bool   `json:"asyncRewake,omitempty"`
+		Timeout       int    `json:"timeout,omitempty"`
+		RewakeSummary string `json:"rewakeSummary,omitempty"`
+		RewakeMessage string `json:"rewakeMessage,omitempty"`
+	}
+	type matcher struct {
+		Matcher string `json:"matcher,omitempty"`
+		Hooks   []hook `json:"hooks"`
+	}
+	waiter := matcher{Hooks: []hook{{
+		Type:          "command",
+		Command:       command + " --wait-for-work",
+		AsyncRewake:   true,
+		Timeout:       HookTimeout,
+		RewakeSummary: RewakeSummary,
+		RewakeMessage: RewakeMessage,
+	}}}
+	cfg := struct {
+		Hooks struct {
+			SessionStart []matcher `json:"SessionStart"`
+			Stop         []matcher `json:"Stop"`
+		} `json:"hooks"`
+	}{}
+	cfg.Hooks.SessionStart = []matcher{{Matcher: "clear", Hooks: []hook{{Type: "command", Command: command}}}, waiter}
+	cfg.Hooks.Stop = []matcher{waiter}
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(cfg); err != nil {
+		panic(err) // plain structs of strings always encode
+	}
+	return b.String()
+}
 
 const (
 	// DefaultTimeout bounds a whole Run when Config.Timeout is zero.
@@ -230,18 +297,22 @@ func retire(ctx context.Context, cfg Config, dir string, claudePID int, e runfil
 
 // readInput reads at most max bytes of stdin, to EOF, as one JSON object.
 func readInput(stdin io.Reader, max int64) (Input, error) {
+	var in Input
+	err := readJSONInput(stdin, max, &in)
+	return in, err
+}
+
+// readJSONInput reads at most max bytes of stdin, to EOF, as one JSON
+// object into v.
+func readJSONInput(stdin io.Reader, max int64, v any) error {
 	data, err := io.ReadAll(io.LimitReader(stdin, max+1))
 	if err != nil {
-		return Input{}, err
+		return err
 	}
 	if int64(len(data)) > max {
-		return Input{}, fmt.Errorf("larger than %d bytes", max)
+		return fmt.Errorf("larger than %d bytes", max)
 	}
-	var in Input
-	if err := json.Unmarshal(data, &in); err != nil {
-		return Input{}, err
-	}
-	return in, nil
+	return json.Unmarshal(data, v)
 }
 
 // scrub removes token from s, whatever put it there.

@@ -105,10 +105,15 @@ func TestConfigJSON(t *testing.T) {
 	onDisk, err := os.ReadFile("hooks.json")
 	require.NoError(t, err)
 	require.Equal(t, string(onDisk), ConfigJSON())
+	require.Equal(t, ConfigFor(PluginCommand), ConfigJSON(), "hooks.json is ConfigFor(PluginCommand); regenerate it")
 
 	type command struct {
-		Type    string `json:"type"`
-		Command string `json:"command"`
+		Type          string `json:"type"`
+		Command       string `json:"command"`
+		AsyncRewake   bool   `json:"asyncRewake"`
+		Timeout       int    `json:"timeout"`
+		RewakeSummary string `json:"rewakeSummary"`
+		RewakeMessage string `json:"rewakeMessage"`
 	}
 	type matcher struct {
 		Matcher string    `json:"matcher"`
@@ -117,11 +122,16 @@ func TestConfigJSON(t *testing.T) {
 	var cfg struct {
 		Hooks map[string][]matcher `json:"hooks"`
 	}
-	dec := json.NewDecoder(strings.NewReader(ConfigJSON()))
+	dec := json.NewDecoder(strings.NewReader(ConfigFor("'/opt/my bee/bee-hook'")))
 	dec.DisallowUnknownFields()
 	require.NoError(t, dec.Decode(&cfg))
+	waiter := matcher{Hooks: []command{{
+		Type: "command", Command: "'/opt/my bee/bee-hook' --wait-for-work", AsyncRewake: true, Timeout: 86400,
+		RewakeSummary: RewakeSummary, RewakeMessage: RewakeMessage,
+	}}}
 	require.Equal(t, map[string][]matcher{
-		"SessionStart": {{Matcher: "clear", Hooks: []command{{Type: "command", Command: "bee-hook"}}}},
+		"SessionStart": {{Matcher: "clear", Hooks: []command{{Type: "command", Command: "'/opt/my bee/bee-hook'"}}}, waiter},
+		"Stop":         {waiter},
 	}, cfg.Hooks)
 }
 

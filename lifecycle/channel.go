@@ -12,8 +12,9 @@ import (
 	"github.com/tractat-us/bee/runfile"
 )
 
-// A channel is the bridge's /retire endpoint together with the run file
-// that tells bee-hook where it is. A nil *channel is a bridge without one.
+// A channel is the bridge's control endpoint (/retire and /wait-for-work)
+// together with the run file that tells bee-hook where it is. A nil
+// *channel is a bridge without one.
 type channel struct {
 	srv       *clearctl.Server
 	dir       string
@@ -23,9 +24,16 @@ type channel struct {
 	sibling   string // the token of a sibling bridge's run file (warned once)
 }
 
-// openChannel starts the /retire server and writes the run file for
+// The control endpoint's two sides: the bridge's session (or the Pending
+// that will hold it) retires on /clear and holds wake-on-work waiters.
+type controller interface {
+	clearctl.Retirer
+	clearctl.Waker
+}
+
+// openChannel starts the control server and writes the run file for
 // claudePID. On error nothing is left behind.
-func openChannel(dir string, claudePID int, r clearctl.Retirer, log *slog.Logger) (*channel, error) {
+func openChannel(dir string, claudePID int, r controller, log *slog.Logger) (*channel, error) {
 	if dir == "" {
 		var err error
 		if dir, err = runfile.DefaultDir(); err != nil {
@@ -36,7 +44,7 @@ func openChannel(dir string, claudePID int, r clearctl.Retirer, log *slog.Logger
 	if err != nil {
 		return nil, err
 	}
-	srv := clearctl.New(token, r, &clearctl.Options{Logger: log})
+	srv := clearctl.New(token, r, &clearctl.Options{Logger: log, Waker: r})
 	if err := srv.Start(); err != nil {
 		return nil, fmt.Errorf("start the /retire channel: %w", err)
 	}
@@ -45,7 +53,7 @@ func openChannel(dir string, claudePID int, r clearctl.Retirer, log *slog.Logger
 		srv.Close()
 		return nil, err
 	}
-	log.Info("retire channel ready", logkey.Port, entry.Port, logkey.Path, runfile.Path(dir, claudePID))
+	log.Info("control channel ready", logkey.Port, entry.Port, logkey.Path, runfile.Path(dir, claudePID))
 	return &channel{srv: srv, dir: dir, claudePID: claudePID, token: token}, nil
 }
 

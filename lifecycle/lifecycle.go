@@ -1,15 +1,18 @@
 // Package lifecycle runs one bee-mcp process from start to clean end: it
 // finds the Claude process, sets the session up on its action source,
-// serves MCP on stdio and the /retire channel, watches for every way the
+// serves MCP on stdio and the control channel (/retire for /clear,
+// /wait-for-work for the wake-on-work waiter), watches for every way the
 // bridge can end, and cleans up within Claude Code's grace.
 //
 // It promises that every clean end (stdin closed, a signal on Signals, the
 // parent or the Claude process gone, the run file taken over by a newer
-// bridge launched as this one was) removes the run file first, then
-// departs the identity so its claims go back, each step with its own
-// bound, and that a later signal does not cut that short. Run returns only
-// when all of that is done or its bound has passed. A newer bridge launched
-// differently (a second server entry) does not end it: see launch.go.
+// bridge launched as this one was) removes the run file first, then closes
+// the channel (a pending waiter is answered "shutting down" at once and
+// looks for a newer bridge), then departs the identity so its claims go
+// back, each step with its own bound, and that a later signal does not cut
+// that short. Run returns only when all of that is done or its bound has
+// passed. A newer bridge launched differently (a second server entry) does
+// not end it: see launch.go.
 package lifecycle
 
 import (
@@ -53,6 +56,9 @@ type Config struct {
 	// ProgressInterval is how often a wait reports progress; 0 means
 	// bridge.DefaultProgressInterval.
 	ProgressInterval time.Duration
+	// HandoverWithin is how long a claim made for a wake waits for the
+	// session's next bee_wait_action; 0 means bridge.DefaultHandoverWithin.
+	HandoverWithin time.Duration
 	// WatchEvery is how often the bridge checks that its parent and Claude
 	// process live and that its run file is still its own; 0 means 2 s.
 	WatchEvery time.Duration
@@ -150,7 +156,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	switch {
 	case !found:
 		claudePID = 0
-		log.Warn("no claude process above this bridge; serving without the /retire channel, so /clear cannot retire this identity")
+		log.Warn("no claude process above this bridge; serving without the control channel, so /clear cannot retire this identity and no waiter can wake the session")
 	case claude.Rule != ancestry.ByName:
 		log.Warn("claude runs under another command name; taking this bridge's parent as the claude process because CLAUDECODE=1 (the /clear hook finds the same one through $CLAUDE_PID)",
 			logkey.ClaudePID, claudePID, logKeyComm, claude.Comm, logKeyRule, string(claude.Rule))
@@ -169,13 +175,15 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		ClaudePID: claudePID,
 		SessionID: cfg.SessionID,
 		Logger:    log,
+
+		HandoverWithin: cfg.HandoverWithin,
 	}, func() (actions.Source, error) { return openSource(cfg, log) })
 
 	var ch *channel
 	if found {
 		ch, err = openChannel(cfg.RunDir, claudePID, pending, log)
 		if err != nil {
-			log.Warn("serving without the /retire channel", logkey.Err, err)
+			log.Warn("serving without the control channel (no /clear retire, no wake on work)", logkey.Err, err)
 		}
 	}
 

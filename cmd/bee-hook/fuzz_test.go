@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/tractat-us/bee/clearctl"
+	"github.com/tractat-us/bee/hooks"
 )
 
 // FuzzRun_Input feeds bee-hook arbitrary stdin with a fake bridge that is
@@ -60,7 +61,7 @@ func FuzzRun_Input(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var stderr bytes.Buffer
-		code := runWith(t.Context(), base, fx.args("--timeout", "5s"), bytes.NewReader(data), failWriter{t}, &stderr)
+		code := runWith(t.Context(), base, hooks.WaitConfig{}, fx.args("--timeout", "5s"), bytes.NewReader(data), failWriter{t}, &stderr)
 		require.Equal(t, 0, code)
 		out := stderr.String()
 		require.LessOrEqual(t, strings.Count(out, "\n"), 1, "stderr %q", out)

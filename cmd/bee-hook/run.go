@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/mattn/go-isatty"
@@ -19,34 +20,42 @@ import (
 
 const usageText = `Usage: bee-hook [flags]
 
-bee-hook is bee's Claude Code SessionStart hook. On /clear it tells the
+bee-hook is bee's Claude Code hook. On /clear (SessionStart) it tells the
 session's bridge (bee-mcp) to retire its identity, so the cleared
-conversation carries on under a fresh one. Claude Code runs it with the
-SessionStart input on stdin; it prints nothing on stdout, at most one line
-on stderr, and always exits 0.
+conversation carries on under a fresh one. With --wait-for-work it is the
+wake-on-work waiter (an asyncRewake hook on Stop and SessionStart): it waits
+for work for the idle session and wakes it with one line naming the action.
+Claude Code runs it with the hook input on stdin; it prints nothing on
+stdout, at most one line on stderr, and always exits 0, except the waiter's
+wake, which exits 2.
 
 Examples:
   echo '{"source":"clear"}' | bee-hook              retire this session's bridge
   echo '{"source":"clear"}' | bee-hook --claude-pid 4242
                                                     retire the bridge of claude pid 4242
   bee-hook --list                                   show the registered bridges
-  bee-hook --print-config                           print the hooks.json that installs it
+  bee-hook --print-config                           print the hooks block for settings.json
 
 The run directory is $BEE_RUN_DIR, else ~/.bee/run.
 
 Flags:
 `
 
+// envAttended, in the environment Claude Code gives a hook, is "1" in an
+// interactive session and "0" in claude -p.
+const envAttended = "CLAUDE_CODE_SESSION_ATTENDED"
+
 // run is bee-hook: it parses args, does what they ask, and returns the exit
-// status, which is always 0. A hook run (no --list, --print-config, --help
-// or --version) writes nothing to stdout.
+// status: 0, or hooks.ExitWake when the waiter wakes the session. A hook
+// run (no --list, --print-config, --help or --version) writes nothing to
+// stdout.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	return runWith(ctx, hooks.Config{}, args, stdin, stdout, stderr)
+	return runWith(ctx, hooks.Config{}, hooks.WaitConfig{}, args, stdin, stdout, stderr)
 }
 
-// runWith is run with a base Config whose Retire and Alive tests may fake;
-// the flags set its RunDir, ClaudePID and Timeout.
-func runWith(ctx context.Context, base hooks.Config, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+// runWith is run with base configs whose bridge calls and Alive tests may
+// fake; the flags set their RunDir, ClaudePID and bounds.
+func runWith(ctx context.Context, base hooks.Config, wbase hooks.WaitConfig, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bee-hook", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are reported on one line below
 	var (
@@ -54,7 +63,10 @@ func runWith(ctx context.Context, base hooks.Config, args []string, stdin io.Rea
 		runDir      = fs.String("run-dir", "", "the run `directory` (default $BEE_RUN_DIR, else ~/.bee/run)")
 		timeout     = fs.Duration("timeout", hooks.DefaultTimeout, "give up after this `duration`")
 		list        = fs.Bool("list", false, "list the registered bridges on stdout (claude pid, bridge pid, alive or stale, port) and exit")
-		printConfig = fs.Bool("print-config", false, "print the hooks.json that installs bee-hook on stdout and exit")
+		printConfig = fs.Bool("print-config", false, "print the hooks block that installs bee-hook (this binary, by its absolute path) on stdout and exit")
+		waitForWork = fs.Bool("wait-for-work", false, "be the wake-on-work waiter: wait for work for the idle session and exit 2 with one line naming it")
+		bridgeIn    = fs.Duration("bridge-within", hooks.DefaultBridgeWithin, "waiter: how long to wait for a live bridge's run file (at start, and after a /mcp reconnect)")
+		rearmAfter  = fs.Duration("rearm-after", hooks.DefaultRearmAfter, "waiter: wake the session to re-arm after this `duration`, before Claude Code's hook timeout")
 		showVersion = fs.Bool("version", false, "print the version on stdout and exit")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -73,6 +85,10 @@ func runWith(ctx context.Context, base hooks.Config, args []string, stdin io.Rea
 		return usageError(stderr, "--claude-pid must be a positive pid, not %d", *claudePID)
 	case *timeout <= 0:
 		return usageError(stderr, "--timeout must be positive, not %s", *timeout)
+	case *bridgeIn <= 0:
+		return usageError(stderr, "--bridge-within must be positive, not %s", *bridgeIn)
+	case *rearmAfter <= 0:
+		return usageError(stderr, "--rearm-after must be positive, not %s", *rearmAfter)
 	}
 
 	switch {
@@ -80,7 +96,12 @@ func runWith(ctx context.Context, base hooks.Config, args []string, stdin io.Rea
 		fmt.Fprintf(stdout, "bee-hook %s\n", version.Version)
 		return 0
 	case *printConfig:
-		fmt.Fprint(stdout, hooks.ConfigJSON())
+		exe, err := os.Executable()
+		if err != nil {
+			fmt.Fprintf(stderr, "bee-hook: cannot find this binary's path (%v); printing the config with bare bee-hook, which needs bee-hook on Claude Code's PATH\n", err)
+			exe = "bee-hook"
+		}
+		fmt.Fprint(stdout, hooks.ConfigFor(shellQuote(exe)))
 		return 0
 	case *list:
 		alive := base.Alive
@@ -97,6 +118,22 @@ func runWith(ctx context.Context, base hooks.Config, args []string, stdin io.Rea
 		fmt.Fprintln(stderr, `bee-hook: stdin is a terminal, not a SessionStart input; try: echo '{"source":"clear"}' | bee-hook (or bee-hook --help)`)
 		return 0
 	}
+	if *waitForWork {
+		wcfg := wbase
+		wcfg.Attended = os.Getenv(envAttended) == "1"
+		if !wcfg.Attended {
+			return 0 // claude -p, or by hand: a waiter would only block or delay
+		}
+		wcfg.RunDir = *runDir
+		wcfg.ClaudePID = *claudePID
+		wcfg.BridgeWithin = *bridgeIn
+		wcfg.RearmAfter = *rearmAfter
+		res := hooks.Wait(ctx, wcfg, stdin)
+		if res.Line != "" {
+			fmt.Fprintln(stderr, res.Line)
+		}
+		return res.Code
+	}
 	cfg := base
 	cfg.RunDir = *runDir
 	cfg.ClaudePID = *claudePID
@@ -105,6 +142,14 @@ func runWith(ctx context.Context, base hooks.Config, args []string, stdin io.Rea
 		fmt.Fprintln(stderr, out)
 	}
 	return 0
+}
+
+// shellQuote quotes s as one word for /bin/sh, which runs hook commands.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // usageError prints one line about bad flags or arguments on stderr and

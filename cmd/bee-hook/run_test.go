@@ -125,7 +125,7 @@ func TestRun_Hook(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			var stderr bytes.Buffer
-			code := runWith(t.Context(), f.base(), f.args(), strings.NewReader(tc.stdin), failWriter{t}, &stderr)
+			code := runWith(t.Context(), f.base(), hooks.WaitConfig{}, f.args(), strings.NewReader(tc.stdin), failWriter{t}, &stderr)
 			require.Equal(t, 0, code)
 			require.Equal(t, tc.stderr, stderr.String())
 		})
@@ -149,7 +149,7 @@ func TestRun_AlwaysExitsZero(t *testing.T) {
 			f := newFixture(t)
 			var stderr bytes.Buffer
 			args := append([]string{"--run-dir", f.dir}, tc.args...)
-			code := runWith(t.Context(), f.base(), args, strings.NewReader(`{"source":"clear"}`), failWriter{t}, &stderr)
+			code := runWith(t.Context(), f.base(), hooks.WaitConfig{}, args, strings.NewReader(`{"source":"clear"}`), failWriter{t}, &stderr)
 			require.Equal(t, 0, code)
 			require.True(t, strings.HasPrefix(stderr.String(), tc.stderr), "stderr %q", stderr.String())
 			require.Equal(t, 1, strings.Count(stderr.String(), "\n"), "one line")
@@ -166,7 +166,7 @@ func TestRun_Timeout(t *testing.T) {
 	}
 	var stderr bytes.Buffer
 	start := time.Now()
-	code := runWith(t.Context(), base, f.args("--timeout", "50ms"), strings.NewReader(`{"source":"clear"}`), failWriter{t}, &stderr)
+	code := runWith(t.Context(), base, hooks.WaitConfig{}, f.args("--timeout", "50ms"), strings.NewReader(`{"source":"clear"}`), failWriter{t}, &stderr)
 	require.Equal(t, 0, code)
 	require.Less(t, time.Since(start), 2*time.Second)
 	require.Contains(t, stderr.String(), "50ms")
@@ -221,7 +221,11 @@ func TestRun_PrintConfigHelpVersion(t *testing.T) {
 		arg  string
 		want func(t *testing.T, stdout string)
 	}{
-		{"--print-config", func(t *testing.T, stdout string) { require.Equal(t, hooks.ConfigJSON(), stdout) }},
+		{"--print-config", func(t *testing.T, stdout string) {
+			exe, err := os.Executable()
+			require.NoError(t, err)
+			require.Equal(t, hooks.ConfigFor(shellQuote(exe)), stdout, "the config names this binary by its absolute path")
+		}},
 		{"--help", func(t *testing.T, stdout string) {
 			require.Contains(t, stdout, `echo '{"source":"clear"}' | bee-hook`)
 			require.Contains(t, stdout, "-claude-pid pid")

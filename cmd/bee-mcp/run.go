@@ -39,13 +39,16 @@ const (
 	envSource   = "BEE_SOURCE"
 	// envProgress shortens the progress interval, for tests.
 	envProgress = "BEE_PROGRESS_INTERVAL"
+	// envHandover shortens how long a claim made for a wake waits for a
+	// bee_wait_action, for tests.
+	envHandover = "BEE_HANDOVER_WITHIN"
 	// envSession is set by Claude Code when it spawns the bridge.
 	envSession = "CLAUDE_CODE_SESSION_ID"
 )
 
 type config struct {
 	agent, source, boardPath, runDir, logLevel string
-	progress                                   time.Duration
+	progress, handover                         time.Duration
 	showVersion                                bool
 }
 
@@ -62,6 +65,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 			return c, fmt.Errorf("%s=%q: %w", envProgress, v, err)
 		}
 		c.progress = d
+	}
+	if v := os.Getenv(envHandover); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return c, fmt.Errorf("%s=%q: %w", envHandover, v, err)
+		}
+		c.handover = d
 	}
 	fs := flag.NewFlagSet("bee-mcp", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -138,6 +148,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		SessionID:        os.Getenv(envSession),
 		Version:          version.Version,
 		ProgressInterval: cfg.progress,
+		HandoverWithin:   cfg.handover,
 		Stdin:            stdin,
 		Stdout:           stdout,
 		Signals:          sigs,

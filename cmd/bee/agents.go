@@ -52,7 +52,7 @@ func (c *AgentsCommand) Run(ctx context.Context, args []string) error {
 	}
 	now := time.Now()
 	tw := newTable(out)
-	fmt.Fprintln(tw, "IDENTITY\tPID\tCLAUDE PID\tSESSION\tJOINED\tLEASE\tHOLDING")
+	fmt.Fprintln(tw, "IDENTITY\tPID\tCLAUDE PID\tSESSION\tJOINED\tLEASE\tWAITER\tHOLDING")
 	for _, m := range members {
 		claude := "-"
 		if m.ClaudePID != 0 {
@@ -62,8 +62,12 @@ func (c *AgentsCommand) Run(ctx context.Context, args []string) error {
 		if left := m.LeaseUntil.Sub(now); left > 0 {
 			lease = span(left) + " left"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s ago\t%s\t%s\n", safe(string(m.ID)), m.PID, claude, orDash(m.SessionID),
-			age(now, m.JoinedAt), lease, orDash(strings.Join(m.Holding, " ")))
+		waiter := "-"
+		if m.WaiterSince != nil {
+			waiter = "armed " + age(now, *m.WaiterSince)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s ago\t%s\t%s\t%s\n", safe(string(m.ID)), m.PID, claude, orDash(m.SessionID),
+			age(now, m.JoinedAt), lease, waiter, orDash(strings.Join(m.Holding, " ")))
 	}
 	return tw.Flush()
 }
@@ -74,6 +78,10 @@ func (c *AgentsCommand) Usage() {
 	fmt.Fprint(w, `List the live agent identities (joined, not departed, and within their lease
 or with their process still running), their processes and the actions each
 holds. An idle identity's lease is not renewed, so it may show as run out.
+WAITER says whether the session's wake-on-work waiter is armed, and since
+when: "armed 5m" means an idle session that bee wakes when work arrives; "-"
+means none is armed (the session is working, runs headless, or lost its
+waiter and hears of new work only when it asks, until its next turn ends).
 
 Usage:
 

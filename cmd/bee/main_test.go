@@ -274,8 +274,17 @@ func TestMain_Agents(t *testing.T) {
 	out := bee(t, path, "agents")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.Len(t, lines, 2, out)
-	require.Regexp(t, `^IDENTITY\s+PID\s+CLAUDE PID\s+SESSION\s+JOINED\s+LEASE\s+HOLDING$`, lines[0])
-	require.Regexp(t, `^agent:worker#0491068b\s+`+strconv.Itoa(os.Getpid())+`\s+4241\s+sess-1\s+\d+s ago\s+\d+s left\s+a-1$`, lines[1])
+	require.Regexp(t, `^IDENTITY\s+PID\s+CLAUDE PID\s+SESSION\s+JOINED\s+LEASE\s+WAITER\s+HOLDING$`, lines[0])
+	require.Regexp(t, `^agent:worker#0491068b\s+`+strconv.Itoa(os.Getpid())+`\s+4241\s+sess-1\s+\d+s ago\s+\d+s left\s+-\s+a-1$`, lines[1])
+
+	// An armed waiter shows, in the table and in --json.
+	require.NoError(t, b.SetWaiter(t.Context(), who, true))
+	lines = strings.Split(strings.TrimSpace(bee(t, path, "agents")), "\n")
+	require.Regexp(t, `\s+armed \d+s\s+a-1$`, lines[1])
+	var armed []actions.MemberInfo
+	require.NoError(t, json.Unmarshal([]byte(bee(t, path, "agents", "--json")), &armed))
+	require.NotNil(t, armed[0].WaiterSince)
+	require.NoError(t, b.SetWaiter(t.Context(), who, false))
 
 	var members []actions.MemberInfo
 	require.NoError(t, json.Unmarshal([]byte(bee(t, path, "agents", "--json")), &members))

@@ -1,0 +1,640 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/clearctl"
+	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/logkey"
+)
+
+// Wake on work, the bridge's side: bee-hook's waiter long-polls the bridge
+// (clearctl's POST /wait-for-work), and the Session decides when to wake the
+// idle session and with what line. It promises that:
+//   - one waiter is armed per session: a newer registration answers the
+//     older one ReasonSuperseded;
+//   - a registration looks at the board first (work posted between the last
+//     empty wait and the Stop is not missed), then waits on the board's
+//     wake-up;
+//   - it wakes once per action per identity: an action the model chose not
+//     to take does not wake it again;
+//   - it is silent while a bee_wait_action is in flight (that call gets the
+//     action);
+//   - an action it wakes for is claimed first (Source.Notice), so of several
+//     idle sessions only one wakes; the claim is handed to the session's next
+//     bee_wait_action, which returns it at once, and goes back to the board if
+//     no wait takes it within Config.HandoverWithin;
+//   - /clear ends the old identity's watch, and the waiter carries on under
+//     the new identity;
+//   - news found for a waiter that has gone meanwhile is kept for the next
+//     one (or, for work, the next bee_wait_action), not dropped.
+
+const (
+	// DefaultHandoverWithin is how long a claim made for a wake waits for
+	// the session's next bee_wait_action before it goes back to the board.
+	// Claude Code starts the woken turn within a second or two; two minutes
+	// also covers a model that looks around before it calls the tool.
+	DefaultHandoverWithin = 2 * time.Minute
+
+	// MaxWakeLine bounds the line a wake shows the model, in bytes.
+	MaxWakeLine = 300
+
+	// noticeChunk bounds one Source.Notice call; the waiter then looks
+	// again. Any bound works; a long one keeps an idle bridge quiet.
+	noticeChunk = 10 * time.Minute
+	// noticeRetry is the pause after a Notice that failed, so that a board
+	// in trouble is not hammered.
+	noticeRetry = time.Second
+	// maxWoken bounds how many action ids an identity remembers having
+	// been woken for; the oldest are forgotten first.
+	maxWoken = 4096
+	// publishBound bounds one SetWaiter write.
+	publishBound = 2 * time.Second
+)
+
+// ReasonGone is what a waiter whose caller went away without a wake is
+// answered (nobody reads it): its hook was killed, or timed out.
+const ReasonGone = "waiter gone"
+
+// RearmLine is the wake a waiter gets when the re-arm time its hook asked
+// for (clearctl.WaitRequest.RearmSeconds) comes without news: Claude Code
+// would kill the hook at its timeout without a word, and nothing would
+// re-arm the waiter until a turn ends. One turn a day is the price.
+const RearmLine = "bee: no news for this session in a day; this turn only re-arms bee's waiter before Claude Code's hook timeout ends it. There is no work: end your turn now without calling any tool."
+
+var (
+	errWaiterSuperseded = errors.New("superseded by a newer waiter")
+	errRearm            = errors.New("re-arm time reached")
+)
+
+// A waiter is one registered long-poll.
+type waiter struct {
+	cancel context.CancelCauseFunc
+	// stopNotice ends the Notice this waiter is in, if any (a wait began,
+	// or news was kept for it); guarded by wakeState.mu.
+	stopNotice context.CancelFunc
+}
+
+// A handover is a claim Notice made for a wake, waiting for the session's
+// next bee_wait_action.
+type handover struct {
+	rec       actions.Record
+	holder    identity.ID
+	announced bool // a waiter has been told
+	timer     *time.Timer
+}
+
+type armState struct {
+	who   identity.ID
+	armed bool
+}
+
+// wakeState is a Session's wake-on-work state.
+type wakeState struct {
+	mu    sync.Mutex // guards the fields below
+	cur   *waiter    // the armed waiter; nil when none
+	waits int        // bee_wait_action calls in flight
+	quiet chan struct{}
+	// wokenFor is the identity woken holds the action ids of.
+	wokenFor identity.ID
+	woken    []string
+	wokenSet map[string]bool
+	handed   []*handover      // oldest first
+	untold   []actions.Notice // outcomes found for a waiter that had gone
+	closed   bool             // Session.Close was called
+
+	// The armed state for people (Source.SetWaiter) is written by one
+	// goroutine, started with the first waiter, ended by Close: want is
+	// the latest state, kick says it changed, and gen counts the times it
+	// must be written again though it has not changed (a retire joins the
+	// new identity after the waiter may have marked it armed, which found
+	// no member row yet).
+	want      armState
+	gen       int
+	kick      chan struct{}
+	pubCancel context.CancelFunc
+	pubDone   chan struct{}
+}
+
+func (w *wakeState) init() {
+	w.quiet = make(chan struct{})
+	w.kick = make(chan struct{}, 1)
+	w.wokenSet = map[string]bool{}
+}
+
+// WaitForWork holds a waiter's long-poll until there is news for the
+// session, and implements clearctl.Waker: it answers a wake with the line
+// to show the model, or no wake with the reason (ReasonSuperseded when a
+// newer waiter arrived, clearctl.ReasonShuttingDown once the session has
+// departed, ReasonGone when ctx ended). When req.RearmSeconds passes with no
+// news it answers the RearmLine wake.
+func (s *Session) WaitForWork(ctx context.Context, req clearctl.WaitRequest) clearctl.WaitResponse {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if req.RearmSeconds > 0 {
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeoutCause(ctx, time.Duration(req.RearmSeconds)*time.Second, errRearm)
+		defer stop()
+	}
+	log := s.log.With(logKeyWaiterPID, req.PID, logKeyEvent, req.HookEventName)
+	w := &waiter{cancel: cancel}
+	s.wk.mu.Lock()
+	if s.wk.closed {
+		s.wk.mu.Unlock()
+		return clearctl.WaitResponse{Reason: clearctl.ReasonShuttingDown}
+	}
+	old := s.wk.cur
+	s.wk.cur = w
+	s.wk.mu.Unlock()
+	if old != nil {
+		old.cancel(errWaiterSuperseded)
+	}
+	log.Info("waiter armed", logkey.Identity, s.Identity())
+
+	resp := s.serveWaiter(ctx, w, log)
+
+	s.wk.mu.Lock()
+	last := s.wk.cur == w
+	if last {
+		s.wk.cur = nil
+	}
+	s.wk.mu.Unlock()
+	if last {
+		s.publishArmed(s.Identity(), false)
+	}
+	return resp
+}
+
+// serveWaiter is WaitForWork's loop: each pass looks under the current
+// identity, and starts again when the identity changes, a wait begins or
+// ends, or a Notice times out.
+func (s *Session) serveWaiter(ctx context.Context, w *waiter, log *slog.Logger) clearctl.WaitResponse {
+	for {
+		if ctx.Err() != nil {
+			return s.waiterEnded(ctx, log)
+		}
+		who, idCtx, err := s.current()
+		if err != nil {
+			return clearctl.WaitResponse{Reason: clearctl.ReasonShuttingDown}
+		}
+		s.publishArmed(who, true)
+
+		s.wk.mu.Lock()
+		if s.wk.waits > 0 {
+			// A bee_wait_action is in flight: it gets the action.
+			quiet := s.wk.quiet
+			s.wk.mu.Unlock()
+			select {
+			case <-quiet:
+			case <-ctx.Done():
+			case <-idCtx.Done():
+			}
+			continue
+		}
+		if n, ok := s.wk.takeUndelivered(who); ok {
+			s.wk.mu.Unlock()
+			return s.wake(log, who, n)
+		}
+		nctx, stopNotice := context.WithCancel(ctx)
+		w.stopNotice = stopNotice
+		skip := s.wk.skipFor(who)
+		s.wk.mu.Unlock()
+
+		stopOnRetire := context.AfterFunc(idCtx, stopNotice)
+		n, ok, err := s.source.Notice(nctx, who, skip, noticeChunk)
+		stopOnRetire()
+		stopped := nctx.Err() != nil
+		stopNotice()
+
+		s.wk.mu.Lock()
+		w.stopNotice = nil
+		switch {
+		case err == nil && ok:
+			h := s.wk.keep(who, n, s.handoverWithin, s.expireHandover)
+			if ctx.Err() != nil || idCtx.Err() != nil || s.wk.waits > 0 {
+				// Nobody to tell now: the news waits for the next waiter
+				// (or, for work, a bee_wait_action takes it).
+				if cur := s.wk.cur; cur != nil && cur != w && cur.stopNotice != nil {
+					cur.stopNotice() // a newer waiter is armed: let it look
+				}
+				s.wk.mu.Unlock()
+				log.Debug("news kept for later", logkey.ActionID, n.Record.ID, logKeyKind, n.Kind)
+				continue
+			}
+			s.wk.announce(who, n, h)
+			s.wk.mu.Unlock()
+			return s.wake(log, who, n)
+		case err == nil:
+			s.wk.mu.Unlock()
+			continue
+		}
+		s.wk.mu.Unlock()
+		switch {
+		case stopped:
+			// A wait began, the identity was retired, news was kept for
+			// this waiter, or the waiter went: look again.
+			continue
+		case errors.Is(err, actions.ErrDeparted):
+			_, rerr := s.replaceDeparted(ctx, who)
+			if rerr == nil || errors.Is(rerr, ErrDeparted) {
+				continue
+			}
+			log.Warn("cannot carry on under a new identity", logkey.Err, rerr)
+		default:
+			log.Warn("looking for news failed; trying again", logkey.Identity, who, logkey.Err, err)
+		}
+		t := time.NewTimer(noticeRetry)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+}
+
+// waiterEnded answers a waiter whose context has ended, and says in the log
+// why: a waiter that goes without a wake leaves the session deaf until its
+// next turn ends.
+func (s *Session) waiterEnded(ctx context.Context, log *slog.Logger) clearctl.WaitResponse {
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errWaiterSuperseded):
+		log.Info("waiter superseded by a newer one")
+		return clearctl.WaitResponse{Reason: clearctl.ReasonSuperseded}
+	case errors.Is(cause, errRearm):
+		log.Info("waiter wakes the session to re-arm before its hook times out")
+		return clearctl.WaitResponse{Wake: true, Line: RearmLine}
+	case errors.Is(cause, clearctl.ErrClosed):
+		return clearctl.WaitResponse{Reason: clearctl.ReasonShuttingDown}
+	default:
+		log.Warn("waiter gone without a wake (its hook ended or was killed); this session hears of new work only when it asks, until its next turn ends",
+			logkey.Identity, s.Identity())
+		return clearctl.WaitResponse{Reason: ReasonGone}
+	}
+}
+
+// wake logs a wake and makes its answer.
+func (s *Session) wake(log *slog.Logger, who identity.ID, n actions.Notice) clearctl.WaitResponse {
+	log.Info("waking the session", logkey.Identity, who, logkey.ActionID, n.Record.ID, logKeyKind, n.Kind)
+	return clearctl.WaitResponse{Wake: true, Line: WakeLine(who, n)}
+}
+
+// keep records news a Notice returned: a claim becomes a handover (with
+// its release timer running from now), an outcome is kept untold until it
+// is announced. It returns the handover, nil for an outcome. mu is held.
+func (w *wakeState) keep(who identity.ID, n actions.Notice, within time.Duration, expire func(*handover)) *handover {
+	if n.Kind != actions.NoticeWork {
+		w.untold = append(w.untold, n)
+		return nil
+	}
+	h := &handover{rec: n.Record, holder: who}
+	h.timer = time.AfterFunc(within, func() { expire(h) })
+	w.handed = append(w.handed, h)
+	return h
+}
+
+// announce marks news as told to who. mu is held.
+func (w *wakeState) announce(who identity.ID, n actions.Notice, h *handover) {
+	if h != nil {
+		h.announced = true
+	} else {
+		w.untold = removeNotice(w.untold, n.Record.ID)
+	}
+	w.markWoken(who, n.Record.ID)
+}
+
+// takeUndelivered returns news kept for later that who may hear now: an
+// untold outcome first, then a claim for who not yet announced, and marks
+// it told. mu is held.
+func (w *wakeState) takeUndelivered(who identity.ID) (actions.Notice, bool) {
+	if len(w.untold) > 0 {
+		n := w.untold[0]
+		w.untold = w.untold[1:]
+		w.markWoken(who, n.Record.ID)
+		return n, true
+	}
+	for _, h := range w.handed {
+		if !h.announced && h.holder == who {
+			h.announced = true
+			w.markWoken(who, h.rec.ID)
+			return actions.Notice{Kind: actions.NoticeWork, Record: h.rec}, true
+		}
+	}
+	return actions.Notice{}, false
+}
+
+func removeNotice(ns []actions.Notice, id string) []actions.Notice {
+	for i, n := range ns {
+		if n.Record.ID == id {
+			return append(ns[:i:i], ns[i+1:]...)
+		}
+	}
+	return ns
+}
+
+// markWoken remembers that who was woken for id. mu is held.
+func (w *wakeState) markWoken(who identity.ID, id string) {
+	if w.wokenFor != who {
+		w.wokenFor, w.woken, w.wokenSet = who, nil, map[string]bool{}
+	}
+	if w.wokenSet[id] {
+		return
+	}
+	w.woken = append(w.woken, id)
+	w.wokenSet[id] = true
+	if len(w.woken) > maxWoken {
+		delete(w.wokenSet, w.woken[0])
+		w.woken = w.woken[1:]
+	}
+}
+
+// skipFor returns the action ids who has been woken for. mu is held.
+func (w *wakeState) skipFor(who identity.ID) []string {
+	if w.wokenFor != who {
+		return nil
+	}
+	return append([]string(nil), w.woken...)
+}
+
+// beginWait marks a bee_wait_action in flight, which silences the waiter
+// (its Notice stops at once) until the returned end is called.
+func (s *Session) beginWait() (end func()) {
+	s.wk.mu.Lock()
+	s.wk.waits++
+	if cur := s.wk.cur; cur != nil && cur.stopNotice != nil {
+		cur.stopNotice()
+	}
+	s.wk.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.wk.mu.Lock()
+			s.wk.waits--
+			if s.wk.waits == 0 {
+				close(s.wk.quiet)
+				s.wk.quiet = make(chan struct{})
+			}
+			s.wk.mu.Unlock()
+		})
+	}
+}
+
+// takeHandover returns the oldest claim a wake made for who that is still
+// who's, for bee_wait_action to hand over before it asks the board.
+func (s *Session) takeHandover(ctx context.Context, who identity.ID) (actions.Record, bool) {
+	for {
+		s.wk.mu.Lock()
+		var h *handover
+		for i, c := range s.wk.handed {
+			if c.holder == who {
+				h = c
+				s.wk.handed = append(s.wk.handed[:i:i], s.wk.handed[i+1:]...)
+				break
+			}
+		}
+		if h != nil {
+			h.timer.Stop()
+			s.wk.markWoken(who, h.rec.ID)
+		}
+		s.wk.mu.Unlock()
+		if h == nil {
+			return actions.Record{}, false
+		}
+		// Its poster may have cancelled it meanwhile, or a lease run out.
+		rec, err := s.source.Get(ctx, h.rec.ID)
+		if err == nil && rec.State == actions.Claimed && rec.Holder == string(who) {
+			s.log.Info("claim handed over to the wait", logkey.Identity, who, logkey.ActionID, rec.ID)
+			return rec, true
+		}
+		if ctx.Err() != nil {
+			return actions.Record{}, false
+		}
+		s.log.Info("claim made for a wake is no longer held", logkey.ActionID, h.rec.ID, logkey.Identity, who, logkey.Err, err)
+	}
+}
+
+// expireHandover gives a claim made for a wake back to the board: no
+// bee_wait_action took it within HandoverWithin.
+func (s *Session) expireHandover(h *handover) {
+	s.wk.mu.Lock()
+	found := false
+	for i, c := range s.wk.handed {
+		if c == h {
+			s.wk.handed = append(s.wk.handed[:i:i], s.wk.handed[i+1:]...)
+			found = true
+			break
+		}
+	}
+	s.wk.mu.Unlock()
+	if !found {
+		return // a wait took it
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), publishBound)
+	defer cancel()
+	_, err := s.source.Release(ctx, h.holder, h.rec.ID)
+	switch {
+	case err == nil:
+		s.log.Info("claim made for a wake went back to the board: no bee_wait_action took it in time",
+			logkey.ActionID, h.rec.ID, logkey.Identity, h.holder, logKeyWithin, s.handoverWithin)
+	case errors.Is(err, actions.ErrNotHeld), errors.Is(err, actions.ErrEnded):
+		// A retire or the end of the session gave it back, or it ended.
+	default:
+		s.log.Warn("claim made for a wake not given back; it goes back when this identity departs", logkey.ActionID, h.rec.ID, logkey.Err, err)
+	}
+}
+
+// dropHandovers forgets every handover and stops its timer: the session is
+// departing, which gives the claims back.
+func (s *Session) dropHandovers() {
+	s.wk.mu.Lock()
+	defer s.wk.mu.Unlock()
+	for _, h := range s.wk.handed {
+		h.timer.Stop()
+	}
+	s.wk.handed = nil
+}
+
+// publishArmed records, for people (bee agents), whether who's session has
+// a waiter armed. The write happens in the background, latest state first.
+func (s *Session) publishArmed(who identity.ID, armed bool) {
+	s.wk.mu.Lock()
+	defer s.wk.mu.Unlock()
+	if s.wk.closed || s.wk.want == (armState{who, armed}) {
+		return
+	}
+	s.wk.want = armState{who, armed}
+	if s.wk.pubDone == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		s.wk.pubCancel, s.wk.pubDone = cancel, make(chan struct{})
+		go s.publish(ctx, s.wk.pubDone)
+	}
+	select {
+	case s.wk.kick <- struct{}{}:
+	default:
+	}
+}
+
+// republishArmed writes the armed state again, if a waiter is armed: the
+// identity it names has just joined.
+func (s *Session) republishArmed() {
+	s.wk.mu.Lock()
+	defer s.wk.mu.Unlock()
+	if s.wk.closed || s.wk.pubDone == nil || !s.wk.want.armed {
+		return
+	}
+	s.wk.gen++
+	select {
+	case s.wk.kick <- struct{}{}:
+	default:
+	}
+}
+
+// publish writes the armed state whenever it changes, until ctx ends.
+func (s *Session) publish(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	var applied armState
+	appliedGen := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wk.kick:
+		}
+		s.wk.mu.Lock()
+		want, gen := s.wk.want, s.wk.gen
+		s.wk.mu.Unlock()
+		if want == applied && gen == appliedGen {
+			continue
+		}
+		wctx, cancel := context.WithTimeout(ctx, publishBound)
+		err := s.source.SetWaiter(wctx, want.who, want.armed)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("waiter state not recorded on the board", logkey.Identity, want.who, logKeyArmed, want.armed, logkey.Err, err)
+			}
+			continue
+		}
+		applied, appliedGen = want, gen
+	}
+}
+
+// closeWake ends the background writer of the armed state. Close calls it.
+func (s *Session) closeWake() {
+	s.wk.mu.Lock()
+	s.wk.closed = true
+	cancel, done := s.wk.pubCancel, s.wk.pubDone
+	s.wk.mu.Unlock()
+	if done != nil {
+		cancel()
+		<-done
+	}
+}
+
+// replaceDeparted mints and joins a new identity in place of who when the
+// source says who has departed though this session never departed it (its
+// lease ran out while the process was stopped, say): the session carries on
+// instead of refusing every call. It returns the identity now current, and
+// ErrDeparted after Depart.
+func (s *Session) replaceDeparted(ctx context.Context, who identity.ID) (identity.ID, error) {
+	s.retireMu.Lock()
+	defer s.retireMu.Unlock()
+	s.mu.Lock()
+	switch {
+	case s.departed:
+		s.mu.Unlock()
+		return "", ErrDeparted
+	case s.id != who:
+		cur := s.id
+		s.mu.Unlock()
+		return cur, nil // replaced or retired already
+	}
+	sessionID := s.sessionID
+	s.mu.Unlock()
+	next, err := identity.Mint(s.agent)
+	if err != nil {
+		return "", err
+	}
+	if err := s.source.Join(ctx, s.member(next, sessionID)); err != nil {
+		return "", fmt.Errorf("join %s in place of %s, which has departed: %w", next, who, err)
+	}
+	s.mu.Lock()
+	s.id = next
+	s.idCancel()
+	s.idCtx, s.idCancel = context.WithCancel(context.Background())
+	s.mu.Unlock()
+	s.log.Warn("identity found departed on the board (its lease ran out, or its process was taken for dead); carrying on under a new one",
+		logkey.Previous, who, logkey.Identity, next)
+	return next, nil
+}
+
+// WakeLine is the one line a wake shows the model: what the news is and
+// what to do about it, with control characters turned into spaces and at
+// most MaxWakeLine bytes.
+func WakeLine(who identity.ID, n actions.Notice) string {
+	r := n.Record
+	title := `"` + clip(oneLine(r.Title), 100) + `"`
+	var line string
+	switch {
+	case n.Kind == actions.NoticeWork:
+		line = fmt.Sprintf("bee: action %s %s from %s is waiting for %s; call %s to take it.", r.ID, title, r.From, who, ToolWait)
+	case r.State == actions.Failed:
+		line = fmt.Sprintf("bee: action %s you posted (%s) failed, said %s: %s", r.ID, title, r.EndedBy, oneLine(r.Reason))
+	case r.State == actions.Cancelled:
+		line = fmt.Sprintf("bee: action %s you posted (%s) was cancelled by %s", r.ID, title, r.EndedBy)
+		if r.Reason != "" {
+			line += ": " + oneLine(r.Reason)
+		}
+	default:
+		line = fmt.Sprintf("bee: action %s you posted (%s) is done by %s", r.ID, title, r.EndedBy)
+		if r.Result != "" {
+			line += ": " + oneLine(r.Result)
+		}
+	}
+	return clip(oneLine(line), MaxWakeLine)
+}
+
+// oneLine turns control characters (newlines among them, and the Unicode
+// line and paragraph separators) into spaces, collapses runs of spaces and
+// makes s valid UTF-8.
+func oneLine(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
+			return ' '
+		}
+		return r
+	}, s)
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// clip cuts s to at most n bytes on a rune boundary, ending it with "…"
+// when cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const ell = "…"
+	n -= len(ell)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + ell
+}
+
+// Log attribute keys of the waiter.
+const (
+	logKeyWaiterPID = "waiter_pid"
+	logKeyEvent     = "hook_event"
+	logKeyKind      = "kind"
+	logKeyArmed     = "armed"
+	logKeyWithin    = "within"
+)

@@ -1,0 +1,250 @@
+package hooks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/tractat-us/bee/clearctl"
+	"github.com/tractat-us/bee/runfile"
+	"github.com/tractat-us/bee/sockowner"
+)
+
+// The waiter's bounds.
+const (
+	// DefaultBridgeWithin is how long the waiter waits for a live bridge
+	// to register its run file: at SessionStart the waiter can start before
+	// the bridge has written it, and after a /mcp reconnect the new bridge
+	// writes its own.
+	DefaultBridgeWithin = 30 * time.Second
+	// HookTimeout is the timeout the hook configuration gives the waiter,
+	// in seconds: a day. Claude Code kills the hook then, without a wake.
+	HookTimeout = 86400
+	// DefaultRearmAfter is when the waiter asks the bridge for a re-arm
+	// wake: ten minutes before Claude Code's timeout, so that the session is
+	// never left without a waiter. It costs one model turn a day.
+	DefaultRearmAfter = HookTimeout*time.Second - 10*time.Minute
+	// pollEvery is how often the waiter looks for a run file.
+	pollEvery = 100 * time.Millisecond
+	// maxRegistrations bounds how many bridges one waiter registers with
+	// (one more per /mcp reconnect), so that nothing can keep it going in a
+	// loop.
+	maxRegistrations = 100
+)
+
+// ExitWake is the exit status of a waiter that wakes the session: Claude
+// Code starts a turn and shows the model the hook's stderr.
+const ExitWake = 2
+
+// WaitInput is the part of Claude Code's Stop or SessionStart hook input
+// the waiter reads. stop_hook_active is deliberately ignored: it is true
+// after every woken turn, and the waiter must re-arm then too.
+type WaitInput struct {
+	SessionID     string `json:"session_id"`
+	HookEventName string `json:"hook_event_name"`
+	Source        string `json:"source"`
+}
+
+// WaitConfig configures Wait. The zero value of each field is documented.
+type WaitConfig struct {
+	// Attended says the session is interactive
+	// (CLAUDE_CODE_SESSION_ATTENDED=1). false: Wait returns at once without
+	// waking, since in `claude -p` a waiter would block or delay the run.
+	Attended bool
+	// RunDir is the run directory; "" means runfile.DefaultDir().
+	RunDir string
+	// ClaudePID is the Claude process whose bridge to wait on. 0 means the
+	// one the /clear hook finds: the nearest claude ancestor, else
+	// $CLAUDE_PID when that is an ancestor.
+	ClaudePID int
+	// BridgeWithin bounds each wait for a live bridge's run file; 0 means
+	// DefaultBridgeWithin.
+	BridgeWithin time.Duration
+	// RearmAfter is when, counted from the start, the bridge answers with a
+	// re-arm wake; 0 means DefaultRearmAfter.
+	RearmAfter time.Duration
+	// MaxInput bounds the input in bytes; 0 means DefaultMaxInput.
+	MaxInput int64
+	// PID is this waiter's process id, for the bridge's log; 0 means
+	// os.Getpid().
+	PID int
+	// WaitForWork long-polls a bridge; nil means clearctl.WaitForWork.
+	WaitForWork func(ctx context.Context, port int, token string, req clearctl.WaitRequest) (clearctl.WaitResponse, error)
+	// Alive reports whether a process is alive; nil means Alive.
+	Alive func(pid int) bool
+	// Listener checks that the bridge process pid is the one listening on
+	// port before the token is sent there; nil means sockowner.Check. Its
+	// errors.ErrUnsupported (not Linux) lets the call go ahead.
+	Listener func(pid, port int) error
+}
+
+// A WaitResult is how the waiter ends: Code ExitWake with the wake line in
+// Line, or 0 with a line saying why there was no wake ("" for none). Line
+// is always one line and goes to stderr.
+type WaitResult struct {
+	Code int
+	Line string
+}
+
+// Wait is bee-hook --wait-for-work, the wake-on-work waiter: an
+// asyncRewake hook on Stop and SessionStart. It reads the hook input,
+// finds its bridge like the /clear hook does (waiting up to BridgeWithin
+// for its run file), and long-polls the bridge's POST /wait-for-work until
+// the bridge answers.
+//
+// It returns ExitWake only when the bridge says to wake the session, with
+// the bridge's line; every other end, every error among them, is 0: a
+// waiter must never start a turn by mistake. When the bridge goes away (it
+// answers "shutting down", or the connection drops, as on a /mcp
+// reconnect), Wait looks for the new bridge's run file and registers with
+// it, so the session is not left deaf. It never writes stdout, and it
+// returns at once when ctx ends (SIGTERM, as Claude Code sends at /exit).
+func Wait(ctx context.Context, cfg WaitConfig, stdin io.Reader) (res WaitResult) {
+	if !cfg.Attended {
+		return WaitResult{}
+	}
+	if cfg.BridgeWithin <= 0 {
+		cfg.BridgeWithin = DefaultBridgeWithin
+	}
+	if cfg.RearmAfter <= 0 {
+		cfg.RearmAfter = DefaultRearmAfter
+	}
+	if cfg.MaxInput <= 0 {
+		cfg.MaxInput = DefaultMaxInput
+	}
+	if cfg.PID == 0 {
+		cfg.PID = os.Getpid()
+	}
+	if cfg.WaitForWork == nil {
+		cfg.WaitForWork = clearctl.WaitForWork
+	}
+	if cfg.Alive == nil {
+		cfg.Alive = Alive
+	}
+	if cfg.Listener == nil {
+		cfg.Listener = sockowner.Check
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			res = WaitResult{Line: fmt.Sprintf("bee-hook: internal error: %v", r)}
+		}
+		res.Line = strings.TrimSpace(oneLine(res.Line))
+		if res.Code == ExitWake && res.Line == "" {
+			res = WaitResult{Line: "bee-hook: the bridge asked for a wake without a line; not waking"}
+		}
+	}()
+	return wait(ctx, cfg, stdin)
+}
+
+func wait(ctx context.Context, cfg WaitConfig, stdin io.Reader) WaitResult {
+	start := time.Now()
+	var in WaitInput
+	if err := readJSONInput(stdin, cfg.MaxInput, &in); err != nil {
+		return WaitResult{Line: "bee-hook: cannot read the hook input: " + err.Error()}
+	}
+	switch in.HookEventName {
+	case "", "Stop", "SessionStart":
+	default:
+		return WaitResult{Line: fmt.Sprintf("bee-hook: ignoring a %s input; the waiter runs on Stop and SessionStart", in.HookEventName)}
+	}
+	dir := cfg.RunDir
+	if dir == "" {
+		var err error
+		if dir, err = runfile.DefaultDir(); err != nil {
+			return WaitResult{Line: "bee-hook: " + err.Error()}
+		}
+	}
+	claudePID := cfg.ClaudePID
+	if claudePID == 0 {
+		pid, ok, err := findClaude(ctx)
+		switch {
+		case err != nil:
+			return WaitResult{Line: "bee-hook: cannot look for the claude process: " + err.Error()}
+		case !ok:
+			return WaitResult{Line: "bee-hook: no claude process above this hook; no session to wake"}
+		}
+		claudePID = pid
+	}
+
+	var lost string // the token of the bridge last waited on, once it has gone
+	for range maxRegistrations {
+		e, msg := waitForBridge(ctx, cfg, dir, claudePID, lost)
+		if msg != "" {
+			return WaitResult{Line: msg}
+		}
+		rearm := max(int((cfg.RearmAfter - time.Since(start)).Seconds()), 1)
+		resp, err := cfg.WaitForWork(ctx, e.Port, e.Token, clearctl.WaitRequest{
+			PID:           cfg.PID,
+			SessionID:     in.SessionID,
+			HookEventName: in.HookEventName,
+			RearmSeconds:  rearm,
+		})
+		se, isStatus := errors.AsType[*clearctl.StatusError](err)
+		switch {
+		case ctx.Err() != nil:
+			return WaitResult{Line: "bee-hook: waiter stopped: " + context.Cause(ctx).Error()}
+		case err == nil && resp.Wake:
+			return WaitResult{Code: ExitWake, Line: resp.Line}
+		case err == nil && resp.Reason == clearctl.ReasonShuttingDown,
+			errors.Is(err, clearctl.ErrConnectionLost),
+			errors.Is(err, clearctl.ErrNotListening),
+			isStatus && se.Code == 401:
+			// The bridge went away (a /mcp reconnect, or the session is
+			// ending), or the run file changed under us: look for its
+			// successor.
+			lost = e.Token
+		case err == nil:
+			return WaitResult{Line: "bee-hook: waiter ends without a wake: " + resp.Reason}
+		default:
+			return WaitResult{Line: scrub(fmt.Sprintf("bee-hook: waiter ends (bridge pid %d, port %d): %v", e.PID, e.Port, err), e.Token)}
+		}
+	}
+	return WaitResult{Line: fmt.Sprintf("bee-hook: waiter ends after %d bridges came and went", maxRegistrations)}
+}
+
+// waitForBridge waits up to cfg.BridgeWithin for the run file of claudePID
+// to name a live bridge other than the one whose token is avoid ("" for
+// none). It gives up at once when the Claude process is gone. msg says why
+// there is none.
+func waitForBridge(ctx context.Context, cfg WaitConfig, dir string, claudePID int, avoid string) (e runfile.Entry, msg string) {
+	deadline := time.Now().Add(cfg.BridgeWithin)
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	var last string // what the last look found wanting
+	for {
+		if !cfg.Alive(claudePID) {
+			return e, fmt.Sprintf("bee-hook: claude pid %d is gone; no session to wake", claudePID)
+		}
+		var err error
+		e, err = runfile.Read(dir, claudePID)
+		switch {
+		case avoid != "" && (errors.Is(err, fs.ErrNotExist) || err == nil && e.Token == avoid):
+			last = fmt.Sprintf("the bridge of claude pid %d went away and no new one registered", claudePID)
+		case errors.Is(err, fs.ErrNotExist):
+			last = fmt.Sprintf("no bridge registered for claude pid %d in %s", claudePID, dir)
+		case err != nil:
+			last = err.Error()
+		case !cfg.Alive(e.PID):
+			last = fmt.Sprintf("stale run file for dead bridge pid %d (claude pid %d)", e.PID, claudePID)
+		default:
+			lerr := cfg.Listener(e.PID, e.Port)
+			if lerr == nil || errors.Is(lerr, errors.ErrUnsupported) {
+				return e, ""
+			}
+			last = fmt.Sprintf("not sending the token to port %d: %v (the bridge, pid %d, may be restarting, or another process holds its port)", e.Port, lerr, e.PID)
+		}
+		if time.Now().After(deadline) {
+			return runfile.Entry{}, fmt.Sprintf("bee-hook: %s after %s; this session is not woken until its next turn ends", last, cfg.BridgeWithin)
+		}
+		select {
+		case <-ctx.Done():
+			return runfile.Entry{}, "bee-hook: waiter stopped: " + context.Cause(ctx).Error()
+		case <-tick.C:
+		}
+	}
+}
