@@ -161,6 +161,9 @@ func roleChaos(ctx context.Context, b *Board, out *roleOut, _ <-chan string) err
 					}
 					out.say("departed %s", who)
 					if who, err = join(); err != nil {
+						if ctx.Err() != nil {
+							return nil // the test is ending the role
+						}
 						return err
 					}
 				}
