@@ -139,6 +139,9 @@ func roleChaos(ctx context.Context, b *Board, out *roleOut, _ <-chan string) err
 	for i := range first {
 		var err error
 		if first[i], err = join(); err != nil {
+			if ctx.Err() != nil {
+				return nil // ended before it joined: a late replacement
+			}
 			return err
 		}
 	}
