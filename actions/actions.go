@@ -86,14 +86,17 @@ type Member struct {
 
 // A MemberInfo is a live identity as a Board reports it to people.
 type MemberInfo struct {
-	ID         identity.ID `json:"identity"`
-	Agent      string      `json:"agent"`
-	PID        int         `json:"pid"`
-	ClaudePID  int         `json:"claudePid,omitempty"`
-	SessionID  string      `json:"sessionId,omitempty"`
-	JoinedAt   time.Time   `json:"joinedAt"`
-	RenewedAt  time.Time   `json:"renewedAt"`
-	LeaseUntil time.Time   `json:"leaseUntil"`
+	ID    identity.ID `json:"identity"`
+	Agent string      `json:"agent"`
+	PID   int         `json:"pid"`
+	// Host is the machine the bridge runs on, when the board is shared
+	// across machines ("" on the embedded board): PID is that machine's.
+	Host       string    `json:"host,omitempty"`
+	ClaudePID  int       `json:"claudePid,omitempty"`
+	SessionID  string    `json:"sessionId,omitempty"`
+	JoinedAt   time.Time `json:"joinedAt"`
+	RenewedAt  time.Time `json:"renewedAt"`
+	LeaseUntil time.Time `json:"leaseUntil"`
 	// Holding lists the ids of the actions the identity holds, oldest first;
 	// never nil.
 	Holding []string `json:"holding"`

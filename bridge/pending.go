@@ -75,12 +75,13 @@ func Start(ctx context.Context, cfg Config, open func() (actions.Source, error))
 					p.s, p.err = p.adopt(ctx, cfg, s)
 					return
 				}
-				src.Close()
 				if ctx.Err() != nil {
 					p.err = fmt.Errorf("%w: %w", ErrSetupAbandoned, err)
 					cfg.Logger.Info("session setup abandoned: the bridge ended while it joined the board", logkey.Err, err)
+					src.Close()
 					return
 				}
+				src.Close()
 			}
 			var temp interface{ Temporary() bool }
 			if !errors.As(err, &temp) || !temp.Temporary() {

@@ -29,7 +29,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/tractat-us/bee/actions"
-	"github.com/tractat-us/bee/actions/board"
+	"github.com/tractat-us/bee/actions/boards"
 	"github.com/tractat-us/bee/ancestry"
 	"github.com/tractat-us/bee/bridge"
 	"github.com/tractat-us/bee/logkey"
@@ -44,7 +44,8 @@ type Config struct {
 	Agent string
 	// Source is "board" or "none"; "" means "board".
 	Source string
-	// BoardPath is the board file; "" means board.DefaultPath().
+	// BoardPath is the board: a file, or a postgres:// URL (see
+	// actions/boards); "" means $BEE_BOARD, else ~/.bee/board.db.
 	BoardPath string
 	// RunDir is the run directory; "" means runfile.DefaultDir().
 	RunDir string
@@ -106,24 +107,24 @@ const (
 )
 
 // openSource opens the action source cfg names: the shared board (the
-// default) or NoActions.
+// default, a file or a server) or NoActions.
 func openSource(cfg Config, log *slog.Logger) (actions.Source, error) {
 	if cfg.Source == "none" {
 		return actions.NoActions{}, nil
 	}
-	path := cfg.BoardPath
-	if path == "" {
+	location := cfg.BoardPath
+	if location == "" {
 		var err error
-		if path, err = board.DefaultPath(); err != nil {
+		if location, err = boards.Location(os.Getenv); err != nil {
 			return nil, err
 		}
 	}
-	b, err := board.Open(path, &board.Options{Logger: log})
+	b, err := boards.Open(location, &boards.Options{Logger: log})
 	if err != nil {
 		return nil, err
 	}
-	if b.Created() {
-		log.Info("created a new board", logkey.Path, b.Path())
+	if boards.Created(b) {
+		log.Info("created a new board", logkey.Path, b.Location())
 	}
 	return b, nil
 }

@@ -124,19 +124,20 @@ const (
 
 // Bounds on what an action may carry.
 const (
-	MaxTitleLen  = 200      // characters, after trimming
-	MaxBodyLen   = 64 << 10 // bytes
-	MaxResultLen = 64 << 10 // bytes
+	MaxTitleLen  = actions.MaxTitleLen  // characters, after trimming
+	MaxBodyLen   = actions.MaxBodyLen   // bytes
+	MaxResultLen = actions.MaxResultLen // bytes
 	// maxPageBytes bounds the text a page carries: a page stops growing once
 	// it holds this much (it always holds at least one record).
 	maxPageBytes = 1 << 20
 )
 
 // Errors the board returns besides the actions sentinels, wrapped with the
-// detail that names the file, the identity or the field.
+// detail that names the file, the identity or the field. Those every board
+// shares are the actions package's own (actions.ErrTooLong, say).
 var (
 	// ErrClosed: the Board was closed.
-	ErrClosed = errors.New("board closed")
+	ErrClosed = actions.ErrClosed
 	// ErrLocked: another process held the board's lock for longer than
 	// Options.BusyTimeout (the error names it when it can be told), or
 	// still holds the files of a board file that was moved away. Errors
@@ -160,18 +161,18 @@ var (
 	ErrDeparted = actions.ErrDeparted
 	// ErrBadRecipient: Post's to is neither "", an agent name nor an
 	// identity.
-	ErrBadRecipient = errors.New("bad recipient")
+	ErrBadRecipient = actions.ErrBadRecipient
 	// ErrBadPoster: Post's who is neither an identity nor a user.
-	ErrBadPoster = errors.New("bad poster")
+	ErrBadPoster = actions.ErrBadPoster
 	// ErrTooLong: a title, body or result is over its bound.
-	ErrTooLong = errors.New("too long")
+	ErrTooLong = actions.ErrTooLong
 	// ErrBadText: a title, body or result is not valid UTF-8, or a title
 	// holds a line break.
-	ErrBadText = errors.New("bad text")
+	ErrBadText = actions.ErrBadText
 )
 
 // UserPrefix starts the poster name of a person, as in "user:alice".
-const UserPrefix = "user:"
+const UserPrefix = actions.UserPrefix
 
 // User returns the poster name for a person called name ("user:<name>"); the
 // name follows the rules of an agent name (identity.CheckName).

@@ -82,7 +82,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	fs.StringVar(&c.agent, "agent", c.agent, "agent name for this session's identities (env "+envAgent+"; default: the working directory's name)")
 	fs.StringVar(&c.source, "source", c.source, "where actions come from: board (the shared board) or none (never anything)")
-	fs.StringVar(&c.boardPath, "board", "", "board database file (env "+board.EnvPath+"; default ~/.bee/board.db)")
+	fs.StringVar(&c.boardPath, "board", "", "the board: a file, or a postgres:// URL shared across machines (env "+board.EnvPath+"; default ~/.bee/board.db)")
 	fs.StringVar(&c.runDir, "run-dir", "", "run directory for the /retire channel's run file (env "+runfile.EnvDir+"; default ~/.bee/run)")
 	fs.StringVar(&c.logLevel, "log-level", c.logLevel, "debug, info, warn or error (env "+envLogLevel+")")
 	fs.BoolVar(&c.showVersion, "version", false, "print the version and exit")

@@ -47,7 +47,7 @@ func (c *AgentsCommand) Run(ctx context.Context, args []string) error {
 		return writeJSON(out, members)
 	}
 	if len(members) == 0 {
-		_, err := fmt.Fprintf(out, "no live agents on %s\n", b.Path())
+		_, err := fmt.Fprintf(out, "no live agents on %s\n", b.Location())
 		return err
 	}
 	now := time.Now()
@@ -66,7 +66,11 @@ func (c *AgentsCommand) Run(ctx context.Context, args []string) error {
 		if m.WaiterSince != nil {
 			waiter = "armed " + age(now, *m.WaiterSince)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s ago\t%s\t%s\t%s\n", safe(string(m.ID)), m.PID, claude, orDash(m.SessionID),
+		pid := strconv.Itoa(m.PID)
+		if m.Host != "" { // a board shared across machines: whose pid
+			pid += "@" + safe(m.Host)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s ago\t%s\t%s\t%s\n", safe(string(m.ID)), pid, claude, orDash(m.SessionID),
 			age(now, m.JoinedAt), lease, waiter, orDash(strings.Join(m.Holding, " ")))
 	}
 	return tw.Flush()

@@ -82,7 +82,7 @@ func (c *ListCommand) Run(ctx context.Context, args []string) error {
 		} else if c.state != "" {
 			what = "no " + c.state + " actions"
 		}
-		_, err := fmt.Fprintf(out, "%s on %s\n", what, b.Path())
+		_, err := fmt.Fprintf(out, "%s on %s\n", what, b.Location())
 		return err
 	}
 	now := time.Now()

@@ -2,10 +2,11 @@
 // agents, list and show them, watch the board live, and see which agents
 // are live and what they hold.
 //
-//	bee [--board PATH] <command> [flags] [args]
+//	bee [--board PATH|URL] <command> [flags] [args]
 //
 // The board is $BEE_BOARD, else ~/.bee/board.db, unless --board says
-// otherwise (before or after the command). Tables are for people; --json
+// otherwise (before or after the command); each is a file or a
+// postgres:// URL. Tables are for people; --json
 // gives scripts the records as the board reports them. bee writes results to
 // stdout and errors to stderr; it exits 0 on success, 1 on a failure and 2
 // on a usage error.
@@ -17,13 +18,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 
+	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/board"
+	"github.com/tractat-us/bee/actions/boards"
 	"github.com/tractat-us/bee/termtext"
 	"github.com/tractat-us/bee/version"
 )
@@ -161,7 +163,7 @@ this machine.
 
 Usage:
 
-	bee [--board PATH] <command> [--json] [flags] [args]
+	bee [--board PATH|URL] <command> [--json] [flags] [args]
 
 Commands:
 
@@ -175,11 +177,11 @@ Commands:
 	readdress  send an open action to someone else
 	serve      serve the board page, a live view in the browser
 
-Every command takes --board PATH, and all but serve take --json (the
-records as JSON, for scripts). The board is $`+board.EnvPath+`, else
-~/.bee/board.db; --board (before or after the command) overrides both. Run
-"bee <command> --help" for a command's flags, "bee --version" for bee's
-version.
+Every command takes --board, and all but serve take --json (the records
+as JSON, for scripts). The board (a file, or a postgres:// URL for a board
+shared across machines) is $`+board.EnvPath+`, else ~/.bee/board.db;
+--board (before or after the command) overrides both. Run "bee <command>
+--help" for a command's flags, "bee --version" for bee's version.
 `, "\n"))
 }
 
@@ -193,7 +195,7 @@ type env struct {
 func (e *env) flags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("bee-"+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&e.board, "board", e.board, "the board's file (default $"+board.EnvPath+", else ~/.bee/board.db)")
+	fs.StringVar(&e.board, "board", e.board, "the board: a file, or a postgres:// URL (default $"+board.EnvPath+", else ~/.bee/board.db)")
 	return fs
 }
 
@@ -247,32 +249,28 @@ func helped(err error) error {
 	return err
 }
 
-// open opens the board: --board, else $BEE_BOARD, else ~/.bee/board.db.
-// Only post and watch create a missing board, and they say so on stderr;
-// reading one that is not there is an error. Either way a mistyped path
-// never passes for an empty board.
-func (e *env) open(create bool) (*board.Board, error) {
-	path := e.board
-	if path == "" {
-		path = e.main.Getenv(board.EnvPath)
-	}
-	if path == "" {
+// open opens the board: --board, else $BEE_BOARD, else ~/.bee/board.db;
+// each is a file path or a postgres:// URL. Only post and watch create a
+// missing board, and they say so on stderr; reading one that is not there
+// is an error. Either way a mistyped location never passes for an empty
+// board.
+func (e *env) open(create bool) (actions.Board, error) {
+	location := e.board
+	if location == "" {
 		var err error
-		if path, err = board.DefaultPath(); err != nil {
+		if location, err = boards.Location(e.main.Getenv); err != nil {
 			return nil, err
 		}
 	}
-	if !create {
-		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("no board at %s: nothing has been posted there yet (check --board and $%s; bee post creates it)", path, board.EnvPath)
-		}
+	b, err := boards.Open(location, &boards.Options{MustExist: !create})
+	if errors.Is(err, boards.ErrNoBoard) {
+		return nil, fmt.Errorf("%w (check --board and $%s; bee post creates it)", err, boards.EnvLocation)
 	}
-	b, err := board.Open(path, nil)
 	if err != nil {
 		return nil, err
 	}
-	if b.Created() {
-		fmt.Fprintf(e.main.Stderr, "created a new board at %s\n", b.Path())
+	if boards.Created(b) {
+		fmt.Fprintf(e.main.Stderr, "created a new board at %s\n", b.Location())
 	}
 	return b, nil
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -21,11 +22,20 @@ import (
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/board"
 	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/internal/pgtest"
 	"github.com/tractat-us/bee/version"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	code := m.Run()
+	pgtest.StopShared() // the PostgreSQL cluster postgres_test.go may have started
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 // run runs bee in-process against the board at path and returns its

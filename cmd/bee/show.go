@@ -46,7 +46,7 @@ func (c *ShowCommand) Run(ctx context.Context, args []string) error {
 		n := strings.TrimLeft(id, "0")
 		return &plainError{fmt.Sprintf("bee show: no action %q; action ids look like a-%s: bee show a-%s", id, n, n), err}
 	case errors.Is(err, actions.ErrUnknownAction):
-		return &plainError{fmt.Sprintf("bee show: no action %q on the board at %s (bee list --all shows the ids)", id, b.Path()), err}
+		return &plainError{fmt.Sprintf("bee show: no action %q on the board at %s (bee list --all shows the ids)", id, b.Location()), err}
 	case err != nil:
 		return fmt.Errorf("bee show: %w", err)
 	}

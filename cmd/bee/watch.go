@@ -51,7 +51,7 @@ func (c *WatchCommand) Run(ctx context.Context, args []string) error {
 			return fmt.Errorf("bee watch: %w", err)
 		}
 	}
-	fmt.Fprintf(c.env.main.Stderr, "watching %s; interrupt (Ctrl-C) to stop\n", b.Path())
+	fmt.Fprintf(c.env.main.Stderr, "watching %s; interrupt (Ctrl-C) to stop\n", b.Location())
 
 	out := c.env.main.Stdout
 	enc := json.NewEncoder(out)

@@ -1,0 +1,704 @@
+// Package boardtest is the contract suite every actions.Board runs: the
+// same tests, not copies, for the embedded board (actions/board) and the
+// PostgreSQL board (actions/pgboard). A board's own package calls Run with
+// a function that opens a board; tests of what only one board has (its
+// files, its server, its hooks) stay in that board's package.
+package boardtest
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/identity"
+)
+
+// Options are what a test asks of a board it opens; each zero value means
+// the board's default.
+type Options struct {
+	Lease      time.Duration
+	Renew      time.Duration
+	SafetyPoll time.Duration
+	PageSize   int
+}
+
+// An Opener opens a board at location ("" for a new, empty board; else the
+// Location of a board the test opened before, to open a second Board on the
+// same storage) with the options o. The board is closed when the test ends;
+// a test may close it earlier (Close may be called more than once).
+type Opener func(t *testing.T, location string, o Options) actions.Board
+
+// Run runs the contract suite, each test as a subtest, on boards open
+// makes.
+func Run(t *testing.T, open Opener) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })
+	}
+}
+
+type testCase struct {
+	name string
+	fn   func(t *testing.T, open Opener)
+}
+
+var cases = []testCase{
+	{"PostListGet", testPostListGet},
+	{"ListPages", testListPages},
+	{"ListPageBoundedByBytes", testListPageBoundedByBytes},
+	{"PostRefusals", testPostRefusals},
+	{"FinishReleaseRefusals", testFinishReleaseRefusals},
+	{"BadCursors", testBadCursors},
+	{"NextTimesOut", testNextTimesOut},
+	{"NextOldestFirstAndAddressing", testNextOldestFirstAndAddressing},
+	{"NextRefusesNonIdentity", testNextRefusesNonIdentity},
+	{"NextCancelledWhileWaiting", testNextCancelledWhileWaiting},
+	{"Depart", testDepart},
+	{"RejoinAfterDepart", testRejoinAfterDepart},
+	{"Members", testMembers},
+	{"MembersDropsDeadProcesses", testMembersDropsDeadProcesses},
+	{"CloseKeepsClaimsUntilLeaseRunsOut", testCloseKeepsClaimsUntilLeaseRunsOut},
+	{"CloseAfterDepart", testCloseAfterDepart},
+	{"Changes", testChanges},
+	{"ChangesPagesSplitOneChange", testChangesPagesSplitOneChange},
+	{"ChangesSeeOtherBoardsClaims", testChangesSeeOtherBoardsClaims},
+	{"WakeAcrossBoards", testWakeAcrossBoards},
+	{"FailAndCancel", testFailAndCancel},
+	{"CancelRefusals", testCancelRefusals},
+	{"Readdress", testReaddress},
+	{"PostToIdentityNotLive", testPostToIdentityNotLive},
+	{"AwaitWakesOnEnd", testAwaitWakesOnEnd},
+	{"AwaitUnknownAndTimeout", testAwaitUnknownAndTimeout},
+	{"NoticeOutcomeThenWork", testNoticeOutcomeThenWork},
+	{"NoticeSkipsAndOnlyOneHears", testNoticeSkipsAndOnlyOneHears},
+	{"SetWaiter", testSetWaiter},
+	{"EndingTransitions", testEndingTransitions},
+	{"PostToIdentityThatIsNotLive", testPostToIdentityThatIsNotLive},
+	{"NoticeOutcomes", testNoticeOutcomes},
+	{"NoticeClaimsForOneWaiter", testNoticeClaimsForOneWaiter},
+	{"ExpiredLeaseReaddresses", testExpiredLeaseReaddresses},
+}
+
+// Mint returns a new identity of agent name.
+func Mint(tb testing.TB, name string) identity.ID {
+	tb.Helper()
+	id, err := identity.Mint(name)
+	require.NoError(tb, err)
+	return id
+}
+
+func post(t *testing.T, b actions.Board, from identity.ID, to, title string) actions.Record {
+	t.Helper()
+	rec, err := b.Post(t.Context(), from, to, title, "body of "+title)
+	require.NoError(t, err)
+	return rec
+}
+
+// next claims with a short timeout and requires one record.
+func next(t *testing.T, b actions.Board, who identity.ID) actions.Record {
+	t.Helper()
+	p, err := b.Next(t.Context(), who, "", 5*time.Second)
+	require.NoError(t, err)
+	require.Len(t, p.Records, 1, "%s expected an action", who)
+	return p.Records[0]
+}
+
+// nothingFor requires that who finds nothing to claim right now.
+func nothingFor(t *testing.T, b actions.Board, who identity.ID) {
+	t.Helper()
+	p, err := b.Next(t.Context(), who, "", 0)
+	require.NoError(t, err)
+	require.NotNil(t, p.Records)
+	require.Empty(t, p.Records, "%s should find nothing", who)
+}
+
+func join(t *testing.T, b actions.Board, who identity.ID) {
+	t.Helper()
+	require.NoError(t, b.Join(t.Context(), actions.Member{ID: who, PID: os.Getpid()}))
+}
+
+func testPostListGet(t *testing.T, open Opener) {
+	b := open(t, "", Options{})
+	require.Equal(t, "board", b.Name())
+	alice := identity.ID("user:alice")
+	a := post(t, b, alice, "", "first")
+	bb := post(t, b, alice, "worker", "second")
+	require.Equal(t, "a-1", a.ID)
+	require.Equal(t, "a-2", bb.ID)
+	require.Equal(t, actions.Open, a.State)
+	require.Equal(t, "worker", bb.To)
+	require.Equal(t, "user:alice", a.From)
+
+	p, err := b.List(t.Context(), "")
+	require.NoError(t, err)
+	require.Len(t, p.Records, 2)
+	require.Equal(t, "first", p.Records[0].Title)
+	require.Equal(t, "body of first", p.Records[0].Body)
+
+	p2, err := b.List(t.Context(), p.Cursor)
+	require.NoError(t, err)
+	require.NotNil(t, p2.Records)
+	require.Empty(t, p2.Records)
+	require.Equal(t, p.Cursor, p2.Cursor)
+
+	c := post(t, b, alice, "", "third")
+	p3, err := b.List(t.Context(), p2.Cursor)
+	require.NoError(t, err)
+	require.Len(t, p3.Records, 1)
+	require.Equal(t, c.ID, p3.Records[0].ID)
+
+	got, err := b.Get(t.Context(), bb.ID)
+	require.NoError(t, err)
+	require.Equal(t, bb, got)
+
+	// A second Board on the same storage sees the same actions, and takes
+	// the first one's cursors.
+	other := open(t, b.Location(), Options{})
+	p4, err := other.List(t.Context(), p.Cursor)
+	require.NoError(t, err)
+	require.Len(t, p4.Records, 1)
+	require.Equal(t, c.ID, p4.Records[0].ID)
+}
+
+func testListPages(t *testing.T, open Opener) {
+	b := open(t, "", Options{PageSize: 3})
+	for i := range 7 {
+		post(t, b, "user:alice", "", "n"+string(rune('a'+i)))
+	}
+	var seen []string
+	cursor := actions.Cursor("")
+	for {
+		p, err := b.List(t.Context(), cursor)
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(p.Records), 3)
+		if len(p.Records) == 0 {
+			break
+		}
+		for _, r := range p.Records {
+			seen = append(seen, r.ID)
+		}
+		cursor = p.Cursor
+	}
+	require.Equal(t, []string{"a-1", "a-2", "a-3", "a-4", "a-5", "a-6", "a-7"}, seen)
+}
+
+func testListPageBoundedByBytes(t *testing.T, open Opener) {
+	b := open(t, "", Options{})
+	body := strings.Repeat("x", 60<<10)
+	for range 20 {
+		_, err := b.Post(t.Context(), "user:alice", "", "big", body)
+		require.NoError(t, err)
+	}
+	p, err := b.List(t.Context(), "")
+	require.NoError(t, err)
+	require.NotEmpty(t, p.Records)
+	require.Less(t, len(p.Records), 20, "a page stops near 1 MiB of text")
+	n := len(p.Records)
+	for len(p.Records) > 0 {
+		p, err = b.List(t.Context(), p.Cursor)
+		require.NoError(t, err)
+		n += len(p.Records)
+	}
+	require.Equal(t, 20, n, "paging reaches every action")
+}
+
+func testPostRefusals(t *testing.T, open Opener) {
+	b := open(t, "", Options{})
+	ctx := t.Context()
+	who := Mint(t, "poster")
+
+	_, err := b.Post(ctx, who, "", "  \t\n ", "body")
+	require.ErrorIs(t, err, actions.ErrEmptyTitle)
+
+	_, err = b.Post(ctx, who, "", strings.Repeat("x", actions.MaxTitleLen+1), "")
+	require.ErrorIs(t, err, actions.ErrTooLong)
+	require.ErrorContains(t, err, "title")
+	_, err = b.Post(ctx, who, "", strings.Repeat("é", actions.MaxTitleLen), "") // characters, not bytes
+	require.NoError(t, err)
+
+	_, err = b.Post(ctx, who, "", "two\nlines", "")
+	require.ErrorIs(t, err, actions.ErrBadText)
+	_, err = b.Post(ctx, who, "", "bad", "\xff\xfe")
+	require.ErrorIs(t, err, actions.ErrBadText)
+
+	_, err = b.Post(ctx, who, "", "big", strings.Repeat("x", actions.MaxBodyLen+1))
+	require.ErrorIs(t, err, actions.ErrTooLong)
+	require.ErrorContains(t, err, "body")
+
+	for _, to := range []string{"has space", "agent:x#zz", "agent:", "#12345678", "-lead"} {
+		_, err = b.Post(ctx, who, to, "t", "")
+		require.ErrorIs(t, err, actions.ErrBadRecipient, "to %q", to)
+		require.ErrorContains(t, err, to)
+	}
+	for _, from := range []identity.ID{"", "alice", "user:", "user:has space", "agent:x"} {
+		_, err = b.Post(ctx, from, "", "t", "")
+		require.ErrorIs(t, err, actions.ErrBadPoster, "from %q", from)
+	}
+
+	// Nothing refused was posted.
+	p, err := b.List(ctx, "")
+	require.NoError(t, err)
+	require.Len(t, p.Records, 1)
+}
+
+func testFinishReleaseRefusals(t *testing.T, open Opener) {
+	b := open(t, "", Options{})
+	ctx := t.Context()
+	x := identity.ID("agent:x#12345678")
+	y := identity.ID("agent:y#87654321")
+
+	for _, id := range []string{"a-99", "x", "", "a-0", "a-07", "a--1"} {
+		_, err := b.Finish(ctx, x, id, "")
+		require.ErrorIs(t, err, actions.ErrUnknownAction, "id %q", id)
+		_, err = b.Release(ctx, x, id)
+		require.ErrorIs(t, err, actions.ErrUnknownAction, "id %q", id)
+		_, err = b.Get(ctx, id)
+		require.ErrorIs(t, err, actions.ErrUnknownAction, "id %q", id)
+	}
+
+	a := post(t, b, "user:alice", "", "job")
+	_, err := b.Finish(ctx, x, a.ID, "")
+	require.ErrorIs(t, err, actions.ErrNotHeld)
+	require.ErrorContains(t, err, "action a-1 is open")
+	_, err = b.Release(ctx, x, a.ID)
+	require.ErrorIs(t, err, actions.ErrNotHeld)
+
+	got := next(t, b, x)
+	require.Equal(t, a.ID, got.ID)
+	_, err = b.Finish(ctx, y, a.ID, "")
+	require.ErrorIs(t, err, actions.ErrNotHeld)
+	require.ErrorContains(t, err, "action a-1 is held by agent:x#12345678, not agent:y#87654321: action not held by this identity")
+	_, err = b.Release(ctx, y, a.ID)
+	require.ErrorIs(t, err, actions.ErrNotHeld)
+	require.ErrorContains(t, err, "held by agent:x#12345678")
+
+	_, err = b.Finish(ctx, x, a.ID, strings.Repeat("r", actions.MaxResultLen+1))
+	require.ErrorIs(t, err, actions.ErrTooLong)
+
+	done, err := b.Finish(ctx, x, a.ID, "all good")
+	require.NoError(t, err)
+	require.Equal(t, actions.Done, done.State)
+	require.Equal(t, "all good", done.Result)
+	require.Equal(t, string(x), done.Holder)
+	require.Equal(t, string(x), done.EndedBy)
+	require.NotNil(t, done.EndedAt)
+	require.NotNil(t, done.ClaimedAt)
+
+	_, err = b.Finish(ctx, x, a.ID, "")
+	require.ErrorIs(t, err, actions.ErrEnded)
+	require.ErrorContains(t, err, "finished by agent:x#12345678")
+	_, err = b.Release(ctx, x, a.ID)
+	require.ErrorIs(t, err, actions.ErrEnded)
+}
+
+func testBadCursors(t *testing.T, open Opener) {
+	b := open(t, "", Options{})
+	other := open(t, "", Options{})
+	ctx := t.Context()
+	who := Mint(t, "w")
+	otherList, err := other.List(ctx, "")
+	require.NoError(t, err)
+	otherHead, err := other.Head(ctx)
+	require.NoError(t, err)
+	head, err := b.Head(ctx)
+	require.NoError(t, err)
+	list, err := b.List(ctx, "")
+	require.NoError(t, err)
+	// The board's own cursors, misspelled.
+	prefix, _, ok := strings.Cut(string(list.Cursor), ".s")
+	require.True(t, ok, "a List cursor looks like <board id>.s<seq>: %q", list.Cursor)
+
+	for _, c := range []actions.Cursor{actions.StartCursor, "garbage", otherList.Cursor, head,
+		actions.Cursor(prefix + ".s-1"), actions.Cursor(prefix + ".s01")} {
+		_, err := b.List(ctx, c)
+		require.ErrorIs(t, err, actions.ErrBadCursor, "list %q", c)
+		_, err = b.Next(ctx, who, c, time.Millisecond)
+		require.ErrorIs(t, err, actions.ErrBadCursor, "next %q", c)
+	}
+	for _, c := range []actions.Cursor{actions.StartCursor, "garbage", list.Cursor, otherHead, actions.Cursor(prefix + ".r1.x")} {
+		_, err := b.Changes(ctx, c, time.Millisecond)
+		require.ErrorIs(t, err, actions.ErrBadCursor, "changes %q", c)
+	}
+}
+
+func testNextTimesOut(t *testing.T, open Opener) {
+	b := open(t, "", Options{})
+	who := Mint(t, "idle")
+	start := time.Now()
+	p, err := b.Next(t.Context(), who, "", 100*time.Millisecond)
+	elapsed := time.Since(start)
+	require.NoError(t, err)
+	require.NotNil(t, p.Records)
+	require.Empty(t, p.Records)
+	require.GreaterOrEqual(t, elapsed, 100*time.Millisecond)
+	require.Less(t, elapsed, 2*time.Second)
+
+	// The cursor is good for the next call, and for List.
+	post(t, b, "user:alice", "", "later")
+	p2, err := b.Next(t.Context(), who, p.Cursor, time.Second)
+	require.NoError(t, err)
+	require.Len(t, p2.Records, 1)
+	l, err := b.List(t.Context(), p.Cursor)
+	require.NoError(t, err)
+	require.Len(t, l.Records, 1)
+}
+
+func testNextOldestFirstAndAddressing(t *testing.T, open Opener) {
+	b := open(t, "", Options{})
+	alice := identity.ID("user:alice")
+	w1 := Mint(t, "worker")
+	w2 := Mint(t, "worker")
+	other := Mint(t, "other")
+	// Only a live identity can be posted to.
+	join(t, b, w1)
+
+	forW1 := post(t, b, alice, string(w1), "for w1 exactly")
+	forWorkers := post(t, b, alice, "worker", "for any worker")
+	forOther := post(t, b, alice, "other", "for other")
+	forAnyone := post(t, b, alice, "", "for anyone")
+
+	// w2 skips what is addressed to w1 exactly.
+	require.Equal(t, forWorkers.ID, next(t, b, w2).ID)
+	require.Equal(t, forAnyone.ID, next(t, b, w2).ID)
+	nothingFor(t, b, w2)
+	require.Equal(t, forW1.ID, next(t, b, w1).ID)
+	nothingFor(t, b, w1)
+	got := next(t, b, other)
+	require.Equal(t, forOther.ID, got.ID)
+	require.Equal(t, actions.Claimed, got.State)
+	require.Equal(t, string(other), got.Holder)
+
+	// A released action goes back to its place in the order, before newer
+	// ones, even for a caller whose cursor is past it.
+	newer := post(t, b, alice, "", "newer")
+	p, err := b.Next(t.Context(), w1, "", 0)
+	require.NoError(t, err)
+	require.Equal(t, newer.ID, p.Records[0].ID)
+	_, err = b.Release(t.Context(), w1, newer.ID)
+	require.NoError(t, err)
+	_, err = b.Release(t.Context(), other, forOther.ID)
+	require.NoError(t, err)
+	p2, err := b.Next(t.Context(), other, p.Cursor, time.Second)
+	require.NoError(t, err)
+	require.Equal(t, forOther.ID, p2.Records[0].ID)
+}
+
+func testNextRefusesNonIdentity(t *testing.T, open Opener) {
+	b := open(t, "", Options{})
+	_, err := b.Next(t.Context(), "user:alice", "", time.Millisecond)
+	require.ErrorIs(t, err, identity.ErrBadID)
+}
+
+func testNextCancelledWhileWaiting(t *testing.T, open Opener) {
+	b := open(t, "", Options{})
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	who := Mint(t, "w")
+	go func() {
+		_, err := b.Next(ctx, who, "", time.Minute)
+		errc <- err
+	}()
+	cancel()
+	select {
+	case err := <-errc:
+		require.ErrorIs(t, err, context.Canceled)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Next did not return after its context was cancelled")
+	}
+	// Nothing was claimed: a post now is there for someone else.
+	a := post(t, b, "user:alice", "", "job")
+	require.Equal(t, a.ID, next(t, b, Mint(t, "other")).ID)
+}
+
+func testDepart(t *testing.T, open Opener) {
+	b := open(t, "", Options{})
+	ctx := t.Context()
+	alice := identity.ID("user:alice")
+	old := Mint(t, "cleartest")
+	join(t, b, old)
+
+	held1 := post(t, b, alice, "", "held one")
+	held2 := post(t, b, alice, string(old), "held two, addressed to old")
+	waiting := post(t, b, alice, string(old), "waiting for old")
+	elsewhere := post(t, b, alice, "someone-else", "not ours")
+	require.Equal(t, held1.ID, next(t, b, old).ID)
+	require.Equal(t, held2.ID, next(t, b, old).ID)
+
+	start := time.Now()
+	require.NoError(t, b.Depart(ctx, old))
+	took := time.Since(start)
+	t.Logf("Depart giving back 2 claims and re-addressing 2 actions took %v", took)
+	require.Less(t, took, 100*time.Millisecond, "the bridge has ~100 ms between SIGINT and SIGTERM")
+
+	for _, id := range []string{held1.ID, held2.ID} {
+		r, err := b.Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, actions.Open, r.State, id)
+		require.Empty(t, r.Holder, id)
+	}
+	for _, id := range []string{held2.ID, waiting.ID} {
+		r, err := b.Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, "cleartest", r.To, "%s is re-addressed to the agent name", id)
+	}
+	r, err := b.Get(ctx, elsewhere.ID)
+	require.NoError(t, err)
+	require.Equal(t, "someone-else", r.To)
+
+	// The old identity is refused; its successor of the same agent takes
+	// everything, in order; another agent takes only what is for anyone.
+	_, err = b.Next(ctx, old, "", 0)
+	require.ErrorIs(t, err, actions.ErrDeparted)
+	stranger := Mint(t, "stranger")
+	require.Equal(t, held1.ID, next(t, b, stranger).ID)
+	nothingFor(t, b, stranger)
+	successor := Mint(t, "cleartest")
+	join(t, b, successor)
+	require.Equal(t, held2.ID, next(t, b, successor).ID)
+	require.Equal(t, waiting.ID, next(t, b, successor).ID)
+
+	// Idempotent, and a Depart for an identity that never joined is fine.
+	require.NoError(t, b.Depart(ctx, old))
+	require.NoError(t, b.Depart(ctx, Mint(t, "never")))
+
+	members, err := b.Members(ctx)
+	require.NoError(t, err)
+	var ids []identity.ID
+	for _, m := range members {
+		ids = append(ids, m.ID)
+	}
+	require.NotContains(t, ids, old)
+	require.Contains(t, ids, successor)
+}
+
+func testRejoinAfterDepart(t *testing.T, open Opener) {
+	b := open(t, "", Options{})
+	who := Mint(t, "w")
+	require.NoError(t, b.Depart(t.Context(), who))
+	join(t, b, who)
+	post(t, b, "user:alice", "", "job")
+	next(t, b, who)
+}
+
+func testMembers(t *testing.T, open Opener) {
+	b := open(t, "", Options{})
+	ctx := t.Context()
+	w := Mint(t, "w")
+	// A member's process must run, or the board departs it at once.
+	require.NoError(t, b.Join(ctx, actions.Member{ID: w, PID: os.Getpid(), ClaudePID: 4241, SessionID: "sess-1"}))
+	require.NoError(t, b.Join(ctx, actions.Member{ID: w, PID: os.Getpid(), ClaudePID: 4241, SessionID: "sess-2"}), "Join is idempotent")
+	a := post(t, b, "user:alice", "", "one")
+	c := post(t, b, "user:alice", "", "two")
+	next(t, b, w)
+	next(t, b, w)
+
+	ms, err := b.Members(ctx)
+	require.NoError(t, err)
+	require.Len(t, ms, 1)
+	m := ms[0]
+	require.Equal(t, w, m.ID)
+	require.Equal(t, "w", m.Agent)
+	require.Equal(t, os.Getpid(), m.PID)
+	require.Equal(t, 4241, m.ClaudePID)
+	require.Equal(t, "sess-2", m.SessionID)
+	require.Equal(t, []string{a.ID, c.ID}, m.Holding)
+	require.True(t, m.LeaseUntil.After(time.Now()))
+
+	require.ErrorIs(t, b.Join(ctx, actions.Member{ID: "nope"}), identity.ErrBadID)
+}
+
+// A member of this machine whose process is gone is not live.
+func testMembersDropsDeadProcesses(t *testing.T, open Opener) {
+	b := open(t, "", Options{Lease: 300 * time.Millisecond, Renew: 100 * time.Millisecond})
+	pid := deadPID(t)
+	require.NoError(t, b.Join(t.Context(), actions.Member{ID: Mint(t, "gone"), PID: pid}))
+	require.Eventually(t, func() bool {
+		ms, err := b.Members(t.Context())
+		return err == nil && len(ms) == 0
+	}, 5*time.Second, 20*time.Millisecond)
+}
+
+func testCloseKeepsClaimsUntilLeaseRunsOut(t *testing.T, open Opener) {
+	opts := Options{Lease: 600 * time.Millisecond, Renew: 200 * time.Millisecond}
+	first := open(t, "", opts)
+	second := open(t, first.Location(), opts)
+
+	holder := Mint(t, "holder")
+	join(t, first, holder)
+	a := post(t, second, "user:alice", "", "job")
+	require.Equal(t, a.ID, next(t, first, holder).ID)
+
+	// Renewals keep the claim for several leases.
+	time.Sleep(1500 * time.Millisecond) // lets the lease be renewed several times; no event to wait for
+	nothingFor(t, second, Mint(t, "thief"))
+
+	// Close ends renewal without departing; the lease then runs out.
+	require.NoError(t, first.Close())
+	require.NoError(t, first.Close(), "Close is idempotent")
+	start := time.Now()
+	p, err := second.Next(t.Context(), Mint(t, "heir"), "", 10*time.Second)
+	require.NoError(t, err)
+	require.Len(t, p.Records, 1)
+	require.Equal(t, a.ID, p.Records[0].ID)
+	t.Logf("claim reclaimed %v after the holder's board closed", time.Since(start))
+	require.Less(t, time.Since(start), 5*time.Second)
+}
+
+func testCloseAfterDepart(t *testing.T, open Opener) {
+	b := open(t, "", Options{})
+	who := Mint(t, "w")
+	join(t, b, who)
+	require.NoError(t, b.Depart(t.Context(), who))
+	require.NoError(t, b.Close())
+	require.NoError(t, b.Close())
+	_, err := b.Post(t.Context(), "user:alice", "", "late", "")
+	require.ErrorIs(t, err, actions.ErrClosed)
+	_, err = b.Next(t.Context(), who, "", time.Second)
+	require.ErrorIs(t, err, actions.ErrClosed)
+}
+
+func testChanges(t *testing.T, open Opener) {
+	b := open(t, "", Options{})
+	ctx := t.Context()
+	early := post(t, b, "user:alice", "", "early")
+
+	// From the start, Changes reports what exists.
+	p, err := b.Changes(ctx, "", time.Second)
+	require.NoError(t, err)
+	require.Len(t, p.Records, 1)
+	require.Equal(t, early.ID, p.Records[0].ID)
+
+	head, err := b.Head(ctx)
+	require.NoError(t, err)
+	p, err = b.Changes(ctx, head, 50*time.Millisecond)
+	require.NoError(t, err)
+	require.NotNil(t, p.Records)
+	require.Empty(t, p.Records)
+	require.Equal(t, head, p.Cursor)
+
+	// A change made while waiting ends the wait.
+	w := Mint(t, "w")
+	got := make(chan actions.Page, 1)
+	go func() {
+		p, err := b.Changes(ctx, head, 10*time.Second)
+		if err == nil {
+			got <- p
+		}
+		close(got)
+	}()
+	claimed := next(t, b, w)
+	p = <-got
+	require.Len(t, p.Records, 1)
+	require.Equal(t, claimed.ID, p.Records[0].ID)
+	require.Equal(t, actions.Claimed, p.Records[0].State)
+
+	// Each change once, latest state.
+	_, err = b.Finish(ctx, w, claimed.ID, "ok")
+	require.NoError(t, err)
+	late := post(t, b, "user:alice", "", "late")
+	var recs []actions.Record
+	cursor := p.Cursor
+	for len(recs) < 2 {
+		p, err = b.Changes(ctx, cursor, 2*time.Second)
+		require.NoError(t, err)
+		require.NotEmpty(t, p.Records, "changes after %v", recs)
+		recs = append(recs, p.Records...)
+		cursor = p.Cursor
+	}
+	require.Len(t, recs, 2)
+	require.Equal(t, actions.Done, recs[0].State)
+	require.Equal(t, late.ID, recs[1].ID)
+}
+
+func testChangesPagesSplitOneChange(t *testing.T, open Opener) {
+	b := open(t, "", Options{PageSize: 2})
+	ctx := t.Context()
+	w := Mint(t, "w")
+	for range 5 {
+		post(t, b, "user:alice", "", "job")
+	}
+	for range 5 {
+		next(t, b, w)
+	}
+	head, err := b.Head(ctx)
+	require.NoError(t, err)
+	require.NoError(t, b.Depart(ctx, w)) // one change (one rev) to five actions
+	var seen []string
+	cursor := head
+	for len(seen) < 5 {
+		p, err := b.Changes(ctx, cursor, 2*time.Second)
+		require.NoError(t, err)
+		require.NotEmpty(t, p.Records, "after %v", seen)
+		require.LessOrEqual(t, len(p.Records), 2)
+		for _, r := range p.Records {
+			seen = append(seen, r.ID)
+		}
+		cursor = p.Cursor
+	}
+	require.Equal(t, []string{"a-1", "a-2", "a-3", "a-4", "a-5"}, seen)
+	p, err := b.Changes(ctx, cursor, 10*time.Millisecond)
+	require.NoError(t, err)
+	require.Empty(t, p.Records)
+}
+
+func testChangesSeeOtherBoardsClaims(t *testing.T, open Opener) {
+	watcher := open(t, "", Options{SafetyPoll: 10 * time.Second})
+	worker := open(t, watcher.Location(), Options{})
+	a := post(t, worker, "user:alice", "", "job")
+	head, err := watcher.Head(t.Context())
+	require.NoError(t, err)
+
+	// Once a Board runs Changes, claims elsewhere wake it too.
+	p, err := watcher.Changes(t.Context(), head, 10*time.Millisecond)
+	require.NoError(t, err)
+	require.Empty(t, p.Records)
+	got := make(chan actions.Page, 1)
+	go func() {
+		p, err := watcher.Changes(t.Context(), head, 8*time.Second)
+		if err == nil {
+			got <- p
+		}
+		close(got)
+	}()
+	start := time.Now()
+	w := Mint(t, "w")
+	require.Equal(t, a.ID, next(t, worker, w).ID)
+	p = <-got
+	require.Len(t, p.Records, 1)
+	require.Equal(t, actions.Claimed, p.Records[0].State)
+	require.Less(t, time.Since(start), 5*time.Second, "woken by the board's notification, not the 10 s safety poll")
+}
+
+// A post on one Board wakes a Next waiting on another Board of the same
+// storage long before the safety poll.
+func testWakeAcrossBoards(t *testing.T, open Opener) {
+	waiter := open(t, "", Options{SafetyPoll: 30 * time.Second})
+	poster := open(t, waiter.Location(), Options{})
+	who := Mint(t, "w")
+	for i := range 3 {
+		type result struct {
+			p   actions.Page
+			err error
+		}
+		ch := make(chan result, 1)
+		go func() {
+			p, err := waiter.Next(t.Context(), who, "", 20*time.Second)
+			ch <- result{p, err}
+		}()
+		// Give the waiter a moment to be asleep; either way it must find
+		// the post well before the safety poll.
+		time.Sleep(50 * time.Millisecond)
+		start := time.Now()
+		a := post(t, poster, "user:alice", "", "wake me")
+		r := <-ch
+		require.NoError(t, r.err)
+		require.Len(t, r.p.Records, 1)
+		require.Equal(t, a.ID, r.p.Records[0].ID)
+		t.Logf("round %d: woken %v after the post began", i, time.Since(start))
+		require.Less(t, time.Since(start), 5*time.Second, "woken by the notifier, not the 30 s safety poll")
+	}
+}

@@ -1,0 +1,650 @@
+// Package pgboard is bee's action board on a PostgreSQL server: the same
+// contract as the embedded board (actions/board), for agents on several
+// machines. Every bridge and bee command that opens the same database
+// shares one board.
+//
+// The board promises what the embedded board does:
+//
+//   - A claim is atomic: SELECT ... FOR UPDATE SKIP LOCKED inside one
+//     transaction, so no action is ever held by two identities, and
+//     competing claimers skip each other's rows instead of queueing.
+//   - Next offers the oldest open action its caller may take and returns
+//     within its timeout, also while the server is unreachable (it then
+//     finds nothing). A Next whose context ends as it claims gives the
+//     claim back.
+//   - Depart gives back an identity's claims at once and re-addresses what
+//     was addressed to it exactly to its agent name.
+//   - A bridge that dies without departing loses its claims: at once when
+//     it ran on this machine (its pid is gone), else once its lease runs out
+//     ([Options.Lease], 60 s by default). Every member renews its lease
+//     while it lives, idle or not, so on this board an expired lease means a
+//     dead (or cut-off) bridge. Leases are judged by the server's clock, so
+//     the machines' clocks need not agree, and a server restart gives every
+//     member a full lease to renew before any is judged.
+//   - Waiters wake within milliseconds of a change in any process, on any
+//     machine: writers NOTIFY in the transaction that makes the change, and
+//     each Board LISTENs on one dedicated connection. The notification is a
+//     hint: waiters also look at the database every [Options.SafetyPoll],
+//     and every waiter wakes when the listening connection is re-made after
+//     a loss (it reconnects with backoff).
+//   - A transaction that fails because the connection dropped or the server
+//     restarted is retried (within [Options.Retry] and the caller's
+//     context); one whose commit went unanswered is resolved by asking the
+//     server whether it committed, so nothing is done twice.
+//   - The schema is versioned (table bee_schema_version); Open migrates an
+//     older one, under an advisory lock, and refuses a newer one with what
+//     to do.
+//   - The URL's password never appears in an error, a log or Location.
+//
+// The board does not delete finished actions, and keeps its tables (all
+// named bee_*) in the first schema of the role's search_path: give the URL
+// a search_path (postgres://.../db?search_path=bee) to keep them apart.
+package pgboard
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/logkey"
+)
+
+// Defaults for the zero values of Options.
+const (
+	DefaultLease          = 60 * time.Second
+	DefaultSafetyPoll     = 10 * time.Second
+	DefaultConnectTimeout = 10 * time.Second
+	DefaultRetry          = 15 * time.Second
+	DefaultPageSize       = 100
+	DefaultMaxConns       = 4
+)
+
+// maxPageBytes bounds the text a page carries: a page stops growing once it
+// holds this much (it always holds at least one record).
+const maxPageBytes = 1 << 20
+
+// Errors the board returns besides the actions sentinels.
+var (
+	// ErrNewerSchema: the database was set up by a newer bee.
+	ErrNewerSchema = errors.New("board database is from a newer bee")
+	// ErrNotBoard: the database holds bee tables that are not a bee board.
+	ErrNotBoard = errors.New("database is not a usable bee board")
+	// ErrUnreachable: the server could not be reached.
+	ErrUnreachable = errors.New("PostgreSQL server unreachable")
+	// ErrLogin: the server refused the URL's role or password.
+	ErrLogin = errors.New("PostgreSQL login refused")
+	// ErrNoBoard: the database has no board yet, and Options.NoCreate
+	// forbade making one.
+	ErrNoBoard = errors.New("no board in the database")
+)
+
+// IsLocation reports whether location names a PostgreSQL board: a
+// postgres:// or postgresql:// URL.
+func IsLocation(location string) bool {
+	l := strings.ToLower(location)
+	return strings.HasPrefix(l, "postgres://") || strings.HasPrefix(l, "postgresql://")
+}
+
+// Options configure a Board. The zero value (or a nil *Options) gives the
+// defaults; Open copies the struct.
+type Options struct {
+	// Logger receives the board's logs. Nil discards them.
+	Logger *slog.Logger
+	// Lease is how long a member stays live without renewing: a bridge on
+	// another machine that dies without departing loses its claims this long
+	// after its last renewal. Zero means DefaultLease (60 s).
+	Lease time.Duration
+	// Renew is how often a joined member's lease is renewed, idle or not.
+	// Zero means Lease/3; it must be at most Lease/2.
+	Renew time.Duration
+	// SafetyPoll bounds how long a waiter sleeps without looking at the
+	// database, in case a notification was lost. Zero means
+	// DefaultSafetyPoll (10 s).
+	SafetyPoll time.Duration
+	// ConnectTimeout bounds Open's first connection, and each later one.
+	// Zero means DefaultConnectTimeout (10 s), unless the URL sets
+	// connect_timeout.
+	ConnectTimeout time.Duration
+	// Retry bounds how long one operation keeps retrying while the server
+	// is unreachable or restarting. Zero means DefaultRetry (15 s). Next,
+	// Notice and Await retry within their own timeout instead.
+	Retry time.Duration
+	// PageSize bounds the records of one List or Changes page. Zero means
+	// DefaultPageSize (100).
+	PageSize int
+	// MaxConns bounds the pool's connections; the listener holds one more.
+	// Zero means DefaultMaxConns (4).
+	MaxConns int
+	// NoCreate makes Open refuse a database without bee's tables
+	// (ErrNoBoard) instead of creating them: for people reading a board,
+	// so that a mistyped URL never shows an empty one.
+	NoCreate bool
+
+	// Test hooks, settable only inside this package.
+
+	// hostKey replaces the machine's key (see hostKey), so that a test can
+	// run members of several "machines" in one.
+	hostKey string
+	// beforeSleep runs each time a Next, having found nothing, is about to
+	// sleep.
+	beforeSleep func()
+	// afterClaim runs right after a claim commits, before Next looks at its
+	// context.
+	afterClaim func(actions.Record)
+	// inClaim runs inside the claim transaction, after the action's row is
+	// locked and before the commit, with the transaction's backend pid.
+	inClaim func(backendPID uint32)
+}
+
+// A Board is an open PostgreSQL board. Its methods are safe for concurrent
+// use.
+type Board struct {
+	// Fixed at Open.
+	location string // the URL without its password
+	password string // the URL's password, to scrub from errors; "" if none
+	opts     Options
+	log      *slog.Logger
+	pool     *pgxpool.Pool
+	id       string // the board's id, carried in its cursors and channel names
+	host     string // this machine's name, for people
+	hostKey  string // where this process's pids mean something
+	listen   *listener
+	created  bool // this Open created the board's tables
+
+	// ctx is the Board's lifetime: cancelled by Close, it ends renewals,
+	// the listener and calls in progress.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the listener and the renewer
+
+	mu      sync.Mutex                     // guards members
+	members map[identity.ID]actions.Member // joined through this Board, renewed by it
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ actions.Board = (*Board)(nil)
+
+// Open opens the board in the database location names (a postgres:// or
+// postgresql:// URL), setting it up or migrating it when needed. It fails
+// within Options.ConnectTimeout when the server cannot be reached
+// (ErrUnreachable), and refuses a wrong role or password (ErrLogin), a
+// database from a newer bee (ErrNewerSchema) and one whose bee tables are
+// not a board (ErrNotBoard), each with an error that names the server and
+// says what to do, and never holds the password. The caller must Close the
+// Board.
+func Open(location string, opts *Options) (_ *Board, err error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Lease <= 0 {
+		o.Lease = DefaultLease
+	}
+	if o.Renew <= 0 {
+		o.Renew = o.Lease / 3
+	}
+	if o.Renew > o.Lease/2 {
+		return nil, fmt.Errorf("open board: renew interval %v must be at most half the lease %v", o.Renew, o.Lease)
+	}
+	if o.SafetyPoll <= 0 {
+		o.SafetyPoll = DefaultSafetyPoll
+	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = DefaultConnectTimeout
+	}
+	if o.Retry <= 0 {
+		o.Retry = DefaultRetry
+	}
+	if o.PageSize <= 0 {
+		o.PageSize = DefaultPageSize
+	}
+	if o.MaxConns <= 0 {
+		o.MaxConns = DefaultMaxConns
+	}
+	loc, password := redactURL(location)
+	if !IsLocation(location) {
+		return nil, fmt.Errorf("open board %s: not a postgres:// or postgresql:// URL", loc)
+	}
+	cfg, err := pgxpool.ParseConfig(location)
+	if err != nil {
+		return nil, scrub(fmt.Errorf("open board %s: the URL does not parse: %w", loc, err), password)
+	}
+	if cfg.ConnConfig.Password != "" {
+		password = cfg.ConnConfig.Password
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = o.ConnectTimeout
+	}
+	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "bee"
+	}
+	cfg.MaxConns = int32(o.MaxConns)
+	cfg.MinConns = 0
+	cfg.MaxConnIdleTime = 5 * time.Minute
+
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &Board{
+		location: loc,
+		password: password,
+		opts:     o,
+		log:      o.Logger.With(logkey.Source, "pgboard", logkey.Path, loc),
+		ctx:      ctx,
+		cancel:   cancel,
+		members:  make(map[identity.ID]actions.Member),
+	}
+	b.host, b.hostKey = hostKey()
+	if o.hostKey != "" {
+		b.hostKey = o.hostKey
+	}
+	defer func() {
+		if err != nil {
+			b.closeAll()
+		}
+	}()
+	if b.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+		return nil, b.scrub(fmt.Errorf("open board %s: %w", loc, err))
+	}
+	if err := b.ping(cfg.ConnConfig); err != nil {
+		return nil, err
+	}
+	if err := b.migrate(); err != nil {
+		return nil, err
+	}
+	b.listen = newListener(b, cfg.ConnConfig)
+	b.wg.Add(2)
+	go func() {
+		defer b.wg.Done()
+		b.listen.run()
+	}()
+	go func() {
+		defer b.wg.Done()
+		b.renewLoop()
+	}()
+	return b, nil
+}
+
+// ping makes the first connection, bounded by the connect timeout, and
+// says what is wrong when it fails.
+func (b *Board) ping(cc *pgx.ConnConfig) error {
+	ctx, cancel := context.WithTimeout(b.ctx, cc.ConnectTimeout+time.Second)
+	defer cancel()
+	err := b.pool.Ping(ctx)
+	if err == nil {
+		return nil
+	}
+	where := net.JoinHostPort(cc.Host, fmt.Sprint(cc.Port))
+	if strings.HasPrefix(cc.Host, "/") {
+		where = "the unix socket in " + cc.Host
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case pe.Code == "28P01" || pe.Code == "28000":
+			return b.scrub(fmt.Errorf("open board %s: the server at %s refused role %q: %s; check the user and password in the URL (or PGPASSWORD / ~/.pgpass): %w",
+				b.location, where, cc.User, pe.Message, ErrLogin))
+		case pe.Code == "3D000":
+			return b.scrub(fmt.Errorf("open board %s: %s; create it (createdb %s) or fix the URL", b.location, pe.Message, cc.Database))
+		}
+		return b.scrub(fmt.Errorf("open board %s: the server at %s said: %s (SQLSTATE %s)", b.location, where, pe.Message, pe.Code))
+	}
+	return b.scrub(fmt.Errorf("open board %s: cannot reach the PostgreSQL server at %s within %v: is it running, and are the host and port in the URL right? %w (%w)",
+		b.location, where, cc.ConnectTimeout, ErrUnreachable, err))
+}
+
+// Created reports whether this Open created the board's tables: the
+// database had no board before. Of several processes opening it at once,
+// at most one sees true.
+func (b *Board) Created() bool { return b.created }
+
+// Name implements actions.Source.
+func (b *Board) Name() string { return "board" }
+
+// Location implements actions.Board: the URL without its password.
+func (b *Board) Location() string { return b.location }
+
+// Close stops the Board's background work (lease renewals, the listener)
+// and closes its connections. It does not depart the joined members: a
+// member that is not departed keeps its claims until its lease runs out.
+// Calls in progress return actions.ErrClosed. Close may be called more
+// than once; later calls return the first call's result.
+func (b *Board) Close() error {
+	b.closeOnce.Do(func() { b.closeErr = b.closeAll() })
+	return b.closeErr
+}
+
+func (b *Board) closeAll() error {
+	b.cancel()
+	b.wg.Wait()
+	if b.pool != nil {
+		b.pool.Close()
+	}
+	return nil
+}
+
+// closed returns actions.ErrClosed, naming the board, once Close has begun.
+func (b *Board) closed() error {
+	if b.ctx.Err() != nil {
+		return fmt.Errorf("board %s: %w", b.location, actions.ErrClosed)
+	}
+	return nil
+}
+
+// redactURL returns location without its password (in the user info or a
+// password= parameter), and the password.
+func redactURL(location string) (string, string) {
+	u, err := url.Parse(location)
+	if err != nil {
+		// Cut whatever stands between "://" and "@" down to the user.
+		scheme, rest, ok := strings.Cut(location, "://")
+		if !ok {
+			return "(a URL that does not parse)", ""
+		}
+		userinfo, host, ok := strings.Cut(rest, "@")
+		if !ok {
+			return location, ""
+		}
+		user, pw, _ := strings.Cut(userinfo, ":")
+		return scheme + "://" + user + "@" + host, pw
+	}
+	var password string
+	if u.User != nil {
+		password, _ = u.User.Password()
+		u.User = url.User(u.User.Username())
+	}
+	q := u.Query()
+	if pw := q.Get("password"); pw != "" {
+		password = pw
+		q.Del("password")
+		u.RawQuery = q.Encode()
+	}
+	return u.String(), password
+}
+
+// scrubbed is an error whose text has the password taken out.
+type scrubbed struct {
+	err      error
+	password string
+}
+
+func (s scrubbed) Error() string {
+	text := s.err.Error()
+	for _, pw := range []string{s.password, url.QueryEscape(s.password), url.PathEscape(s.password)} {
+		text = strings.ReplaceAll(text, pw, "xxxxx")
+	}
+	return text
+}
+
+func (s scrubbed) Unwrap() error { return s.err }
+
+// scrub takes password out of err's text, keeping err for errors.Is.
+func scrub(err error, password string) error {
+	if err == nil || len(password) < 3 {
+		return err
+	}
+	return scrubbed{err: err, password: password}
+}
+
+func (b *Board) scrub(err error) error { return scrub(err, b.password) }
+
+// hostKey names this machine for people (its host name) and, as key, the
+// place where this process's pids mean something: the kernel's boot and
+// the pid namespace. Two members with the same key can judge each other's
+// pids; others only each other's leases.
+func hostKey() (host, key string) {
+	host, _ = os.Hostname()
+	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	ns, _ := os.Readlink("/proc/self/ns/pid")
+	if len(boot) == 0 {
+		return host, "host:" + host
+	}
+	return host, strings.TrimSpace(string(boot)) + "/" + ns
+}
+
+func newToken(n int) string {
+	raw := make([]byte, n)
+	_, _ = rand.Read(raw) // crypto/rand.Read never fails on Linux
+	return hex.EncodeToString(raw)
+}
+
+// opCtx bounds an operation: it ends at ctx's end, after limit, or when the
+// Board closes, whichever comes first.
+func (b *Board) opCtx(ctx context.Context, limit time.Duration) (context.Context, context.CancelFunc) {
+	c, cancel := context.WithTimeout(ctx, limit)
+	stop := context.AfterFunc(b.ctx, cancel)
+	return c, func() {
+		stop()
+		cancel()
+	}
+}
+
+// retryable reports whether err is a failure another attempt may not
+// meet: the connection dropped, the server is restarting or refused a
+// connection for now, or the transaction lost a serialization or deadlock
+// race. The board's own refusals and context ends are not.
+func retryable(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case strings.HasPrefix(pe.Code, "08"), // connection exception
+			strings.HasPrefix(pe.Code, "57P"), // admin or crash shutdown, cannot connect now
+			strings.HasPrefix(pe.Code, "53"),  // insufficient resources (too many connections)
+			pe.Code == "40001", pe.Code == "40P01":
+			return true
+		}
+		return false
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	return errors.As(err, &ce) || errors.As(err, &ne) || pgconn.SafeToRetry(err) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, pgconn.ErrConnClosed) || isConnLost(err)
+}
+
+// isConnLost recognizes the remaining ways pgx reports a connection that
+// went away under a statement.
+func isConnLost(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "conn closed") || strings.Contains(msg, "unexpected EOF") || strings.Contains(msg, "broken pipe") ||
+		strings.Contains(msg, "connection reset") || strings.Contains(msg, "connection refused")
+}
+
+// fail says why an operation failed: the caller's ctx ended (its error,
+// unwrapped, so callers can compare it), the Board closed, the retry bound
+// passed while the server was unreachable, or the database refused.
+func (b *Board) fail(ctx context.Context, op string, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case b.ctx.Err() != nil:
+		return b.closed()
+	case isSentinel(err):
+		return err
+	case retryable(err) || errors.Is(err, context.DeadlineExceeded):
+		return b.scrub(fmt.Errorf("board %s: %s: the server has not answered for %v; check that it runs and is reachable: %w (%w)",
+			b.location, op, b.opts.Retry, ErrUnreachable, err))
+	}
+	return b.scrub(fmt.Errorf("board %s: %s: %w", b.location, op, err))
+}
+
+// isSentinel reports whether err is one of the board's own refusals, which
+// already say which action and why.
+func isSentinel(err error) bool {
+	for _, s := range []error{actions.ErrUnknownAction, actions.ErrNotHeld, actions.ErrEnded, actions.ErrNotPoster,
+		actions.ErrNotOpen, actions.ErrNotLive, actions.ErrDeparted, actions.ErrClosed, actions.ErrEmptyTitle,
+		actions.ErrEmptyReason, actions.ErrBadPoster, actions.ErrBadRecipient, actions.ErrTooLong, actions.ErrBadText,
+		ErrNewerSchema, ErrNotBoard} {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// backoff sleeps before attempt n+1 (n from 0) of an operation: 20 ms
+// doubling to 1 s. It returns false when ctx ends first.
+func backoff(ctx context.Context, n int) bool {
+	d := 20 * time.Millisecond << min(n, 6)
+	d = min(d, time.Second)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// A txFunc is the body of a write transaction. It may run more than once
+// (after a failed attempt), so it sets its results afresh each time.
+type txFunc func(ctx context.Context, tx pgx.Tx) error
+
+// write runs fn in one transaction, retrying what retryable accepts until
+// Options.Retry passes or ctx ends. ctx's end stops the transaction only
+// before its commit: a commit runs to its end, so a write whose caller went
+// away is either undone or done (and a caller that must not hold what it
+// did not receive, like Next, gives it back). A commit whose answer was lost
+// is resolved by asking the server whether that transaction committed (by
+// its id, taken at the start), so a committed write is never done again or
+// reported as failed. Errors fn returns that do not come from the database
+// pass through.
+func (b *Board) write(ctx context.Context, op string, fn txFunc) error {
+	return b.writeWithin(ctx, op, b.opts.Retry, fn)
+}
+
+func (b *Board) writeWithin(ctx context.Context, op string, limit time.Duration, fn txFunc) error {
+	if err := b.closed(); err != nil {
+		return err
+	}
+	octx, cancel := b.opCtx(ctx, limit)
+	defer cancel()
+	for n := 0; ; n++ {
+		xid, err := b.attempt(octx, fn)
+		if err != nil && xid != 0 {
+			// The commit's fate is unknown: ask.
+			var committed bool
+			committed, err = b.committed(xid, err)
+			if committed {
+				return nil
+			}
+		}
+		if err == nil {
+			return nil
+		}
+		if isSentinel(err) {
+			return err
+		}
+		if !retryable(err) || !backoff(octx, n) {
+			return b.fail(ctx, op, err)
+		}
+		b.log.Debug("transaction failed; retrying", "op", op, logkey.Err, b.scrub(err))
+	}
+}
+
+// commitBound bounds a commit, which runs whatever the caller's context
+// does.
+const commitBound = 5 * time.Second
+
+// attempt runs fn in a transaction once. xid is non-zero only when the
+// outcome is unknown: the commit was sent but its answer lost.
+func (b *Board) attempt(ctx context.Context, fn txFunc) (xid int64, err error) {
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	detached, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitBound)
+	defer cancel()
+	defer func() {
+		if err != nil && xid == 0 {
+			_ = tx.Rollback(detached)
+		}
+	}()
+	var id int64
+	if err := tx.QueryRow(ctx, `SELECT pg_current_xact_id()::text::bigint`).Scan(&id); err != nil {
+		return 0, err
+	}
+	if err := fn(ctx, tx); err != nil {
+		return 0, err
+	}
+	if err := tx.Commit(detached); err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) {
+			return 0, err // the server answered: it did not commit
+		}
+		return id, err
+	}
+	return 0, nil
+}
+
+// committed asks, on another connection, whether transaction xid
+// committed, waiting (up to Options.Retry, or until the Board closes) while
+// the server is unreachable. cause is the commit's error, returned when the
+// answer never comes.
+func (b *Board) committed(xid int64, cause error) (bool, error) {
+	ctx, cancel := b.opCtx(context.Background(), b.opts.Retry)
+	defer cancel()
+	for n := 0; ; n++ {
+		var status *string
+		err := b.pool.QueryRow(ctx, `SELECT pg_xact_status($1::text::xid8)`, fmt.Sprint(xid)).Scan(&status)
+		if err == nil {
+			switch {
+			case status == nil:
+				return false, cause // too old to know; cannot happen for a fresh xid
+			case *status == "committed":
+				b.log.Info("a commit whose answer was lost had committed", "xid", xid)
+				return true, nil
+			case *status == "aborted":
+				return false, cause
+			}
+			// "in progress": the server has not finished it yet.
+		}
+		if err != nil && !retryable(err) {
+			return false, err
+		}
+		if !backoff(ctx, n) {
+			return false, cause
+		}
+	}
+}
+
+// read runs fn, a read, retrying what retryable accepts until
+// Options.Retry passes or ctx ends.
+func (b *Board) read(ctx context.Context, op string, fn func(ctx context.Context) error) error {
+	if err := b.closed(); err != nil {
+		return err
+	}
+	octx, cancel := b.opCtx(ctx, b.opts.Retry)
+	defer cancel()
+	for n := 0; ; n++ {
+		err := fn(octx)
+		if err == nil || errors.Is(err, pgx.ErrNoRows) || isSentinel(err) {
+			return err
+		}
+		if !retryable(err) || !backoff(octx, n) {
+			return b.fail(ctx, op, err)
+		}
+	}
+}

@@ -1,0 +1,479 @@
+package pgboard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/logkey"
+)
+
+// Log attribute keys the board adds to logkey's.
+const (
+	logKeyHolder = "holder"
+	logKeyTo     = "to"
+	logKeyFrom   = "from"
+	logKeyState  = "state"
+	logKeyIDs    = "action_ids"
+)
+
+// recordCols are the columns scanRecord reads, in order.
+const recordCols = `seq, to_whom, from_whom, title, body, state, holder, result, reason, ended_by, posted_at, claimed_at, ended_at`
+
+// recordColsOf is recordCols of the table aliased alias.
+func recordColsOf(alias string) string {
+	cols := strings.Split(recordCols, ", ")
+	for i, c := range cols {
+		cols[i] = alias + "." + c
+	}
+	return strings.Join(cols, ", ")
+}
+
+// xid is the id of the current transaction, as the rev it writes.
+const xid = `pg_current_xact_id()::text::bigint`
+
+func scanRecord(row pgx.Row, extra ...any) (actions.Record, error) {
+	var (
+		r                  actions.Record
+		state              string
+		posted             time.Time
+		claimedAt, endedAt *time.Time
+	)
+	dest := append([]any{&r.Seq, &r.To, &r.From, &r.Title, &r.Body, &state, &r.Holder, &r.Result, &r.Reason, &r.EndedBy,
+		&posted, &claimedAt, &endedAt}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return actions.Record{}, err
+	}
+	r.ID = actionID(r.Seq)
+	r.State = actions.State(state)
+	r.PostedAt = posted.UTC()
+	if claimedAt != nil {
+		t := claimedAt.UTC()
+		r.ClaimedAt = &t
+	}
+	if endedAt != nil {
+		t := endedAt.UTC()
+		r.EndedAt = &t
+	}
+	return r, nil
+}
+
+// collect scans every row of rows as a record.
+func collect(rows pgx.Rows, err error) ([]actions.Record, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var recs []actions.Record
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			return nil, err
+		}
+		recs = append(recs, r)
+	}
+	return recs, rows.Err()
+}
+
+// recordSize estimates the bytes a record carries, for bounding pages.
+func recordSize(r actions.Record) int {
+	return 256 + len(r.To) + len(r.From) + len(r.Title) + len(r.Body) + len(r.Holder) + len(r.Result) + len(r.Reason) + len(r.EndedBy)
+}
+
+func isCode(err error, code string) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == code
+}
+
+// Post implements actions.Source: an open action from who, which is an
+// identity or a person ("user:<name>"), for to ("" for anyone, an agent
+// name or a live identity). It refuses what actions.CheckPost refuses, and
+// an identity that is not live (actions.ErrNotLive, naming the live
+// identities of its agent). Posting wakes the waiters on every machine.
+func (b *Board) Post(ctx context.Context, who identity.ID, to, title, body string) (actions.Record, error) {
+	title, err := actions.CheckPost(who, to, title, body)
+	if err != nil {
+		return actions.Record{}, fmt.Errorf("post: %w", err)
+	}
+	if err := b.checkLive(ctx, to); err != nil {
+		return actions.Record{}, fmt.Errorf("post: %w", err)
+	}
+	var rec actions.Record
+	err = b.write(ctx, "post", func(ctx context.Context, tx pgx.Tx) error {
+		var err error
+		rec, err = scanRecord(tx.QueryRow(ctx, `INSERT INTO bee_actions (to_whom, from_whom, title, body, state, posted_at, rev)
+			VALUES ($1, $2, $3, $4, 'open', clock_timestamp(), `+xid+`) RETURNING `+recordCols, to, string(who), title, body))
+		if err != nil {
+			return err
+		}
+		return b.notify(ctx, tx, evClaimable)
+	})
+	if err != nil {
+		return actions.Record{}, fmt.Errorf("post: %w", err)
+	}
+	b.listen.broadcast(evClaimable)
+	b.log.Info("action posted", logkey.ActionID, rec.ID, logKeyFrom, rec.From, logKeyTo, rec.To)
+	return rec, nil
+}
+
+// Get implements actions.Source: the action with the given id, or
+// actions.ErrUnknownAction. Members of this machine whose process died
+// depart first.
+func (b *Board) Get(ctx context.Context, id string) (actions.Record, error) {
+	seq, ok := parseActionID(id)
+	if !ok {
+		return actions.Record{}, fmt.Errorf("action %q: %w", id, unknownHint(id))
+	}
+	b.reap(ctx)
+	var rec actions.Record
+	err := b.read(ctx, "get "+id, func(ctx context.Context) error {
+		var err error
+		rec, err = scanRecord(b.pool.QueryRow(ctx, `SELECT `+recordCols+` FROM bee_actions WHERE seq = $1`, seq))
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return actions.Record{}, fmt.Errorf("action %q: %w", id, actions.ErrUnknownAction)
+	}
+	if err != nil {
+		return actions.Record{}, err
+	}
+	recs := []actions.Record{rec}
+	b.markGone(ctx, recs)
+	return recs[0], nil
+}
+
+// unknownHint is ErrUnknownAction for an id no board makes, suggesting the
+// id meant ("7" -> "a-7").
+func unknownHint(id string) error {
+	if _, ok := parseCount(strings.TrimSpace(id)); ok {
+		return fmt.Errorf("%w (ids look like a-%s)", actions.ErrUnknownAction, strings.TrimSpace(id))
+	}
+	return actions.ErrUnknownAction
+}
+
+// List implements actions.Source: the actions posted after since, oldest
+// first, in every state, at most Options.PageSize of them (and about 1 MiB
+// of text), with the cursor to page on from. A claim whose holder is gone
+// is marked HolderGone.
+func (b *Board) List(ctx context.Context, since actions.Cursor) (actions.Page, error) {
+	after, err := b.parseSeqCursor(since)
+	if err != nil {
+		return actions.Page{}, fmt.Errorf("list: %w", err)
+	}
+	b.reap(ctx)
+	page := actions.Page{Records: []actions.Record{}, Cursor: b.seqCursor(after)}
+	err = b.read(ctx, "list", func(ctx context.Context) error {
+		page = actions.Page{Records: []actions.Record{}, Cursor: b.seqCursor(after)}
+		rows, err := b.pool.Query(ctx, `SELECT `+recordCols+` FROM bee_actions WHERE seq > $1 ORDER BY seq LIMIT $2`, after, b.opts.PageSize)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		size := 0
+		for size < maxPageBytes && rows.Next() {
+			rec, err := scanRecord(rows)
+			if err != nil {
+				return err
+			}
+			page.Records = append(page.Records, rec)
+			page.Cursor = b.seqCursor(rec.Seq)
+			size += recordSize(rec)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return actions.Page{}, fmt.Errorf("list: %w", err)
+	}
+	b.markGone(ctx, page.Records)
+	return page, nil
+}
+
+// Finish implements actions.Source: the action who holds becomes done, with
+// result (at most actions.MaxResultLen bytes) kept on it, and its poster's
+// waiters wake. It returns actions.ErrUnknownAction, actions.ErrNotHeld
+// (naming the holder) or actions.ErrEnded (naming who ended it, and why).
+func (b *Board) Finish(ctx context.Context, who identity.ID, id, result string) (actions.Record, error) {
+	if err := actions.CheckText("result", result, actions.MaxResultLen); err != nil {
+		return actions.Record{}, fmt.Errorf("finish %s: %w", id, err)
+	}
+	return b.end(ctx, "finish", who, id, `state = 'done', result = $3`, result)
+}
+
+// Fail implements actions.Source: the action who holds becomes failed, with
+// reason (non-empty) kept on it, and its poster's waiters wake. It returns
+// the same errors as Finish, and actions.ErrEmptyReason.
+func (b *Board) Fail(ctx context.Context, who identity.ID, id, reason string) (actions.Record, error) {
+	if strings.TrimSpace(reason) == "" {
+		return actions.Record{}, fmt.Errorf("fail %s: %w: say why it could not be done", id, actions.ErrEmptyReason)
+	}
+	if err := actions.CheckText("reason", reason, actions.MaxResultLen); err != nil {
+		return actions.Record{}, fmt.Errorf("fail %s: %w", id, err)
+	}
+	return b.end(ctx, "fail", who, id, `state = 'failed', reason = $3`, reason)
+}
+
+// toldAtEnd is told_at for an action that ends now: a person's post counts
+// as told at once (people are not woken; they ask), an agent's waits for its
+// poster to hear.
+const toldAtEnd = `(CASE WHEN starts_with(from_whom, 'user:') THEN clock_timestamp() END)`
+
+func (b *Board) end(ctx context.Context, op string, who identity.ID, id, set, arg string) (actions.Record, error) {
+	rec, err := b.settle(ctx, op, who, id, evEnded,
+		set+`, ended_by = $2, ended_at = clock_timestamp(), told_at = `+toldAtEnd, arg)
+	if err != nil {
+		return actions.Record{}, err
+	}
+	b.log.Info("action ended", logkey.ActionID, rec.ID, logkey.Identity, string(who), logKeyState, rec.State)
+	return rec, nil
+}
+
+// Release implements actions.Source: the action who holds goes back to
+// open, at its place in the posting order, and the waiters on every machine
+// wake. It returns the same errors as Finish.
+func (b *Board) Release(ctx context.Context, who identity.ID, id string) (actions.Record, error) {
+	rec, err := b.settle(ctx, "release", who, id, evClaimable, `state = 'open', holder = '', claimed_at = NULL`)
+	if err != nil {
+		return actions.Record{}, err
+	}
+	b.log.Info("action released", logkey.ActionID, rec.ID, logkey.Identity, string(who))
+	return rec, nil
+}
+
+// settle changes an action who holds with the SET clause set ($1 is the
+// action's seq, $2 who, $3 on the arguments args), after checking that who
+// holds it, and wakes the waiters ev concerns.
+func (b *Board) settle(ctx context.Context, op string, who identity.ID, id string, ev event, set string, args ...any) (actions.Record, error) {
+	seq, ok := parseActionID(id)
+	if !ok {
+		return actions.Record{}, fmt.Errorf("%s action %q: %w", op, id, actions.ErrUnknownAction)
+	}
+	var rec actions.Record
+	err := b.write(ctx, op, func(ctx context.Context, tx pgx.Tx) error {
+		var err error
+		rec, err = scanRecord(tx.QueryRow(ctx,
+			`UPDATE bee_actions SET `+set+`, rev = `+xid+` WHERE seq = $1 AND state = 'claimed' AND holder = $2 RETURNING `+recordCols,
+			append([]any{seq, string(who)}, args...)...))
+		if err == nil {
+			return b.notify(ctx, tx, ev)
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		// Not changed: say why.
+		cur, err := scanRecord(tx.QueryRow(ctx, `SELECT `+recordCols+` FROM bee_actions WHERE seq = $1`, seq))
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return fmt.Errorf("%s action %q: %w", op, id, actions.ErrUnknownAction)
+		case err != nil:
+			return err
+		case cur.State.Ended():
+			return actions.EndedErr(op, cur)
+		case cur.State == actions.Open:
+			return fmt.Errorf("%s: action %s is open, not held by %s: %w", op, id, who, actions.ErrNotHeld)
+		default:
+			return fmt.Errorf("%s: action %s is held by %s, not %s: %w", op, id, cur.Holder, who, actions.ErrNotHeld)
+		}
+	})
+	if err != nil {
+		if isSentinel(err) {
+			return actions.Record{}, err
+		}
+		return actions.Record{}, fmt.Errorf("%s %s: %w", op, id, err)
+	}
+	b.listen.broadcast(ev)
+	return rec, nil
+}
+
+// Cancel implements actions.Source: an open or claimed action becomes
+// cancelled, with an optional reason, and its holder's next finish is
+// refused with that reason. who is a person or an identity of the agent
+// that posted it (actions.ErrNotPoster otherwise). A poster that cancels
+// its own action has heard of it already; anyone else's cancel wakes the
+// poster's waiter.
+func (b *Board) Cancel(ctx context.Context, who identity.ID, id, reason string) (actions.Record, error) {
+	if err := actions.CheckPoster(who); err != nil {
+		return actions.Record{}, fmt.Errorf("cancel %s: %w", id, err)
+	}
+	if err := actions.CheckText("reason", reason, actions.MaxResultLen); err != nil {
+		return actions.Record{}, fmt.Errorf("cancel %s: %w", id, err)
+	}
+	seq, ok := parseActionID(id)
+	if !ok {
+		return actions.Record{}, fmt.Errorf("cancel action %q: %w", id, actions.ErrUnknownAction)
+	}
+	var rec actions.Record
+	err := b.write(ctx, "cancel", func(ctx context.Context, tx pgx.Tx) error {
+		cur, err := scanRecord(tx.QueryRow(ctx, `SELECT `+recordCols+` FROM bee_actions WHERE seq = $1 FOR UPDATE`, seq))
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return fmt.Errorf("cancel action %q: %w", id, actions.ErrUnknownAction)
+		case err != nil:
+			return err
+		case cur.State.Ended():
+			return actions.EndedErr("cancel", cur)
+		case !actions.MayManage(who, cur.From):
+			return fmt.Errorf("cancel: action %s was posted by %s; only a person or an identity of its agent may cancel it: %w",
+				id, cur.From, actions.ErrNotPoster)
+		}
+		told := cur.From == string(who) || actions.IsUser(cur.From)
+		rec, err = scanRecord(tx.QueryRow(ctx, `UPDATE bee_actions SET state = 'cancelled', reason = $2, ended_by = $3,
+			ended_at = clock_timestamp(), told_at = CASE WHEN $4 THEN clock_timestamp() END, rev = `+xid+`
+			WHERE seq = $1 RETURNING `+recordCols, seq, reason, string(who), told))
+		if err != nil {
+			return err
+		}
+		return b.notify(ctx, tx, evEnded)
+	})
+	if err != nil {
+		if isSentinel(err) {
+			return actions.Record{}, err
+		}
+		return actions.Record{}, fmt.Errorf("cancel %s: %w", id, err)
+	}
+	b.listen.broadcast(evEnded)
+	b.log.Info("action cancelled", logkey.ActionID, rec.ID, logkey.Identity, string(who), logKeyHolder, rec.Holder)
+	return rec, nil
+}
+
+// Readdress implements actions.Board: an open action goes to to ("", an
+// agent name or a live identity), and the waiters on every machine wake.
+// who is a person or an identity of the poster's agent.
+func (b *Board) Readdress(ctx context.Context, who identity.ID, id, to string) (actions.Record, error) {
+	if err := actions.CheckPoster(who); err != nil {
+		return actions.Record{}, fmt.Errorf("readdress %s: %w", id, err)
+	}
+	if err := actions.CheckRecipient(to); err != nil {
+		return actions.Record{}, fmt.Errorf("readdress %s: %w", id, err)
+	}
+	if err := b.checkLive(ctx, to); err != nil {
+		return actions.Record{}, fmt.Errorf("readdress %s: %w", id, err)
+	}
+	seq, ok := parseActionID(id)
+	if !ok {
+		return actions.Record{}, fmt.Errorf("readdress action %q: %w", id, actions.ErrUnknownAction)
+	}
+	var rec actions.Record
+	err := b.write(ctx, "readdress", func(ctx context.Context, tx pgx.Tx) error {
+		cur, err := scanRecord(tx.QueryRow(ctx, `SELECT `+recordCols+` FROM bee_actions WHERE seq = $1 FOR UPDATE`, seq))
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return fmt.Errorf("readdress action %q: %w", id, actions.ErrUnknownAction)
+		case err != nil:
+			return err
+		case cur.State.Ended():
+			return actions.EndedErr("readdress", cur)
+		case cur.State == actions.Claimed:
+			return fmt.Errorf("readdress: action %s is held by %s; it can be re-addressed once it is released (or cancel it): %w",
+				id, cur.Holder, actions.ErrNotOpen)
+		case !actions.MayManage(who, cur.From):
+			return fmt.Errorf("readdress: action %s was posted by %s; only a person or an identity of its agent may re-address it: %w",
+				id, cur.From, actions.ErrNotPoster)
+		}
+		rec, err = scanRecord(tx.QueryRow(ctx, `UPDATE bee_actions SET to_whom = $2, rev = `+xid+` WHERE seq = $1 RETURNING `+recordCols, seq, to))
+		if err != nil {
+			return err
+		}
+		return b.notify(ctx, tx, evClaimable)
+	})
+	if err != nil {
+		if isSentinel(err) {
+			return actions.Record{}, err
+		}
+		return actions.Record{}, fmt.Errorf("readdress %s: %w", id, err)
+	}
+	b.listen.broadcast(evClaimable)
+	b.log.Info("action re-addressed", logkey.ActionID, rec.ID, logkey.Identity, string(who), logKeyTo, rec.To)
+	return rec, nil
+}
+
+// Cursors name a position on one board, as the embedded board's do:
+// "<board id>.s<seq>" (List, Next) and "<board id>.r<rev>[.<seq>]" (Head,
+// Changes). A cursor of the other kind, of another board, or not made by a
+// board at all is refused with actions.ErrBadCursor.
+
+func (b *Board) seqCursor(seq int64) actions.Cursor {
+	return actions.Cursor(b.id + ".s" + strconv.FormatInt(seq, 10))
+}
+
+func (b *Board) parseSeqCursor(c actions.Cursor) (int64, error) {
+	if c == "" {
+		return 0, nil
+	}
+	rest, ok := strings.CutPrefix(string(c), b.id+".s")
+	if !ok {
+		return 0, b.badCursor(c)
+	}
+	seq, ok := parseCount(rest)
+	if !ok {
+		return 0, b.badCursor(c)
+	}
+	return seq, nil
+}
+
+// revCursor marks the change rev of the action seq; seq < 0 marks every
+// change up to and including rev.
+func (b *Board) revCursor(rev, seq int64) actions.Cursor {
+	s := b.id + ".r" + strconv.FormatInt(rev, 10)
+	if seq >= 0 {
+		s += "." + strconv.FormatInt(seq, 10)
+	}
+	return actions.Cursor(s)
+}
+
+// maxSeq is past every action's seq.
+const maxSeq = int64(1<<63 - 1)
+
+func (b *Board) parseRevCursor(c actions.Cursor) (rev, seq int64, err error) {
+	if c == "" {
+		return 0, 0, nil
+	}
+	rest, ok := strings.CutPrefix(string(c), b.id+".r")
+	if !ok {
+		return 0, 0, b.badCursor(c)
+	}
+	revText, seqText, hasSeq := strings.Cut(rest, ".")
+	if rev, ok = parseCount(revText); !ok {
+		return 0, 0, b.badCursor(c)
+	}
+	if !hasSeq {
+		return rev, maxSeq, nil
+	}
+	if seq, ok = parseCount(seqText); !ok {
+		return 0, 0, b.badCursor(c)
+	}
+	return rev, seq, nil
+}
+
+// parseCount parses a non-negative decimal written the way strconv writes
+// it, so each position has one spelling.
+func parseCount(s string) (int64, bool) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || strconv.FormatInt(n, 10) != s {
+		return 0, false
+	}
+	return n, true
+}
+
+func (b *Board) badCursor(c actions.Cursor) error {
+	return fmt.Errorf("cursor %q was not made by board %s (id %s); start again with an empty cursor: %w",
+		string(c), b.location, b.id, actions.ErrBadCursor)
+}
+
+func actionID(seq int64) string { return "a-" + strconv.FormatInt(seq, 10) }
+
+func parseActionID(id string) (int64, bool) {
+	rest, ok := strings.CutPrefix(id, "a-")
+	if !ok {
+		return 0, false
+	}
+	seq, ok := parseCount(rest)
+	return seq, ok && seq > 0
+}

@@ -1,0 +1,151 @@
+package actions
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/tractat-us/bee/identity"
+)
+
+// What every board accepts, and the errors it returns when something is
+// not acceptable. Boards check with these functions, so that the embedded
+// board and the PostgreSQL board refuse exactly the same things with the
+// same sentinels.
+
+// Bounds on what an action may carry.
+const (
+	MaxTitleLen  = 200      // characters, after trimming
+	MaxBodyLen   = 64 << 10 // bytes
+	MaxResultLen = 64 << 10 // bytes
+)
+
+// UserPrefix starts the poster name of a person, as in "user:alice".
+const UserPrefix = "user:"
+
+// Errors a board returns besides the Source sentinels, wrapped with the
+// detail that names the field.
+var (
+	// ErrClosed: the board was closed.
+	ErrClosed = errors.New("board closed")
+	// ErrBadRecipient: a to is neither "", an agent name nor an identity.
+	ErrBadRecipient = errors.New("bad recipient")
+	// ErrBadPoster: a poster is neither an identity nor a user.
+	ErrBadPoster = errors.New("bad poster")
+	// ErrTooLong: a title, body or result is over its bound.
+	ErrTooLong = errors.New("too long")
+	// ErrBadText: a title, body or result is not valid UTF-8, or a title
+	// holds a line break.
+	ErrBadText = errors.New("bad text")
+)
+
+// User returns the poster name for a person called name ("user:<name>"); the
+// name follows the rules of an agent name (identity.CheckName).
+func User(name string) (identity.ID, error) {
+	if err := identity.CheckName(name); err != nil {
+		return "", fmt.Errorf("user name: %w", err)
+	}
+	return identity.ID(UserPrefix + name), nil
+}
+
+// IsUser reports whether who is a person ("user:<name>").
+func IsUser(who string) bool { return strings.HasPrefix(who, UserPrefix) }
+
+// CheckPoster accepts an identity or a person ("user:<name>"), and returns
+// ErrBadPoster otherwise.
+func CheckPoster(who identity.ID) error {
+	if identity.IsID(string(who)) {
+		return nil
+	}
+	if name, ok := strings.CutPrefix(string(who), UserPrefix); ok && identity.CheckName(name) == nil {
+		return nil
+	}
+	return fmt.Errorf("poster %q is neither an identity (agent:<name>#<8 hex>) nor a person (%s<name>): %w", string(who), UserPrefix, ErrBadPoster)
+}
+
+// CheckRecipient accepts "", an agent name or an identity, and returns
+// ErrBadRecipient otherwise.
+func CheckRecipient(to string) error {
+	if to == "" || identity.IsID(to) {
+		return nil
+	}
+	if strings.HasPrefix(to, identity.Prefix) {
+		_, err := identity.Parse(to)
+		return fmt.Errorf("to %q: %w: %w", to, ErrBadRecipient, err)
+	}
+	if err := identity.CheckName(to); err != nil {
+		return fmt.Errorf("to %q is neither empty (anyone), an agent name nor an identity (agent:<name>#<8 hex>): %w: %w", to, ErrBadRecipient, err)
+	}
+	return nil
+}
+
+// CheckText refuses s, the value of field, when it is longer than limit
+// bytes (ErrTooLong) or not valid UTF-8 (ErrBadText).
+func CheckText(field, s string, limit int) error {
+	if len(s) > limit {
+		return fmt.Errorf("%s is %d bytes, more than %d: %w", field, len(s), limit, ErrTooLong)
+	}
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%s is not valid UTF-8: %w", field, ErrBadText)
+	}
+	return nil
+}
+
+// CheckPost checks what Post takes and returns the title trimmed: a
+// non-empty (ErrEmptyTitle), one-line (ErrBadText) title of at most
+// MaxTitleLen characters (ErrTooLong), a body of at most MaxBodyLen bytes,
+// a poster CheckPoster accepts and a recipient CheckRecipient accepts.
+func CheckPost(who identity.ID, to, title, body string) (string, error) {
+	title = strings.TrimSpace(title)
+	switch {
+	case title == "":
+		return "", ErrEmptyTitle
+	case utf8.RuneCountInString(title) > MaxTitleLen:
+		return "", fmt.Errorf("title is %d characters, more than %d (put the detail in the body): %w",
+			utf8.RuneCountInString(title), MaxTitleLen, ErrTooLong)
+	case strings.ContainsAny(title, "\r\n"):
+		return "", fmt.Errorf("title must be one line (put the rest in the body): %w", ErrBadText)
+	}
+	if err := CheckText("title", title, 4*MaxTitleLen); err != nil {
+		return "", err
+	}
+	if err := CheckText("body", body, MaxBodyLen); err != nil {
+		return "", err
+	}
+	if err := CheckPoster(who); err != nil {
+		return "", err
+	}
+	if err := CheckRecipient(to); err != nil {
+		return "", err
+	}
+	return title, nil
+}
+
+// MayManage reports whether who may cancel or re-address an action posted
+// by from: a person may manage any action, an agent those posted by any
+// identity of the same agent (its earlier identities, before a /clear,
+// included).
+func MayManage(who identity.ID, from string) bool {
+	if IsUser(string(who)) {
+		return true
+	}
+	return identity.IsID(from) && identity.ID(from).Agent() == who.Agent()
+}
+
+// EndedErr says, for op on an action r that has ended, how it ended; it
+// wraps ErrEnded.
+func EndedErr(op string, r Record) error {
+	switch r.State {
+	case Failed:
+		return fmt.Errorf("%s: action %s failed (%s: %s): %w", op, r.ID, r.EndedBy, r.Reason, ErrEnded)
+	case Cancelled:
+		why := ""
+		if r.Reason != "" {
+			why = ": " + r.Reason
+		}
+		return fmt.Errorf("%s: action %s was cancelled by %s%s; stop working on it: %w", op, r.ID, r.EndedBy, why, ErrEnded)
+	default:
+		return fmt.Errorf("%s: action %s was finished by %s: %w", op, r.ID, r.EndedBy, ErrEnded)
+	}
+}
