@@ -268,7 +268,8 @@ type Board struct {
 	// broken, once set, is the answer of every call: the file was found
 	// damaged (ErrCorrupt) or replaced (ErrReplaced).
 	broken   atomic.Pointer[error]
-	stopping atomic.Bool // stop has begun closing the Board
+	stopping atomic.Bool  // stop has begun closing the Board
+	checked  atomic.Int64 // when a call last checked the file (unix ns)
 
 	created bool // see Created
 
@@ -474,8 +475,18 @@ func (b *Board) closed() error {
 	if b.ctx.Err() != nil {
 		return fmt.Errorf("board %s: %w", b.path, ErrClosed)
 	}
-	return b.checkFile()
+	// The watch reports moves at once; this check is for what it cannot
+	// see (the directory moved, say), and need not cost a stat per call.
+	if now := time.Now().UnixNano(); now-b.checked.Load() >= int64(fileCheckEvery) {
+		b.checked.Store(now)
+		return b.checkFile()
+	}
+	return nil
 }
+
+// fileCheckEvery is how often, at most, a call checks that the board's
+// path still names its file (see closed).
+const fileCheckEvery = 100 * time.Millisecond
 
 // nowMS is the board's clock: wall-clock Unix milliseconds, the unit every
 // time column holds. Leases compare these across processes on one machine.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/tractat-us/bee/actions"
@@ -151,8 +152,15 @@ func TestBoard_DamagedFileRefusesWrites(t *testing.T) {
 	_, err = finder.List(t.Context(), "")
 	requireCorrupt(t, err, path, "SQLite reports it damaged")
 
-	_, err = other.Post(t.Context(), "user:alice", "", "after", "")
+	// Another Board's writes read the mark at most every damageCheckEvery.
+	marked := time.Now()
+	require.Eventually(t, func() bool {
+		_, err = other.Post(t.Context(), "user:alice", "", "after", "")
+		return err != nil
+	}, 10*time.Second, 10*time.Millisecond)
+	t.Logf("another Board refused its writes %v after the damage was found", time.Since(marked))
 	requireCorrupt(t, err, path, fmt.Sprintf("pid %d found it damaged", os.Getpid()))
+	require.Less(t, time.Since(marked), 5*time.Second)
 	_, err = Open(path, nil)
 	requireCorrupt(t, err, path, "found it damaged")
 

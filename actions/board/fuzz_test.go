@@ -46,6 +46,7 @@ func FuzzLockRecord(f *testing.F) {
 		l.bind(id)
 		require.NoError(t, l.damaged())
 		l.noteDamaged(id)
+		l.damageCheck = time.Time{} // read the mark now
 		require.ErrorIs(t, l.damaged(), ErrCorrupt)
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -85,9 +86,11 @@ type writeLock struct {
 	mark []byte
 	// holding is Options.holdingLock.
 	holding func()
-	// Buffers for the record, used only by the lock's holder.
-	slot    [slotSize]byte
-	scratch [slotSize]byte
+	// Buffers for the record, and when it was last read for the damage
+	// mark, used only by the lock's holder.
+	slot        [slotSize]byte
+	scratch     [slotSize]byte
+	damageCheck time.Time
 }
 
 // A queued is a flock request the kernel has queued, run by the helper

@@ -91,6 +91,9 @@ func (l *writeLock) noteDB(id fileID) {
 	l.writeSlot(slotDB, fmt.Sprintf("db %d %d", id.dev, id.ino))
 }
 
+// damageCheckEvery is how often, at most, a writer reads the damage mark.
+const damageCheckEvery = 100 * time.Millisecond
+
 // bind makes id the database file whose damage mark the lock checks.
 func (l *writeLock) bind(id fileID) {
 	l.file = id
@@ -145,11 +148,17 @@ func (l *writeLock) record() lockRecord {
 }
 
 // damaged refuses, with ErrCorrupt, the database file the lock file marks
-// damaged. It runs at every write, under the lock: one read, and a parse
-// only when the mark names this file.
+// damaged. It runs at every write, under the lock, and reads the mark at
+// most every damageCheckEvery (a parse only when it names this file), so a
+// mark another process made stops this one's writes within that.
 func (l *writeLock) damaged() error {
 	if l.f == nil || l.file == (fileID{}) {
 		return nil
+	}
+	if now := time.Now(); now.Sub(l.damageCheck) < damageCheckEvery {
+		return nil
+	} else {
+		l.damageCheck = now
 	}
 	n, _ := unix.Pread(l.fd, l.slot[:], slotDamaged*slotSize)
 	if n < len(l.mark) || !bytes.Equal(l.slot[:len(l.mark)], l.mark) {
