@@ -3,9 +3,15 @@
 package e2e
 
 import (
+	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/board"
+	"github.com/tractat-us/bee/identity"
 )
 
 const (
@@ -127,4 +133,69 @@ func TestHeadlessCancelledHolderIsTold(t *testing.T) {
 		t.Errorf("%s is %s, want cancelled", a.IDString(), rec.State)
 	}
 	expectCleanEnd(t, e)
+}
+
+// An idle interactive session that posted an action is woken, with nobody
+// typing, when that action fails: the woken request carries the outcome
+// and its reason. The worker here is the test itself, on the same board.
+func TestWakePosterHearsOutcome(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	e.AddBeeWithCLI()
+	x := e.StartWakeSession("poster", e.WriteWakeSettings())
+	e.waitArmed(1, 30*time.Second)
+
+	// A typed turn: the model posts work for agent worker and ends its turn.
+	const title, reason = "e2e: run the migration", "the database is read-only"
+	e.API.Push(
+		Call(toolPost, map[string]any{"to": "worker", "title": title, "body": "bee migrate"}),
+		Say("posted-it"),
+	)
+	x.Submit("Hand the migration to the worker.")
+	if !x.WaitScreen(30*time.Second, "posted-it") {
+		t.Fatal("the posting turn did not finish on screen")
+	}
+	rec, ok := e.FindByTitle(title)
+	if !ok {
+		t.Fatalf("the model's post is not on the board")
+	}
+	e.waitArmed(1, 30*time.Second) // its Stop waiter
+
+	b, err := board.Open(e.Board, nil)
+	must(t, err)
+	defer b.Close()
+	worker := identity.ID("agent:worker#0000e2e0")
+	must(t, b.Join(t.Context(), actions.Member{ID: worker, PID: os.Getpid()}))
+	defer b.Depart(context.WithoutCancel(t.Context()), worker)
+	p, err := b.Next(t.Context(), worker, "", 10*time.Second)
+	must(t, err)
+	if len(p.Records) != 1 || p.Records[0].ID != rec.IDString() {
+		t.Fatalf("the worker claimed %+v, want %s", p.Records, rec.IDString())
+	}
+
+	e.API.Push(Say("heard-the-failure"))
+	before := e.lastN()
+	start := time.Now()
+	if _, err := b.Fail(t.Context(), worker, rec.IDString(), reason); err != nil {
+		t.Fatal(err)
+	}
+	req, ok := e.wokenRequest(before, rec.IDString(), 30*time.Second)
+	if !ok {
+		t.Fatalf("the fail of %s woke no request within 30 s", rec.IDString())
+	}
+	text := wakeText(req, rec.IDString())
+	t.Logf("fail -> woken request #%d in %v; the model reads: %q", req.N, req.At.Sub(start), text)
+	if !strings.Contains(text, "failed") || !strings.Contains(text, reason) {
+		t.Errorf("the woken request says %q, want the failure and its reason", text)
+	}
+	if !x.WaitScreen(30*time.Second, "heard-the-failure") {
+		t.Fatal("the woken turn did not finish on screen")
+	}
+
+	e.waitArmed(1, 30*time.Second)
+	x.Submit("/exit")
+	if !eventually(15*time.Second, x.Dead) {
+		t.Fatal("claude did not exit after /exit")
+	}
+	expectNoWaiters(t, e)
 }
