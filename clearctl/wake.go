@@ -14,8 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tractat-us/bee/internal/logkey"
 	"github.com/tractat-us/bee/internal/textcut"
-	"github.com/tractat-us/bee/logkey"
 )
 
 const waitPath = "/wait-for-work"

@@ -38,9 +38,9 @@ import (
 	"github.com/tractat-us/bee/ancestry"
 	"github.com/tractat-us/bee/clearctl"
 	"github.com/tractat-us/bee/internal/liveness"
+	"github.com/tractat-us/bee/internal/sockowner"
 	"github.com/tractat-us/bee/internal/textcut"
 	"github.com/tractat-us/bee/runfile"
-	"github.com/tractat-us/bee/sockowner"
 )
 
 //go:embed hooks.json

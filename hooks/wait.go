@@ -12,8 +12,8 @@ import (
 
 	"github.com/tractat-us/bee/clearctl"
 	"github.com/tractat-us/bee/internal/liveness"
+	"github.com/tractat-us/bee/internal/sockowner"
 	"github.com/tractat-us/bee/runfile"
-	"github.com/tractat-us/bee/sockowner"
 )
 
 // The waiter's bounds.

@@ -106,7 +106,7 @@ import (
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/identity"
-	"github.com/tractat-us/bee/logkey"
+	"github.com/tractat-us/bee/internal/logkey"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver: pure Go, no cgo
 )

@@ -11,7 +11,7 @@ import (
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/identity"
-	"github.com/tractat-us/bee/logkey"
+	"github.com/tractat-us/bee/internal/logkey"
 )
 
 // logKeyState names an action's state in the board's logs.

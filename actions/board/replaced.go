@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tractat-us/bee/logkey"
+	"github.com/tractat-us/bee/internal/logkey"
 	"golang.org/x/sys/unix"
 )
 

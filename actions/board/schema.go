@@ -19,7 +19,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tractat-us/bee/logkey"
+	"github.com/tractat-us/bee/internal/logkey"
 	"golang.org/x/sys/unix"
 
 	"modernc.org/sqlite"

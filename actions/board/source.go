@@ -14,7 +14,7 @@ import (
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/identity"
-	"github.com/tractat-us/bee/logkey"
+	"github.com/tractat-us/bee/internal/logkey"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )

@@ -15,9 +15,9 @@ import (
 	"github.com/tractat-us/bee/ancestry"
 	"github.com/tractat-us/bee/hooks"
 	"github.com/tractat-us/bee/internal/liveness"
+	"github.com/tractat-us/bee/internal/termtext"
+	"github.com/tractat-us/bee/internal/version"
 	"github.com/tractat-us/bee/runfile"
-	"github.com/tractat-us/bee/termtext"
-	"github.com/tractat-us/bee/version"
 )
 
 const usageText = `Usage: bee-hook [flags]

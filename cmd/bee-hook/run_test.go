@@ -18,8 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/tractat-us/bee/clearctl"
 	"github.com/tractat-us/bee/hooks"
+	"github.com/tractat-us/bee/internal/version"
 	"github.com/tractat-us/bee/runfile"
-	"github.com/tractat-us/bee/version"
 )
 
 // runAsEnv makes the test binary impersonate a process (see TestMain).

@@ -14,7 +14,7 @@ import (
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/internal/bridgetest"
-	"github.com/tractat-us/bee/version"
+	"github.com/tractat-us/bee/internal/version"
 )
 
 // TestMain lets the test binary impersonate bee-mcp, so the bridge under

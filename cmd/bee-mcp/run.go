@@ -13,10 +13,10 @@ import (
 
 	"github.com/tractat-us/bee/actions/board"
 	"github.com/tractat-us/bee/identity"
-	"github.com/tractat-us/bee/lifecycle"
-	"github.com/tractat-us/bee/logkey"
+	"github.com/tractat-us/bee/internal/lifecycle"
+	"github.com/tractat-us/bee/internal/logkey"
+	"github.com/tractat-us/bee/internal/version"
 	"github.com/tractat-us/bee/runfile"
-	"github.com/tractat-us/bee/version"
 )
 
 const usage = `bee-mcp: bee's bridge, the stdio MCP server Claude Code spawns for each session.

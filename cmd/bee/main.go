@@ -26,8 +26,8 @@ import (
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/board"
 	"github.com/tractat-us/bee/actions/boards"
-	"github.com/tractat-us/bee/termtext"
-	"github.com/tractat-us/bee/version"
+	"github.com/tractat-us/bee/internal/termtext"
+	"github.com/tractat-us/bee/internal/version"
 )
 
 func main() {

@@ -23,7 +23,7 @@ import (
 	"github.com/tractat-us/bee/actions/board"
 	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/internal/pgtest"
-	"github.com/tractat-us/bee/version"
+	"github.com/tractat-us/bee/internal/version"
 )
 
 func TestMain(m *testing.M) {

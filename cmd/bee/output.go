@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/internal/termtext"
 	"github.com/tractat-us/bee/internal/textcut"
-	"github.com/tractat-us/bee/termtext"
 )
 
 // writeJSON writes v as indented JSON and a newline.

@@ -8,7 +8,7 @@ import (
 	"log/slog"
 	"syscall"
 
-	"github.com/tractat-us/bee/boardpage"
+	"github.com/tractat-us/bee/internal/boardpage"
 )
 
 // ServeCommand is `bee serve`: the board page, until interrupted.

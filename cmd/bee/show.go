@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/tractat-us/bee/actions"
-	"github.com/tractat-us/bee/termtext"
+	"github.com/tractat-us/bee/internal/termtext"
 )
 
 // ShowCommand is `bee show`: one action in full.

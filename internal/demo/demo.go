@@ -36,7 +36,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tractat-us/bee/actions"
-	"github.com/tractat-us/bee/version"
+	"github.com/tractat-us/bee/internal/version"
 )
 
 // Config says where the demo's commands and board are.

@@ -18,7 +18,7 @@ import (
 
 // screenshotEnv names the file TestScreenshot writes the page to, for
 // the README: BEE_SCREENSHOT=$PWD/docs/board-page.png go test -run
-// TestScreenshot ./boardpage/ (BEE_SCREENSHOT_NARROW likewise, for a narrow
+// TestScreenshot ./internal/boardpage/ (BEE_SCREENSHOT_NARROW likewise, for a narrow
 // window).
 const (
 	screenshotEnv       = "BEE_SCREENSHOT"

@@ -16,7 +16,7 @@ import (
 // hub and the stream. (The browser then fetches the fragment; the browser
 // tests log that whole path, from bee post to the row on the page.)
 //
-//	go test -run '^$' -bench PostToEvent -benchtime 200x ./boardpage/
+//	go test -run '^$' -bench PostToEvent -benchtime 200x ./internal/boardpage/
 func BenchmarkPostToEvent(b *testing.B) {
 	p := newPage(b, nil)
 	other, err := board.Open(p.path, nil)

@@ -18,8 +18,8 @@ import (
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/board"
 	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/internal/stdio"
 	"github.com/tractat-us/bee/internal/testio"
-	"github.com/tractat-us/bee/stdio"
 )
 
 func openBoard(t *testing.T) *board.Board {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/tractat-us/bee/actions"
-	"github.com/tractat-us/bee/logkey"
+	"github.com/tractat-us/bee/internal/logkey"
 )
 
 const (

@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/tractat-us/bee/actions"
-	"github.com/tractat-us/bee/logkey"
+	"github.com/tractat-us/bee/internal/logkey"
 )
 
 //go:embed templates/*.html

@@ -16,7 +16,7 @@ import (
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/actionstest"
 	"github.com/tractat-us/bee/identity"
-	"github.com/tractat-us/bee/stdio"
+	"github.com/tractat-us/bee/internal/stdio"
 )
 
 // A give-back is a board write that can wait on another process's lock.

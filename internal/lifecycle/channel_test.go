@@ -7,9 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tractat-us/bee/bridge"
 	"github.com/tractat-us/bee/clearctl"
 	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/internal/bridge"
 )
 
 // fakeController records what the adapter hands the bridge.

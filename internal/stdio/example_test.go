@@ -9,7 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/tractat-us/bee/stdio"
+	"github.com/tractat-us/bee/internal/stdio"
 )
 
 // Serving an MCP server on stdin/stdout, logging to stderr, and undoing what

@@ -30,11 +30,11 @@ import (
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/boards"
 	"github.com/tractat-us/bee/ancestry"
-	"github.com/tractat-us/bee/bridge"
+	"github.com/tractat-us/bee/internal/bridge"
 	"github.com/tractat-us/bee/internal/liveness"
-	"github.com/tractat-us/bee/logkey"
-	"github.com/tractat-us/bee/stdio"
-	"github.com/tractat-us/bee/version"
+	"github.com/tractat-us/bee/internal/logkey"
+	"github.com/tractat-us/bee/internal/stdio"
+	"github.com/tractat-us/bee/internal/version"
 )
 
 // Config is one bridge's configuration. The zero value of each field is

@@ -9,9 +9,9 @@ import (
 	"os"
 	"time"
 
-	"github.com/tractat-us/bee/bridge"
 	"github.com/tractat-us/bee/clearctl"
-	"github.com/tractat-us/bee/logkey"
+	"github.com/tractat-us/bee/internal/bridge"
+	"github.com/tractat-us/bee/internal/logkey"
 	"github.com/tractat-us/bee/runfile"
 )
 

@@ -12,8 +12,8 @@ import (
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/internal/logkey"
 	"github.com/tractat-us/bee/internal/textcut"
-	"github.com/tractat-us/bee/logkey"
 )
 
 // Wake on work, the bridge's side: bee-hook's waiter long-polls the bridge

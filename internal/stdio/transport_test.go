@@ -18,7 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tractat-us/bee/stdio"
+	"github.com/tractat-us/bee/internal/stdio"
 )
 
 func TestTransport_ConnectOnce(t *testing.T) {

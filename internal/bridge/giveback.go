@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"sync"
 
-	"github.com/tractat-us/bee/logkey"
+	"github.com/tractat-us/bee/internal/logkey"
 )
 
 // maxGiveBacks bounds the undelivered answers waiting for the give-back

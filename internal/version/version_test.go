@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tractat-us/bee/version"
+	"github.com/tractat-us/bee/internal/version"
 )
 
 // The plugin manifest says the version the binaries say.
@@ -19,13 +19,13 @@ func TestVersion_PluginManifest(t *testing.T) {
 	var plugin struct {
 		Version string `json:"version"`
 	}
-	raw, err := os.ReadFile("../.claude-plugin/plugin.json")
+	raw, err := os.ReadFile("../../.claude-plugin/plugin.json")
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(raw, &plugin))
 	require.Equal(t, version.Version, plugin.Version, ".claude-plugin/plugin.json")
 
 	// The marketplace need not carry a version; where it does, it is this one.
-	raw, err = os.ReadFile("../.claude-plugin/marketplace.json")
+	raw, err = os.ReadFile("../../.claude-plugin/marketplace.json")
 	require.NoError(t, err)
 	var market struct {
 		Version  string `json:"version"`
@@ -59,7 +59,7 @@ func TestVersion_EveryBinarySaysIt(t *testing.T) {
 	const want = "9.8.7-linktest"
 	dir := t.TempDir()
 	build := exec.Command("go", "build", "-o", dir+string(os.PathSeparator),
-		"-ldflags", "-X github.com/tractat-us/bee/version.Version="+want, "github.com/tractat-us/bee/cmd/...")
+		"-ldflags", "-X github.com/tractat-us/bee/internal/version.Version="+want, "github.com/tractat-us/bee/cmd/...")
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 

@@ -15,7 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tractat-us/bee/stdio"
+	"github.com/tractat-us/bee/internal/stdio"
 )
 
 // FuzzTransport_Line feeds arbitrary bytes as one line, then a valid ping.

@@ -20,7 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/tractat-us/bee/stdio"
+	"github.com/tractat-us/bee/internal/stdio"
 )
 
 // TestMain fails the package if any test leaves a goroutine behind.

@@ -5,7 +5,7 @@
 //
 // A release build may override it at link time:
 //
-//	go build -ldflags "-X github.com/tractat-us/bee/version.Version=0.2.1" ./cmd/...
+//	go build -ldflags "-X github.com/tractat-us/bee/internal/version.Version=0.2.1" ./cmd/...
 package version
 
 // Version is bee's version, without a leading "v". It is a variable only so
