@@ -353,3 +353,64 @@ func cpuTime(tb testing.TB, pid int) time.Duration {
 	}
 	return sum
 }
+
+// BenchmarkFanout measures delivery when many bridges wait: 32 processes
+// wait in Next, each under its own agent name, and this process posts
+// actions addressed to them in turn, one at a time (the next once the
+// previous recipient sleeps again). It reports post-to-claim latency (from
+// just before Post here to the claim's return in the recipient, p50, p95,
+// p99) and the CPU all 32 waiters spend per post, bystanders included:
+// a post that wakes only its recipient leaves the other 31 asleep.
+//
+//	go test -run '^$' -bench Fanout -benchtime 320x ./actions/board/
+func BenchmarkFanout(b *testing.B) {
+	const procs = 32
+	path := filepath.Join(b.TempDir(), "board.db")
+	board, err := Open(path, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer board.Close()
+	waiters := make([]*proc, procs)
+	for i := range waiters {
+		waiters[i] = startProc(b, "waiter", path, fmt.Sprintf("%s=fan%d", envAgent, i))
+	}
+	for _, w := range waiters {
+		w.expect("sleeping", 60*time.Second)
+	}
+	cpu := func() time.Duration {
+		var sum time.Duration
+		for _, w := range waiters {
+			sum += cpuTime(b, w.cmd.Process.Pid)
+		}
+		return sum
+	}
+	lat := make([]time.Duration, 0, b.N)
+	before := cpu()
+	b.ResetTimer()
+	for i := range b.N {
+		w := waiters[i%procs]
+		t0 := time.Now()
+		r, err := board.Post(b.Context(), "user:bench", fmt.Sprintf("fan%d", i%procs), "job", "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		f := strings.Fields(w.expect("got "+r.ID+" ", 10*time.Second))
+		ns, err := strconv.ParseInt(f[2], 10, 64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Unix(0, ns).Sub(t0))
+		w.expect("sleeping", 10*time.Second)
+	}
+	b.StopTimer()
+	spent := cpu() - before
+	slices.Sort(lat)
+	b.ReportMetric(float64(quantile(lat, 0.5).Microseconds()), "p50-µs")
+	b.ReportMetric(float64(quantile(lat, 0.95).Microseconds()), "p95-µs")
+	b.ReportMetric(float64(quantile(lat, 0.99).Microseconds()), "p99-µs")
+	b.ReportMetric(float64(spent.Microseconds())/float64(b.N), "waiters-cpu-µs/post")
+	for _, w := range waiters {
+		w.finish(30 * time.Second)
+	}
+}
