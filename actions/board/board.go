@@ -18,8 +18,10 @@
 //   - A process that dies without departing (SIGKILL) loses its claims once
 //     its lease runs out ([Options.Lease], 60 s by default).
 //   - Waiters in every process wake within milliseconds of a change that
-//     makes an action claimable: the writer touches a file that each Board
-//     watches with one fsnotify watcher. While nothing changes a waiter only
+//     makes an action claimable by them: the writer touches a file that each
+//     Board watches with one fsnotify watcher. An action addressed to one
+//     agent wakes only that agent's waiters, so many waiting bridges do not
+//     all look at the database for each post. While nothing changes a waiter only
 //     looks at the database at its slow safety poll ([Options.SafetyPoll]),
 //     and a member renews its lease ([Options.Renew]) only while it holds a
 //     claim; nothing polls in a tight loop.
@@ -42,8 +44,10 @@
 // Next to the database at path live SQLite's own path-wal and path-shm, the
 // write lock path-lock, the file path-watching that Boards running
 // [Board.Wait] hold a shared lock on, and the directory path-notify holding
-// the two files whose changes wake waiters: "wake" (an action may have
-// become claimable) and "change" (an action changed in another way; only
+// the files whose changes wake waiters: "wake" (an action may have become
+// claimable by anyone) and "wake-<agent>" (by that agent), "ended" and
+// "ended-<agent>" (an action posted by that agent ended; "ended-~people"
+// for a person's), and "change" (an action changed in another way; only
 // Wait cares, and only Boards running Wait are told). Deleting or replacing
 // the notify files or directory is harmless.
 //

@@ -90,7 +90,7 @@ func (b *Board) Depart(ctx context.Context, who identity.ID) error {
 		return fmt.Errorf("depart %s: %w", who, err)
 	}
 	if len(released) > 0 || len(readdressed) > 0 {
-		b.notify.touch(evClaimable)
+		b.notify.touch(evClaimable, "")
 	}
 	b.log.Info("member departed", logkey.Identity, string(who), "released", released, "readdressed", readdressed,
 		logkey.Elapsed, time.Since(start))

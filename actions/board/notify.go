@@ -6,19 +6,53 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/fsnotify/fsnotify"
+	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/logkey"
 	"golang.org/x/sys/unix"
 )
 
-// The files in the notify directory.
+// The files in the notify directory. A writer touches the base name for a
+// change that concerns everyone, and "<base>-<agent>" for one that
+// concerns the waiters of one agent only (see wakeKey and endedKey). Agent
+// names hold only letters, digits, '.', '_' and '-' and start with a letter
+// or digit (identity.CheckName), so every such name is a plain file name,
+// and the base never holds '-'.
 const (
-	wakeFile   = "wake"   // touched when an action may have become claimable
-	endedFile  = "ended"  // touched when an action ended (done, failed, cancelled)
-	changeFile = "change" // touched when an action changed in another way (claimed)
+	wakeFile   = "wake"   // an action may have become claimable
+	endedFile  = "ended"  // an action ended (done, failed, cancelled)
+	changeFile = "change" // an action changed in another way (claimed)
 )
+
+// personKey is the key of an outcome whose poster is a person: no agent's
+// waiter hears of it (people ask with bee wait, which is an Await). It is
+// no agent name, since agent names cannot hold '~'.
+const personKey = "~people"
+
+// wakeKey is whom a claimable action addressed to to concerns: everyone
+// ("") for an action for anyone, else the agent of its recipient (an
+// identity's other identities wake too, and find nothing for them).
+func wakeKey(to string) string {
+	if to == "" {
+		return ""
+	}
+	if a := identity.ID(to).Agent(); a != "" {
+		return a
+	}
+	return to
+}
+
+// endedKey is whom the end of an action posted by from concerns (besides
+// Await, which hears of every end): its poster's agent.
+func endedKey(from string) string {
+	if a := identity.ID(from).Agent(); a != "" {
+		return a
+	}
+	return personKey
+}
 
 // An event says what a commit changed, and so whom it wakes.
 type event int
@@ -33,14 +67,59 @@ const (
 	evEnded
 )
 
+// A signal wakes the local waiters of one kind of event: those waiting for
+// one agent's events (who also wake for events that concern everyone), and
+// those waiting for every event of the kind.
+type signal struct {
+	every  chan struct{}            // closed at every event
+	agents map[string]chan struct{} // per agent, made when a waiter asks; closed at its events and everyone's
+}
+
+func newSignal() signal {
+	return signal{every: make(chan struct{}), agents: make(map[string]chan struct{})}
+}
+
+// forAgent returns the channel closed at the next event concerning agent.
+func (s *signal) forAgent(agent string) <-chan struct{} {
+	ch, ok := s.agents[agent]
+	if !ok {
+		ch = make(chan struct{})
+		s.agents[agent] = ch
+	}
+	return ch
+}
+
+// fire wakes the waiters an event for key concerns ("" is everyone).
+func (s *signal) fire(key string) {
+	close(s.every)
+	s.every = make(chan struct{})
+	if key == "" {
+		for _, ch := range s.agents {
+			close(ch)
+		}
+		clear(s.agents)
+		return
+	}
+	if ch, ok := s.agents[key]; ok {
+		close(ch)
+		delete(s.agents, key)
+	}
+}
+
 // A notifier carries wake-ups between processes. A writer touches a file in
 // the notify directory after its commit; each Board watches the directory
-// with one fsnotify watcher and fans each event out to its local waiters by
-// closing a broadcast channel. Watching the directory (rather than the
-// files) survives the files being deleted or replaced; the directory is
+// with one fsnotify watcher and fans each event out to the local waiters it
+// concerns by closing their channels. Watching the directory (rather than
+// the files) survives the files being deleted or replaced; the directory is
 // dedicated so that the database's own writes (to its -wal file) wake
 // nobody. If the directory itself is removed, the notifier makes it again
 // and wakes everyone, since a touch may have been missed meanwhile.
+//
+// A post addressed to one agent touches that agent's wake file, so of the
+// bridges waiting on the machine only that agent's look at the database;
+// the others' watchers read the event and go back to sleep. Changes that
+// can make work claimable for many (a reclaim, a departure) touch the
+// file for everyone.
 //
 // Claims and finishes matter only to Wait (bee watch), and touching a file
 // at every claim would wake the watcher of every process. So a Board that
@@ -62,8 +141,8 @@ type notifier struct {
 	watching  *os.File // held share-locked once this Board runs Wait
 
 	mu     sync.Mutex    // guards wake, ended and change
-	wake   chan struct{} // closed when an action may have become claimable
-	ended  chan struct{} // closed when an action has ended
+	wake   signal        // an action may have become claimable
+	ended  signal        // an action has ended
 	change chan struct{} // closed on any change, claimable or not
 }
 
@@ -90,8 +169,8 @@ func newNotifier(dir, watchingPath string, log *slog.Logger, g *group) (*notifie
 		log:          log,
 		w:            w,
 		probe:        probe,
-		wake:         make(chan struct{}),
-		ended:        make(chan struct{}),
+		wake:         newSignal(),
+		ended:        newSignal(),
 		change:       make(chan struct{}),
 	}
 	if !g.Go(n.run) {
@@ -110,16 +189,19 @@ func (n *notifier) run() {
 			if !ok {
 				return
 			}
-			switch {
-			case ev.Name == n.dir && ev.Has(fsnotify.Remove|fsnotify.Rename):
+			if ev.Name == n.dir && ev.Has(fsnotify.Remove|fsnotify.Rename) {
 				n.rewatch()
 				n.broadcastAll()
-			case filepath.Base(ev.Name) == wakeFile:
-				n.broadcast(evClaimable)
-			case filepath.Base(ev.Name) == endedFile:
-				n.broadcast(evEnded)
-			case filepath.Base(ev.Name) == changeFile:
-				n.broadcast(evChanged)
+				continue
+			}
+			base, key, _ := strings.Cut(filepath.Base(ev.Name), "-")
+			switch base {
+			case wakeFile:
+				n.broadcast(evClaimable, key)
+			case endedFile:
+				n.broadcast(evEnded, key)
+			case changeFile:
+				n.broadcast(evChanged, "")
 			}
 		case err, ok := <-n.w.Errors:
 			if !ok {
@@ -146,21 +228,26 @@ func (n *notifier) rewatch() {
 	n.log.Warn("notify directory was removed; made it again", logkey.Path, n.dir)
 }
 
-// wakeCh returns the channel closed at the next claimable change. Take it
-// before looking at the database, so a change made after the look is never
-// missed.
-func (n *notifier) wakeCh() <-chan struct{} {
+// wakeCh returns the channel closed at the next change that may make an
+// action claimable by agent: one addressed to anyone, to agent or to one
+// of its identities. Take it before looking at the database, so a change
+// made after the look is never missed.
+func (n *notifier) wakeCh(agent string) <-chan struct{} {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.wake
+	return n.wake.forAgent(agent)
 }
 
-// endedCh returns the channel closed when an action next ends. Take it
-// before looking, as wakeCh.
-func (n *notifier) endedCh() <-chan struct{} {
+// endedCh returns the channel closed when an action posted by one of
+// agent's identities (or any action, when every is true) next ends. Take
+// it before looking, as wakeCh.
+func (n *notifier) endedCh(agent string, every bool) <-chan struct{} {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.ended
+	if every {
+		return n.ended.every
+	}
+	return n.ended.forAgent(agent)
 }
 
 // changeCh returns the channel closed at the next change of any kind.
@@ -170,28 +257,26 @@ func (n *notifier) changeCh() <-chan struct{} {
 	return n.change
 }
 
-// broadcast wakes the local waiters that ev concerns: those waiting for
-// any change always, those waiting for claimable work or for ended actions
-// when ev is that.
-func (n *notifier) broadcast(ev event) {
+// broadcast wakes the local waiters that ev for key ("" for everyone)
+// concerns: those waiting for any change always, those waiting for
+// claimable work or for ended actions when ev is that and concerns them.
+func (n *notifier) broadcast(ev event, key string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	close(n.change)
 	n.change = make(chan struct{})
 	switch ev {
 	case evClaimable:
-		close(n.wake)
-		n.wake = make(chan struct{})
+		n.wake.fire(key)
 	case evEnded:
-		close(n.ended)
-		n.ended = make(chan struct{})
+		n.ended.fire(key)
 	}
 }
 
 // broadcastAll wakes every local waiter: something may have been missed.
 func (n *notifier) broadcastAll() {
-	n.broadcast(evClaimable)
-	n.broadcast(evEnded)
+	n.broadcast(evClaimable, "")
+	n.broadcast(evEnded, "")
 }
 
 // watch registers this Board as running Wait, so that writers in every
@@ -234,13 +319,15 @@ func flockShared(fd int) error {
 	}
 }
 
-// touch tells every process watching the board about a commit, and the
-// local waiters at once. The file is opened afresh each time so that a
-// replaced file is written, not the old one. A failed touch is logged:
-// waiters elsewhere fall back to the safety poll. A change that is neither
-// claimable nor an end is told to other processes only when one runs Wait.
-func (n *notifier) touch(ev event) {
-	n.broadcast(ev)
+// touch tells every process watching the board about a commit that
+// concerns key ("" for everyone, else an agent name or personKey; see
+// wakeKey and endedKey), and the local waiters at once. The file is opened
+// afresh each time so that a replaced file is written, not the old one. A
+// failed touch is logged: waiters elsewhere fall back to the safety poll.
+// A change that is neither claimable nor an end is told to other processes
+// only when one runs Wait.
+func (n *notifier) touch(ev event, key string) {
+	n.broadcast(ev, key)
 	var name string
 	switch ev {
 	case evClaimable:
@@ -252,6 +339,9 @@ func (n *notifier) touch(ev event) {
 			return
 		}
 		name = changeFile
+	}
+	if key != "" && ev != evChanged {
+		name += "-" + key
 	}
 	path := filepath.Join(n.dir, name)
 	err := touchFile(path)

@@ -98,13 +98,14 @@ func (b *Board) Cancel(ctx context.Context, who identity.ID, id, reason string) 
 		}
 		return actions.Record{}, fmt.Errorf("cancel %s: %w", id, err)
 	}
-	b.notify.touch(evEnded)
+	b.notify.touch(evEnded, endedKey(rec.From))
 	b.log.Info("action cancelled", logkey.ActionID, rec.ID, logkey.Identity, string(who), logKeyHolder, rec.Holder)
 	return rec, nil
 }
 
 // Readdress implements actions.Board: an open action goes to to ("", an
-// agent name or a live identity), and the waiters of every process wake.
+// agent name or a live identity), and the waiters that may now take it wake,
+// in every process.
 // who is a person or an identity of the poster's agent.
 func (b *Board) Readdress(ctx context.Context, who identity.ID, id, to string) (actions.Record, error) {
 	if err := checkPoster(who); err != nil {
@@ -146,7 +147,7 @@ func (b *Board) Readdress(ctx context.Context, who identity.ID, id, to string) (
 		}
 		return actions.Record{}, fmt.Errorf("readdress %s: %w", id, err)
 	}
-	b.notify.touch(evClaimable)
+	b.notify.touch(evClaimable, wakeKey(rec.To))
 	b.log.Info("action re-addressed", logkey.ActionID, rec.ID, logkey.Identity, string(who), logKeyTo, rec.To)
 	return rec, nil
 }
@@ -283,7 +284,7 @@ func (b *Board) reap(ctx context.Context) {
 		return
 	}
 	if len(released) > 0 || len(readdressed) > 0 {
-		b.notify.touch(evClaimable)
+		b.notify.touch(evClaimable, "")
 	}
 	b.log.Info("members departed: their processes died", "identities", dead, "released", released, "readdressed", readdressed)
 }
@@ -349,7 +350,7 @@ func (b *Board) Await(ctx context.Context, who identity.ID, ids []string, timeou
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for {
-		ended := b.notify.endedCh() // before looking, so no end is missed
+		ended := b.notify.endedCh("", true) // before looking, so no end is missed
 		b.reap(wctx)
 		var recs []actions.Record
 		err := b.read(wctx, "await", func(ctx context.Context) error {
@@ -486,6 +487,7 @@ func (b *Board) Notice(ctx context.Context, who identity.ID, skip []string, time
 	}
 	data, _ := json.Marshal(skipSeqs)
 	skipList := string(data)
+	agent := who.Agent()
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	fail := func(err error) (actions.Notice, bool, error) {
@@ -502,7 +504,7 @@ func (b *Board) Notice(ctx context.Context, who identity.ID, skip []string, time
 		return actions.Notice{}, false, fmt.Errorf("notice for %s: %w", who, err)
 	}
 	for {
-		wake, ended := b.notify.wakeCh(), b.notify.endedCh() // before looking
+		wake, ended := b.notify.wakeCh(agent), b.notify.endedCh(agent, false) // before looking
 		b.reap(wctx)
 		rec, ok, err := b.takeOutcome(wctx, who)
 		if err != nil {

@@ -258,7 +258,8 @@ func checkText(field, s string, limit int) error {
 // MaxTitleLen characters (ErrTooLong); the body is at most MaxBodyLen
 // bytes. A bad to is ErrBadRecipient, a bad who ErrBadPoster, and an
 // identity that is not live actions.ErrNotLive, naming the live identities
-// of its agent. Posting wakes the waiters of every process.
+// of its agent. Posting wakes the waiters that may take the action, in every
+// process.
 func (b *Board) Post(ctx context.Context, who identity.ID, to, title, body string) (actions.Record, error) {
 	title = strings.TrimSpace(title)
 	switch {
@@ -297,7 +298,7 @@ func (b *Board) Post(ctx context.Context, who identity.ID, to, title, body strin
 	if err != nil {
 		return actions.Record{}, fmt.Errorf("post: %w", err)
 	}
-	b.notify.touch(evClaimable)
+	b.notify.touch(evClaimable, wakeKey(rec.To))
 	b.log.Info("action posted", logkey.ActionID, rec.ID, logKeyFrom, rec.From, logKeyTo, rec.To)
 	return rec, nil
 }
@@ -410,7 +411,7 @@ func (b *Board) end(ctx context.Context, op string, who identity.ID, id, set, ar
 		return actions.Record{}, err
 	}
 	b.addHeld(who, -1)
-	b.notify.touch(evEnded)
+	b.notify.touch(evEnded, endedKey(rec.From))
 	b.log.Info("action ended", logkey.ActionID, rec.ID, logkey.Identity, string(who), logKeyState, rec.State)
 	return rec, nil
 }
@@ -423,15 +424,15 @@ func (b *Board) end(ctx context.Context, op string, who identity.ID, id, set, ar
 const toldAtEnd = `(CASE WHEN substr(from_whom, 1, 5) = 'user:' THEN ? END)`
 
 // Release implements actions.Source: the action who holds goes back to
-// open, at its place in the posting order, and the waiters of every process
-// wake. It returns the same errors as Finish.
+// open, at its place in the posting order, and the waiters that may take it
+// wake, in every process. It returns the same errors as Finish.
 func (b *Board) Release(ctx context.Context, who identity.ID, id string) (actions.Record, error) {
 	rec, err := b.settle(ctx, "release", who, id, `state = 'open', holder = '', claimed_at = NULL`)
 	if err != nil {
 		return actions.Record{}, err
 	}
 	b.addHeld(who, -1)
-	b.notify.touch(evClaimable)
+	b.notify.touch(evClaimable, wakeKey(rec.To))
 	b.log.Info("action released", logkey.ActionID, rec.ID, logkey.Identity, string(who))
 	return rec, nil
 }
@@ -619,7 +620,7 @@ func (b *Board) Next(ctx context.Context, who identity.ID, after actions.Cursor,
 	}
 
 	for {
-		wake := b.notify.wakeCh() // before looking, so no wake-up is missed
+		wake := b.notify.wakeCh(who.Agent()) // before looking, so no wake-up is missed
 		b.reap(wctx)
 		p, err := b.peek(wctx, who, noSkip)
 		if err != nil {
@@ -844,7 +845,7 @@ func (b *Board) claim(ctx context.Context, who identity.ID, p peekResult, skip s
 	if len(reclaimed) > 0 {
 		slices.Sort(holders)
 		b.log.Info("claims reclaimed: their holders' leases ran out", logKeyIDs, reclaimed, logKeyHolder, slices.Compact(holders))
-		b.notify.touch(evClaimable)
+		b.notify.touch(evClaimable, "")
 	}
 	if joined {
 		b.log.Info("member joined by its first claim", logkey.Identity, string(who))
@@ -853,7 +854,7 @@ func (b *Board) claim(ctx context.Context, who identity.ID, p peekResult, skip s
 	if !ok {
 		return actions.Record{}, false, leaseEnd, lease, nil
 	}
-	b.notify.touch(evChanged)
+	b.notify.touch(evChanged, "")
 	b.log.Info("action claimed", logkey.ActionID, rec.ID, logkey.Identity, string(who))
 	return rec, true, 0, lease, nil
 }
