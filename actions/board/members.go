@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/internal/wakeup"
 	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/logkey"
 )
@@ -90,7 +91,7 @@ func (b *Board) Depart(ctx context.Context, who identity.ID) error {
 		return fmt.Errorf("depart %s: %w", who, err)
 	}
 	if len(released) > 0 || len(readdressed) > 0 {
-		b.notify.touch(evClaimable, "")
+		b.notify.touch(evClaimable, wakeup.Everyone)
 	}
 	b.log.Info("member departed", logkey.Identity, string(who), "released", released, "readdressed", readdressed,
 		logkey.Elapsed, time.Since(start))

@@ -10,14 +10,14 @@ import (
 	"sync"
 
 	"github.com/fsnotify/fsnotify"
-	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/actions/internal/wakeup"
 	"github.com/tractat-us/bee/logkey"
 	"golang.org/x/sys/unix"
 )
 
 // The files in the notify directory. A writer touches the base name for a
 // change that concerns everyone, and "<base>-<agent>" for one that
-// concerns the waiters of one agent only (see wakeKey and endedKey). Agent
+// concerns the waiters of one agent only (see package wakeup). Agent
 // names hold only letters, digits, '.', '_' and '-' and start with a letter
 // or digit (identity.CheckName), so every such name is a plain file name,
 // and the base never holds '-'.
@@ -26,33 +26,6 @@ const (
 	endedFile  = "ended"  // an action ended (done, failed, cancelled)
 	changeFile = "change" // an action changed in another way (claimed)
 )
-
-// personKey is the key of an outcome whose poster is a person: no agent's
-// waiter hears of it (people ask with bee wait, which is an Await). It is
-// no agent name, since agent names cannot hold '~'.
-const personKey = "~people"
-
-// wakeKey is whom a claimable action addressed to to concerns: everyone
-// ("") for an action for anyone, else the agent of its recipient (an
-// identity's other identities wake too, and find nothing for them).
-func wakeKey(to string) string {
-	if to == "" {
-		return ""
-	}
-	if a := identity.ID(to).Agent(); a != "" {
-		return a
-	}
-	return to
-}
-
-// endedKey is whom the end of an action posted by from concerns (besides
-// Await, which hears of every end): its poster's agent.
-func endedKey(from string) string {
-	if a := identity.ID(from).Agent(); a != "" {
-		return a
-	}
-	return personKey
-}
 
 // An event says what a commit changed, and so whom it wakes.
 type event int
@@ -66,45 +39,6 @@ const (
 	// evEnded: an action ended; its poster's waiters and Await care.
 	evEnded
 )
-
-// A signal wakes the local waiters of one kind of event: those waiting for
-// one agent's events (who also wake for events that concern everyone), and
-// those waiting for every event of the kind.
-type signal struct {
-	every  chan struct{}            // closed at every event
-	agents map[string]chan struct{} // per agent, made when a waiter asks; closed at its events and everyone's
-}
-
-func newSignal() signal {
-	return signal{every: make(chan struct{}), agents: make(map[string]chan struct{})}
-}
-
-// forAgent returns the channel closed at the next event concerning agent.
-func (s *signal) forAgent(agent string) <-chan struct{} {
-	ch, ok := s.agents[agent]
-	if !ok {
-		ch = make(chan struct{})
-		s.agents[agent] = ch
-	}
-	return ch
-}
-
-// fire wakes the waiters an event for key concerns ("" is everyone).
-func (s *signal) fire(key string) {
-	close(s.every)
-	s.every = make(chan struct{})
-	if key == "" {
-		for _, ch := range s.agents {
-			close(ch)
-		}
-		clear(s.agents)
-		return
-	}
-	if ch, ok := s.agents[key]; ok {
-		close(ch)
-		delete(s.agents, key)
-	}
-}
 
 // A notifier carries wake-ups between processes. A writer touches a file in
 // the notify directory after its commit; each Board watches the directory
@@ -140,10 +74,10 @@ type notifier struct {
 	watchOnce sync.Once
 	watching  *os.File // held share-locked once this Board runs Wait
 
-	mu     sync.Mutex    // guards wake, ended and change
-	wake   signal        // an action may have become claimable
-	ended  signal        // an action has ended
-	change chan struct{} // closed on any change, claimable or not
+	mu     sync.Mutex     // guards wake, ended and change
+	wake   *wakeup.Signal // an action may have become claimable
+	ended  *wakeup.Signal // an action has ended
+	change chan struct{}  // closed on any change, claimable or not
 }
 
 func newNotifier(dir, watchingPath string, log *slog.Logger, g *group) (*notifier, error) {
@@ -169,8 +103,8 @@ func newNotifier(dir, watchingPath string, log *slog.Logger, g *group) (*notifie
 		log:          log,
 		w:            w,
 		probe:        probe,
-		wake:         newSignal(),
-		ended:        newSignal(),
+		wake:         wakeup.NewSignal(),
+		ended:        wakeup.NewSignal(),
 		change:       make(chan struct{}),
 	}
 	if !g.Go(n.run) {
@@ -235,7 +169,7 @@ func (n *notifier) rewatch() {
 func (n *notifier) wakeCh(agent string) <-chan struct{} {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.wake.forAgent(agent)
+	return n.wake.ForAgent(agent)
 }
 
 // endedCh returns the channel closed when an action posted by one of
@@ -245,9 +179,9 @@ func (n *notifier) endedCh(agent string, every bool) <-chan struct{} {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if every {
-		return n.ended.every
+		return n.ended.Every()
 	}
-	return n.ended.forAgent(agent)
+	return n.ended.ForAgent(agent)
 }
 
 // changeCh returns the channel closed at the next change of any kind.
@@ -257,7 +191,7 @@ func (n *notifier) changeCh() <-chan struct{} {
 	return n.change
 }
 
-// broadcast wakes the local waiters that ev for key ("" for everyone)
+// broadcast wakes the local waiters that ev for key (see package wakeup)
 // concerns: those waiting for any change always, those waiting for
 // claimable work or for ended actions when ev is that and concerns them.
 func (n *notifier) broadcast(ev event, key string) {
@@ -267,16 +201,16 @@ func (n *notifier) broadcast(ev event, key string) {
 	n.change = make(chan struct{})
 	switch ev {
 	case evClaimable:
-		n.wake.fire(key)
+		n.wake.Fire(key)
 	case evEnded:
-		n.ended.fire(key)
+		n.ended.Fire(key)
 	}
 }
 
 // broadcastAll wakes every local waiter: something may have been missed.
 func (n *notifier) broadcastAll() {
-	n.broadcast(evClaimable, "")
-	n.broadcast(evEnded, "")
+	n.broadcast(evClaimable, wakeup.Everyone)
+	n.broadcast(evEnded, wakeup.Everyone)
 }
 
 // watch registers this Board as running Wait, so that writers in every
@@ -320,8 +254,7 @@ func flockShared(fd int) error {
 }
 
 // touch tells every process watching the board about a commit that
-// concerns key ("" for everyone, else an agent name or personKey; see
-// wakeKey and endedKey), and the local waiters at once. The file is opened
+// concerns key (see package wakeup), and the local waiters at once. The file is opened
 // afresh each time so that a replaced file is written, not the old one. A
 // failed touch is logged: waiters elsewhere fall back to the safety poll.
 // A change that is neither claimable nor an end is told to other processes
@@ -340,7 +273,7 @@ func (n *notifier) touch(ev event, key string) {
 		}
 		name = changeFile
 	}
-	if key != "" && ev != evChanged {
+	if key != wakeup.Everyone && ev != evChanged {
 		name += "-" + key
 	}
 	path := filepath.Join(n.dir, name)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/internal/wakeup"
 )
 
 func closed(ch <-chan struct{}) bool {
@@ -42,21 +43,21 @@ func TestNotifier_WakesOnlyWhomItConcerns(t *testing.T) {
 	forX, forY := n.wakeCh("x"), n.wakeCh("y")
 	endedX, endedY, endedAll := n.endedCh("x", false), n.endedCh("y", false), n.endedCh("", true)
 
-	writer.notify.touch(evClaimable, wakeKey("agent:x#0123abcd"))
+	writer.notify.touch(evClaimable, wakeup.ForRecipient("agent:x#0123abcd"))
 	waitClosed(t, forX, "x's waiter, for an action addressed to an identity of x")
-	writer.notify.touch(evEnded, endedKey("user:alice"))
+	writer.notify.touch(evEnded, wakeup.ForPoster("user:alice"))
 	waitClosed(t, endedAll, "Await, for a person's action ended")
 	require.False(t, closed(forY), "y's waiter woken for x's action")
 	require.False(t, closed(endedX), "x's outcome waiter woken for a person's action")
 
 	endedAll = n.endedCh("", true)
-	writer.notify.touch(evEnded, endedKey("agent:x#0123abcd"))
+	writer.notify.touch(evEnded, wakeup.ForPoster("agent:x#0123abcd"))
 	waitClosed(t, endedX, "x's outcome waiter, for x's action ended")
 	waitClosed(t, endedAll, "Await, for x's action ended")
 	require.False(t, closed(endedY), "y's outcome waiter woken for x's action")
 
 	forX = n.wakeCh("x")
-	writer.notify.touch(evClaimable, wakeKey(""))
+	writer.notify.touch(evClaimable, wakeup.ForRecipient(""))
 	waitClosed(t, forX, "x's waiter, for an action for anyone")
 	waitClosed(t, forY, "y's waiter, for an action for anyone")
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/internal/wakeup"
 	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/logkey"
 )
@@ -98,7 +99,7 @@ func (b *Board) Cancel(ctx context.Context, who identity.ID, id, reason string) 
 		}
 		return actions.Record{}, fmt.Errorf("cancel %s: %w", id, err)
 	}
-	b.notify.touch(evEnded, endedKey(rec.From))
+	b.notify.touch(evEnded, wakeup.ForPoster(rec.From))
 	b.log.Info("action cancelled", logkey.ActionID, rec.ID, logkey.Identity, string(who), logKeyHolder, rec.Holder)
 	return rec, nil
 }
@@ -147,7 +148,7 @@ func (b *Board) Readdress(ctx context.Context, who identity.ID, id, to string) (
 		}
 		return actions.Record{}, fmt.Errorf("readdress %s: %w", id, err)
 	}
-	b.notify.touch(evClaimable, wakeKey(rec.To))
+	b.notify.touch(evClaimable, wakeup.ForRecipient(rec.To))
 	b.log.Info("action re-addressed", logkey.ActionID, rec.ID, logkey.Identity, string(who), logKeyTo, rec.To)
 	return rec, nil
 }
@@ -284,7 +285,7 @@ func (b *Board) reap(ctx context.Context) {
 		return
 	}
 	if len(released) > 0 || len(readdressed) > 0 {
-		b.notify.touch(evClaimable, "")
+		b.notify.touch(evClaimable, wakeup.Everyone)
 	}
 	b.log.Info("members departed: their processes died", "identities", dead, "released", released, "readdressed", readdressed)
 }

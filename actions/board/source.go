@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/internal/wakeup"
 	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/logkey"
 	"modernc.org/sqlite"
@@ -298,7 +299,7 @@ func (b *Board) Post(ctx context.Context, who identity.ID, to, title, body strin
 	if err != nil {
 		return actions.Record{}, fmt.Errorf("post: %w", err)
 	}
-	b.notify.touch(evClaimable, wakeKey(rec.To))
+	b.notify.touch(evClaimable, wakeup.ForRecipient(rec.To))
 	b.log.Info("action posted", logkey.ActionID, rec.ID, logKeyFrom, rec.From, logKeyTo, rec.To)
 	return rec, nil
 }
@@ -411,7 +412,7 @@ func (b *Board) end(ctx context.Context, op string, who identity.ID, id, set, ar
 		return actions.Record{}, err
 	}
 	b.addHeld(who, -1)
-	b.notify.touch(evEnded, endedKey(rec.From))
+	b.notify.touch(evEnded, wakeup.ForPoster(rec.From))
 	b.log.Info("action ended", logkey.ActionID, rec.ID, logkey.Identity, string(who), logKeyState, rec.State)
 	return rec, nil
 }
@@ -432,7 +433,7 @@ func (b *Board) Release(ctx context.Context, who identity.ID, id string) (action
 		return actions.Record{}, err
 	}
 	b.addHeld(who, -1)
-	b.notify.touch(evClaimable, wakeKey(rec.To))
+	b.notify.touch(evClaimable, wakeup.ForRecipient(rec.To))
 	b.log.Info("action released", logkey.ActionID, rec.ID, logkey.Identity, string(who))
 	return rec, nil
 }
@@ -845,7 +846,7 @@ func (b *Board) claim(ctx context.Context, who identity.ID, p peekResult, skip s
 	if len(reclaimed) > 0 {
 		slices.Sort(holders)
 		b.log.Info("claims reclaimed: their holders' leases ran out", logKeyIDs, reclaimed, logKeyHolder, slices.Compact(holders))
-		b.notify.touch(evClaimable, "")
+		b.notify.touch(evClaimable, wakeup.Everyone)
 	}
 	if joined {
 		b.log.Info("member joined by its first claim", logkey.Identity, string(who))
@@ -854,7 +855,7 @@ func (b *Board) claim(ctx context.Context, who identity.ID, p peekResult, skip s
 	if !ok {
 		return actions.Record{}, false, leaseEnd, lease, nil
 	}
-	b.notify.touch(evChanged, "")
+	b.notify.touch(evChanged, wakeup.Everyone)
 	b.log.Info("action claimed", logkey.ActionID, rec.ID, logkey.Identity, string(who))
 	return rec, true, 0, lease, nil
 }
