@@ -160,7 +160,7 @@ func (b *Board) Await(ctx context.Context, who identity.ID, ids []string, timeou
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for {
-		ended := b.listen.endedCh() // before looking, so no end is missed
+		ended := b.listen.endedCh("", true) // before looking, so no end is missed
 		b.reap(wctx)
 		var recs []actions.Record
 		err := b.read(wctx, "await", func(ctx context.Context) error {

@@ -97,7 +97,8 @@ func isCode(err error, code string) bool {
 // identity or a person ("user:<name>"), for to ("" for anyone, an agent
 // name or a live identity). It refuses what actions.CheckPost refuses, and
 // an identity that is not live (actions.ErrNotLive, naming the live
-// identities of its agent). Posting wakes the waiters on every machine.
+// identities of its agent). Posting wakes the waiters that may take the
+// action, on every machine.
 func (b *Board) Post(ctx context.Context, who identity.ID, to, title, body string) (actions.Record, error) {
 	title, err := actions.CheckPost(who, to, title, body)
 	if err != nil {
@@ -114,12 +115,12 @@ func (b *Board) Post(ctx context.Context, who identity.ID, to, title, body strin
 		if err != nil {
 			return err
 		}
-		return b.notify(ctx, tx, evClaimable)
+		return b.notify(ctx, tx, evClaimable, keyOf(evClaimable, rec))
 	})
 	if err != nil {
 		return actions.Record{}, fmt.Errorf("post: %w", err)
 	}
-	b.listen.broadcast(evClaimable)
+	b.listen.broadcast(evClaimable, keyOf(evClaimable, rec))
 	b.log.Info("action posted", logkey.ActionID, rec.ID, logKeyFrom, rec.From, logKeyTo, rec.To)
 	return rec, nil
 }
@@ -262,7 +263,7 @@ func (b *Board) settle(ctx context.Context, op string, who identity.ID, id strin
 			`UPDATE bee_actions SET `+set+`, rev = `+xid+` WHERE seq = $1 AND state = 'claimed' AND holder = $2 RETURNING `+recordCols,
 			append([]any{seq, string(who)}, args...)...))
 		if err == nil {
-			return b.notify(ctx, tx, ev)
+			return b.notify(ctx, tx, ev, keyOf(ev, rec))
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return err
@@ -288,7 +289,7 @@ func (b *Board) settle(ctx context.Context, op string, who identity.ID, id strin
 		}
 		return actions.Record{}, fmt.Errorf("%s %s: %w", op, id, err)
 	}
-	b.listen.broadcast(ev)
+	b.listen.broadcast(ev, keyOf(ev, rec))
 	return rec, nil
 }
 
@@ -330,7 +331,7 @@ func (b *Board) Cancel(ctx context.Context, who identity.ID, id, reason string) 
 		if err != nil {
 			return err
 		}
-		return b.notify(ctx, tx, evEnded)
+		return b.notify(ctx, tx, evEnded, keyOf(evEnded, rec))
 	})
 	if err != nil {
 		if isSentinel(err) {
@@ -338,7 +339,7 @@ func (b *Board) Cancel(ctx context.Context, who identity.ID, id, reason string) 
 		}
 		return actions.Record{}, fmt.Errorf("cancel %s: %w", id, err)
 	}
-	b.listen.broadcast(evEnded)
+	b.listen.broadcast(evEnded, keyOf(evEnded, rec))
 	b.log.Info("action cancelled", logkey.ActionID, rec.ID, logkey.Identity, string(who), logKeyHolder, rec.Holder)
 	return rec, nil
 }
@@ -381,7 +382,7 @@ func (b *Board) Readdress(ctx context.Context, who identity.ID, id, to string) (
 		if err != nil {
 			return err
 		}
-		return b.notify(ctx, tx, evClaimable)
+		return b.notify(ctx, tx, evClaimable, keyOf(evClaimable, rec))
 	})
 	if err != nil {
 		if isSentinel(err) {
@@ -389,7 +390,7 @@ func (b *Board) Readdress(ctx context.Context, who identity.ID, id, to string) (
 		}
 		return actions.Record{}, fmt.Errorf("readdress %s: %w", id, err)
 	}
-	b.listen.broadcast(evClaimable)
+	b.listen.broadcast(evClaimable, keyOf(evClaimable, rec))
 	b.log.Info("action re-addressed", logkey.ActionID, rec.ID, logkey.Identity, string(who), logKeyTo, rec.To)
 	return rec, nil
 }
