@@ -166,8 +166,9 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 	// The handshake does not wait for the board: the session is set up
 	// while the client talks, and each tool call waits for it. The cleanup
-	// abandons a setup still running, so that a bridge ending right after
-	// it starts leaves no member behind (see bridge.Start).
+	// abandons a setup still running (or retrying: the board is locked),
+	// so that a bridge ending right after it starts leaves no member
+	// behind (see bridge.Start).
 	setupCtx, abandonSetup := context.WithCancel(ctx)
 	defer abandonSetup()
 	pending := bridge.Start(setupCtx, bridge.Config{

@@ -28,9 +28,16 @@
 //   - Write transactions are serialized across processes by a lock file, so
 //     competing writers queue in the kernel instead of backing off in
 //     SQLite's busy handler, where some would starve.
-//   - A file that is not a usable board (not a database, corrupt, or written
-//     by a newer bee) is refused with an error that names it and says what
-//     to do. The board never silently starts over empty.
+//   - Every wait for that lock is bounded: an operation gives up after
+//     [Options.BusyTimeout] with ErrLocked, naming the process that holds
+//     the lock and for how long (a holder stopped with Ctrl-Z, say), and
+//     Close never waits for another process.
+//   - A file that is not a usable board (not a database, cut short, emptied,
+//     damaged, or written by a newer bee) is refused with an error that
+//     names it and says what to do. The board never silently starts over
+//     empty. See Damage.
+//   - A Board serves the file it opened and never another: see Moving the
+//     file.
 //
 // The board does not delete finished actions (the file keeps the history),
 // does not work across machines, and makes no promise for a file on a
@@ -49,7 +56,38 @@
 // "ended-<agent>" (an action posted by that agent ended; "ended-~people"
 // for a person's), and "change" (an action changed in another way; only
 // Wait cares, and only Boards running Wait are told). Deleting or replacing
-// the notify files or directory is harmless.
+// the notify files or directory is harmless. The lock file also holds a
+// short text record: who took the lock last and when, which
+// database file the -wal and -shm files belong to, and a file found
+// damaged.
+//
+// # Moving the file
+//
+// SQLite names its -wal and -shm files after the path, not the file, so a
+// database file moved away or deleted while processes have it open would
+// split the board: they would go on writing to the old file, and a new
+// file at the path would share (and read) the old one's WAL. Instead, a
+// Board checks at every call, and at once when the file's inode reports a
+// rename or unlink, that its path still names the file it opened; when it
+// does not, the Board stops for good (every call returns ErrReplaced,
+// naming the path and what happened) and closes its database, letting go
+// of the old file's siblings. Open admits a new file at the path only once
+// no process holds them any more: it waits up to the busy timeout, then
+// fails with ErrLocked naming those processes. A WAL left by another file
+// (its process killed) is set aside as path-wal.orphaned-<time>, never
+// applied. So `mv board.db board.db.bad` while bridges run leaves the
+// moved file whole and a new, working board at the path; the bridges must
+// be restarted to use it.
+//
+// # Damage
+//
+// Open refuses a file whose size is not a whole number of pages (cut
+// short) and a file emptied to 0 bytes that was a board (the lock file's
+// record or a WAL says so; a new or moved-aside path has neither). A Board
+// that SQLite reports damaged at any call refuses every later call with
+// ErrCorrupt and marks the file damaged in the lock file, so that every
+// bee process's writes, and every later Open, refuse it too. Each refusal
+// says to move the file aside; bee then starts a new board at the path.
 //
 // # Who may post
 //
@@ -105,10 +143,20 @@ var (
 	// ErrClosed: the Board was closed.
 	ErrClosed = actions.ErrClosed
 	// ErrLocked: another process held the board's lock for longer than
-	// Options.BusyTimeout.
+	// Options.BusyTimeout (the error names it when it can be told), or
+	// still holds the files of a board file that was moved away. Errors
+	// wrapping it have a Temporary method that reports true: trying again
+	// once that process lets go succeeds.
 	ErrLocked = errors.New("board is locked")
-	// ErrCorrupt: the file is not a database, or SQLite reports it damaged.
+	// ErrCorrupt: the file is not a database, was cut short or emptied, or
+	// SQLite reports it damaged. Once a Board has seen damage it refuses
+	// every later call, and every bee process refuses the file (see
+	// Damage).
 	ErrCorrupt = errors.New("board file is not a usable database")
+	// ErrReplaced: the board's file was moved away, deleted or replaced
+	// while the Board had it open; the Board has stopped (see Moving the
+	// file). Open the board again.
+	ErrReplaced = errors.New("board file was moved, deleted or replaced")
 	// ErrNewerSchema: the file was written by a newer bee.
 	ErrNewerSchema = errors.New("board file is from a newer bee")
 	// ErrDeparted: the identity has departed; Next refuses to claim for it
@@ -197,6 +245,9 @@ type Options struct {
 	// noWriteLock leaves writers to SQLite's busy handler instead of the
 	// lock file (for measuring the difference).
 	noWriteLock bool
+	// holdingLock runs in every write right after it has taken the write
+	// lock: a test stops its process there.
+	holdingLock func()
 }
 
 // A Board is an open board file. Its methods are safe for concurrent use.
@@ -214,7 +265,15 @@ type Board struct {
 	id     string    // the board's id, carried in its cursors
 	lock   *writeLock
 	notify *notifier
+	fwatch *fileWatch   // nil when the file cannot be watched
 	writes atomic.Int64 // writes committed, for checkpoint
+	file   fileID       // the database file, bound by admit before any query
+
+	// broken, once set, is the answer of every call: the file was found
+	// damaged (ErrCorrupt) or replaced (ErrReplaced).
+	broken   atomic.Pointer[error]
+	stopping atomic.Bool  // stop has begun closing the Board
+	checked  atomic.Int64 // when a call last checked the file (unix ns)
 
 	created bool // see Created
 
@@ -283,15 +342,12 @@ func Open(path string, opts *Options) (_ *Board, err error) {
 	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
 		return nil, fmt.Errorf("open board %s: create its directory: %w", abs, err)
 	}
-	created, err := checkHeader(abs)
-	if err != nil {
-		return nil, err
+	if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
+		return nil, dirErr(abs) // before a lock file appears next to it
 	}
-
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Board{
 		path:     abs,
-		created:  created,
 		opts:     o,
 		log:      o.Logger.With(logkey.Source, "board", logkey.Path, abs),
 		ctx:      ctx,
@@ -306,14 +362,33 @@ func Open(path string, opts *Options) (_ *Board, err error) {
 		}
 	}()
 
-	if b.lock, err = openWriteLock(abs+"-lock", o.noWriteLock, &b.g); err != nil {
+	if b.lock, err = openWriteLock(abs+"-lock", o.noWriteLock); err != nil {
 		return nil, fmt.Errorf("open board %s: %w", abs, err)
+	}
+	b.lock.holding = o.holdingLock
+	release, err := b.admit()
+	if err != nil {
+		return nil, err
+	}
+	if release != nil {
+		// Runs before closeAll, which waits for the lock.
+		defer func() {
+			if release != nil {
+				release()
+			}
+		}()
 	}
 	if b.db, err = openDB(abs, o.BusyTimeout); err != nil {
 		return nil, fmt.Errorf("open board %s: %w", abs, err)
 	}
 	if b.wconn, err = b.db.Conn(ctx); err != nil {
 		return nil, b.dbErr("connect", err)
+	}
+	if release != nil {
+		// The first connection has written a new file's header.
+		b.lock.noteDB(b.file)
+		release()
+		release = nil
 	}
 	// See begin: the write connection waits for SQLite's lock only when
 	// a write cannot begin at once.
@@ -328,6 +403,10 @@ func Open(path string, opts *Options) (_ *Board, err error) {
 	b.rstmts.prepare = b.db.PrepareContext
 	if err := b.migrate(); err != nil {
 		return nil, err
+	}
+	if b.fwatch, err = watchFile(abs, func() { _ = b.checkFile() }, &b.g); err != nil {
+		// Each call still checks the file; only an idle Board notices late.
+		b.log.Warn("cannot watch the board file; a move or delete shows at the next call", logkey.Err, err)
 	}
 	if b.notify, err = newNotifier(abs+"-notify", abs+"-watching", b.log, &b.g); err != nil {
 		return nil, fmt.Errorf("open board %s: %w", abs, err)
@@ -354,9 +433,9 @@ func (b *Board) Name() string { return "board" }
 // ErrClosed. Close may be called more than once; later calls return the
 // first call's result.
 //
-// Close waits for a lock request that a cancelled call left behind to be
-// granted and given back, which takes as long as another process's write
-// transaction.
+// Close never waits for another process: a write of this process in
+// progress ends with its transaction, and a lock request queued in the
+// kernel is left to give the lock back once granted.
 func (b *Board) Close() error {
 	b.closeOnce.Do(func() { b.closeErr = b.closeAll() })
 	return b.closeErr
@@ -367,6 +446,9 @@ func (b *Board) closeAll() error {
 	var errs []error
 	if b.notify != nil {
 		errs = append(errs, b.notify.close())
+	}
+	if b.fwatch != nil {
+		errs = append(errs, b.fwatch.close())
 	}
 	b.g.Wait()
 	if b.lock != nil {
@@ -386,13 +468,29 @@ func (b *Board) closeAll() error {
 	return nil
 }
 
-// closed returns ErrClosed, wrapped with the file, once Close has begun.
+// closed returns the error every call returns from now on, or nil: the
+// damage or replacement that stopped the Board, or ErrClosed, wrapped with
+// the file, once Close has begun. It checks that the path still names the
+// Board's file (see checkFile).
 func (b *Board) closed() error {
+	if err := b.broken.Load(); err != nil {
+		return *err
+	}
 	if b.ctx.Err() != nil {
 		return fmt.Errorf("board %s: %w", b.path, ErrClosed)
 	}
+	// The watch reports moves at once; this check is for what it cannot
+	// see (the directory moved, say), and need not cost a stat per call.
+	if now := time.Now().UnixNano(); now-b.checked.Load() >= int64(fileCheckEvery) {
+		b.checked.Store(now)
+		return b.checkFile()
+	}
 	return nil
 }
+
+// fileCheckEvery is how often, at most, a call checks that the board's
+// path still names its file (see closed).
+const fileCheckEvery = 100 * time.Millisecond
 
 // nowMS is the board's clock: wall-clock Unix milliseconds, the unit every
 // time column holds. Leases compare these across processes on one machine.

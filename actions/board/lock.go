@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -54,16 +55,55 @@ var errLockClosed = errors.New("write lock closed")
 // queue. SQLite's locking still guards the data: the lock file only orders
 // bee's writers, and a writer that ignores it (the sqlite3 shell, say) is
 // merely waited for by SQLite's busy handler.
+//
+// Every wait for it ends when its caller's context does, and Close never
+// waits for another process. flock(2) cannot be interrupted, so a request
+// the kernel queues runs in a helper goroutine (see queue); a caller that
+// gives up leaves the request queued, and the next caller in this process
+// takes over its place in the kernel's queue instead of queueing again. A
+// grant that finds nobody waiting is given straight back. So a holder that
+// is stopped (SIGSTOP, Ctrl-Z) or hung delays each caller at most its own
+// timeout, and this process keeps at most one request queued however long
+// the stall lasts.
+//
+// The holder writes its pid and the time into the lock file (see
+// lockRecord), so that a caller that gives up can say who held it, and for
+// how long.
 type writeLock struct {
 	path  string
-	token chan struct{} // holds the one token while nobody in this process holds the lock
+	token chan struct{} // holds the one token while nobody in this process holds or waits for the lock
 	f     *os.File      // nil when the lock file is disabled
 	fd    int
-	g     *group
+
+	mu      sync.Mutex // guards pending, closed and the fields of pending
+	pending *queued    // the request the kernel has queued for this process, if any
+	closed  bool       // close has run; the helper of pending closes f
+
+	// file is the database file the Board opened, set once by Open (bind)
+	// before any write: a write is refused once the lock file marks it
+	// damaged, that is when the damaged slot starts with mark.
+	file fileID
+	mark []byte
+	// holding is Options.holdingLock.
+	holding func()
+	// Buffers for the record, and when it was last read for the damage
+	// mark, used only by the lock's holder.
+	slot        [slotSize]byte
+	scratch     [slotSize]byte
+	damageCheck time.Time
 }
 
-func openWriteLock(path string, disabled bool, g *group) (*writeLock, error) {
-	l := &writeLock{path: path, token: make(chan struct{}, 1), g: g}
+// A queued is a flock request the kernel has queued, run by the helper
+// goroutine queue.
+type queued struct {
+	done    chan struct{} // closed once the kernel has answered
+	err     error         // the kernel's answer, set before done closes
+	granted bool          // the lock is held for the caller waiting, set before done closes
+	waiting bool          // a caller (the token holder) waits for the answer
+}
+
+func openWriteLock(path string, disabled bool) (*writeLock, error) {
+	l := &writeLock{path: path, token: make(chan struct{}, 1)}
 	l.token <- struct{}{}
 	if disabled {
 		return l, nil
@@ -78,12 +118,9 @@ func openWriteLock(path string, disabled bool, g *group) (*writeLock, error) {
 }
 
 // acquire takes the lock, or returns ctx's error once ctx is done first. On
-// success the caller must call release exactly once.
-//
-// flock(2) cannot be interrupted, so when the lock file is held elsewhere a
-// helper goroutine waits in the kernel's queue; if the caller gives up
-// first, the helper gives the lock back as soon as it is granted. Its end is
-// therefore bounded by the current holder's write transaction.
+// success the caller must call release exactly once. It refuses, with
+// ErrCorrupt, to hand out the lock of a database file that some bee process
+// has found damaged.
 func (l *writeLock) acquire(ctx context.Context) (release func(), err error) {
 	select {
 	case <-l.token:
@@ -92,49 +129,87 @@ func (l *writeLock) acquire(ctx context.Context) (release func(), err error) {
 	}
 	if err := ctx.Err(); err != nil {
 		// Both were ready and select chose the token.
-		l.token <- struct{}{}
+		l.putToken()
 		return nil, err
 	}
 	if l.f == nil {
 		return l.putToken, nil
 	}
-	err = unix.Flock(l.fd, unix.LOCK_EX|unix.LOCK_NB)
-	if err == nil {
-		return l.unlock, nil
-	}
-	if !errors.Is(err, unix.EWOULDBLOCK) {
-		l.token <- struct{}{}
-		return nil, fmt.Errorf("lock %s: %w", l.path, err)
-	}
-
-	got := make(chan error)
-	abandon := make(chan struct{})
-	started := l.g.Go(func() {
-		err := flockWait(l.fd)
-		select {
-		case got <- err:
-		case <-abandon:
+	for {
+		l.mu.Lock()
+		q := l.pending
+		if q == nil {
+			err := unix.Flock(l.fd, unix.LOCK_EX|unix.LOCK_NB)
 			if err == nil {
+				l.mu.Unlock()
+				return l.held()
+			}
+			if !errors.Is(err, unix.EWOULDBLOCK) {
+				l.mu.Unlock()
+				l.putToken()
+				return nil, fmt.Errorf("lock %s: %w", l.path, err)
+			}
+			q = &queued{done: make(chan struct{})}
+			l.pending = q
+			go l.queue(q)
+		}
+		q.waiting = true
+		l.mu.Unlock()
+
+		select {
+		case <-q.done:
+		case <-ctx.Done():
+		}
+
+		l.mu.Lock()
+		q.waiting = false
+		answered := isDone(q.done)
+		if answered {
+			l.pending = nil
+		}
+		granted, qerr := answered && q.granted, q.err
+		l.mu.Unlock()
+		switch {
+		case ctx.Err() != nil:
+			if granted {
 				_ = unix.Flock(l.fd, unix.LOCK_UN)
 			}
-			l.token <- struct{}{}
+			l.putToken()
+			return nil, ctx.Err()
+		case qerr != nil:
+			l.putToken()
+			return nil, fmt.Errorf("lock %s: %w", l.path, qerr)
+		case granted:
+			return l.held()
 		}
-	})
-	if !started {
-		l.token <- struct{}{}
-		return nil, errLockClosed
+		// The kernel answered while nobody waited, and the lock went
+		// straight back: ask again.
 	}
-	select {
-	case err := <-got:
-		if err != nil {
-			l.token <- struct{}{}
-			return nil, fmt.Errorf("lock %s: %w", l.path, err)
+}
+
+// queue waits in the kernel's queue for the lock file, then hands the lock
+// to the caller waiting for it, or gives it back at once when nobody waits
+// any more. It is the one goroutine of a writeLock not tracked by the
+// Board's group, because nothing can end it early: it ends when the kernel
+// answers, that is when the process holding the lock lets go or dies, even
+// after the Board has closed (it then closes the lock file, which close
+// left to it).
+func (l *writeLock) queue(q *queued) {
+	err := flockWait(l.fd)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	q.err = err
+	if err == nil {
+		if q.waiting && !l.closed {
+			q.granted = true
+		} else {
+			_ = unix.Flock(l.fd, unix.LOCK_UN)
 		}
-		return l.unlock, nil
-	case <-ctx.Done():
-		close(abandon)
-		return nil, ctx.Err()
 	}
+	if l.closed {
+		_ = l.f.Close()
+	}
+	close(q.done)
 }
 
 // flockWait blocks until the lock file is ours.
@@ -147,19 +222,50 @@ func flockWait(fd int) error {
 	}
 }
 
+func isDone(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// held records this process as the holder and checks the damage mark; the
+// lock is held.
+func (l *writeLock) held() (release func(), err error) {
+	l.noteHolder()
+	if err := l.damaged(); err != nil {
+		l.unlock()
+		return nil, err
+	}
+	if l.holding != nil {
+		l.holding()
+	}
+	return l.unlock, nil
+}
+
 func (l *writeLock) putToken() { l.token <- struct{}{} }
 
 func (l *writeLock) unlock() {
 	_ = unix.Flock(l.fd, unix.LOCK_UN)
-	l.token <- struct{}{}
+	l.putToken()
 }
 
 // close waits for the holder in this process, if any, to let go and closes
-// the lock file. The token is never returned, so nobody takes the lock
-// afterwards; the Board cancels every waiter before it calls close.
+// the lock file, or leaves that to the helper of a request still queued in
+// the kernel. It never waits for another process. The token is never
+// returned, so nobody takes the lock afterwards; the Board cancels every
+// waiter before it calls close.
 func (l *writeLock) close() error {
 	<-l.token
 	if l.f == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	if q := l.pending; q != nil && !isDone(q.done) {
 		return nil
 	}
 	return l.f.Close()

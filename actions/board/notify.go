@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/tractat-us/bee/actions/internal/wakeup"
@@ -244,13 +245,19 @@ func (n *notifier) watched() bool {
 	return false
 }
 
+// flockShared takes a shared lock, trying for at most a second: a writer
+// holds the exclusive lock only for its probe, but a writer stopped
+// mid-probe must not hang Wait.
 func flockShared(fd int) error {
-	for {
-		err := unix.Flock(fd, unix.LOCK_SH)
-		if !errors.Is(err, unix.EINTR) {
+	var err error
+	for range 50 {
+		err = unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB)
+		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
 			return err
 		}
+		time.Sleep(20 * time.Millisecond)
 	}
+	return err
 }
 
 // touch tells every process watching the board about a commit that

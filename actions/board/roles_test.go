@@ -66,6 +66,9 @@ func runRole(role string) error {
 	if role == "waiter" {
 		opts.beforeSleep = func() { out.say("sleeping") }
 	}
+	if setup := roleOptions[role]; setup != nil {
+		setup(opts, out)
+	}
 	b, err := Open(os.Getenv(envPath), opts)
 	if err != nil {
 		return err
@@ -98,6 +101,9 @@ func runRole(role string) error {
 		return roleRate(ctx, b, out, cmds)
 	case "worker":
 		return roleWorker(ctx, b, out, cmds)
+	}
+	if run := moreRoles[role]; run != nil {
+		return run(ctx, b, out, cmds)
 	}
 	return fmt.Errorf("unknown role %q", role)
 }
@@ -227,6 +233,9 @@ func roleWaiter(ctx context.Context, b *Board, out *roleOut) error {
 		for _, r := range p.Records {
 			out.say("got %s %d", r.ID, time.Now().UnixNano())
 			if _, err := b.Finish(ctx, who, r.ID, ""); err != nil {
+				if ctx.Err() != nil { // the test ended it as it finished
+					return nil
+				}
 				return err
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -14,8 +15,12 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
+
+	"github.com/tractat-us/bee/logkey"
+	"golang.org/x/sys/unix"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -129,45 +134,85 @@ var schemaVersion = len(migrations) - 1
 // sqliteHeader starts every SQLite database file.
 var sqliteHeader = []byte("SQLite format 3\x00")
 
+// A fileState is what checkHeader found at the board's path.
+type fileState struct {
+	exists  bool // a file is there (now, after create)
+	existed bool // it was there before checkHeader looked
+	size    int64
+	id      fileID
+}
+
 // checkHeader refuses an existing, non-empty file that is not a SQLite
-// database, before SQLite sees it, and a directory. A missing or empty file
-// is a new board; created reports that this call created the file.
-func checkHeader(path string) (created bool, err error) {
-	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		return false, dirErr(path)
+// database, or whose size is not a whole number of its pages (truncated, or
+// with something appended), before SQLite sees it, and a directory. SQLite
+// would read the missing part of a cut page as zeros, and report rows of
+// NULLs rather than damage. A missing or empty file is a new board (see
+// admit for when it is not). With create, a missing file is created, with
+// O_EXCL: of two processes creating a board at once, exactly one finds
+// that it did (existed false).
+func checkHeader(path string, create bool) (fileState, error) {
+	var st fileState
+	flags := os.O_RDONLY
+	if create {
+		// A new board is created here, private to its owner, before SQLite
+		// creates it with the umask's mode (its -wal and -shm files copy it).
+		flags |= os.O_CREATE | os.O_EXCL
 	}
-	// A new board is created here, private to its owner, before SQLite
-	// creates it with the umask's mode (its -wal and -shm files copy it).
-	// O_EXCL tells who created it: of two processes opening a missing
-	// board at once, exactly one reports it created.
-	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	created = err == nil
-	if errors.Is(err, fs.ErrExist) {
+	f, err := os.OpenFile(path, flags, 0o600)
+	switch {
+	case err == nil:
+	case create && errors.Is(err, fs.ErrExist):
+		st.existed = true
 		f, err = os.Open(path)
+	case !create && errors.Is(err, fs.ErrNotExist):
+		return st, nil
 	}
 	if err != nil {
 		if errors.Is(err, syscall.EISDIR) {
-			return false, dirErr(path)
+			return st, dirErr(path)
 		}
 		// The *PathError already names the file.
-		return false, fmt.Errorf("open board: %w", err)
+		return st, fmt.Errorf("open board: %w", err)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return created, fmt.Errorf("open board: %w", err)
+	if !create {
+		st.existed = true
 	}
-	if fi.IsDir() {
-		return false, dirErr(path)
+	st.exists = true
+	var sys unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &sys); err != nil {
+		return st, fmt.Errorf("open board %s: %w", path, err)
 	}
-	if fi.Size() == 0 {
-		return created, nil
+	if sys.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return st, dirErr(path)
 	}
-	head := make([]byte, len(sqliteHeader))
-	if _, err := io.ReadFull(f, head); err != nil || !bytes.Equal(head, sqliteHeader) {
-		return false, corruptErr(path, "it is not a SQLite database", nil)
+	st.size, st.id = sys.Size, fileID{uint64(sys.Dev), sys.Ino}
+	if st.size == 0 {
+		return st, nil
 	}
-	return false, nil
+	var head [100]byte // SQLite's database header
+	if _, err := io.ReadFull(f, head[:]); err != nil || !bytes.Equal(head[:len(sqliteHeader)], sqliteHeader) {
+		return st, corruptErr(path, "it is not a SQLite database", nil)
+	}
+	pageSize := int64(binary.BigEndian.Uint16(head[16:18]))
+	if pageSize == 1 {
+		pageSize = 65536
+	}
+	if pageSize < 512 || pageSize&(pageSize-1) != 0 {
+		return st, corruptErr(path, fmt.Sprintf("its header gives a page size of %d", pageSize), nil)
+	}
+	// The fields whose values SQLite's file format fixes (see
+	// https://sqlite.org/fileformat.html, "The Database Header"); 0 stands
+	// for a file whose schema is not written yet.
+	schemaFormat, encoding := binary.BigEndian.Uint32(head[44:48]), binary.BigEndian.Uint32(head[56:60])
+	if head[18] < 1 || head[18] > 2 || head[19] < 1 || head[19] > 2 || head[21] != 64 || head[22] != 32 || head[23] != 32 ||
+		schemaFormat > 4 || encoding > 3 {
+		return st, corruptErr(path, "its SQLite header is damaged", nil)
+	}
+	if st.size%pageSize != 0 {
+		return st, corruptErr(path, fmt.Sprintf("it is %d bytes, not a whole number of %d-byte pages: it was cut short", st.size, pageSize), nil)
+	}
+	return st, nil
 }
 
 func dirErr(path string) error {
@@ -245,6 +290,9 @@ func (b *Board) migrate() error {
 			return err
 		}
 	}
+	if err := b.checkSchema(); err != nil {
+		return err
+	}
 	err = b.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'board_id'`).Scan(&b.id)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
@@ -267,6 +315,9 @@ type queryer interface {
 func (b *Board) readVersion(ctx context.Context, q queryer) (version, tables int, err error) {
 	if err := q.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
 		return 0, 0, b.dbErr("read schema version", err)
+	}
+	if version < 0 {
+		return 0, 0, corruptErr(b.path, fmt.Sprintf("its schema version %d is negative", version), nil)
 	}
 	if version > schemaVersion {
 		return 0, 0, fmt.Errorf("board %s has schema version %d, but this bee understands only up to %d: upgrade bee: %w",
@@ -291,7 +342,7 @@ func (b *Board) dbErr(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrNewerSchema) || errors.Is(err, ErrLocked) || errors.Is(err, ErrClosed) {
+	if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrNewerSchema) || errors.Is(err, ErrLocked) || errors.Is(err, ErrClosed) || errors.Is(err, ErrReplaced) {
 		return err
 	}
 	var se *sqlite.Error
@@ -300,8 +351,13 @@ func (b *Board) dbErr(op string, err error) error {
 		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
 			return b.lockedErr(op, err)
 		case sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB:
-			return corruptErr(b.path, "SQLite reports it damaged ("+op+")", err)
+			return b.markDamaged(corruptErr(b.path, "SQLite reports it damaged ("+op+")", err))
 		}
+	}
+	if detail, ok := badScan(err); ok {
+		// A NOT NULL column read as NULL (a page SQLite read as zeros), or
+		// the like.
+		return corruptErr(b.path, "it holds a row that breaks bee's schema ("+detail+"; "+op+")", err)
 	}
 	if errors.Is(err, sql.ErrConnDone) && b.ctx.Err() != nil {
 		return b.closed()
@@ -309,11 +365,66 @@ func (b *Board) dbErr(op string, err error) error {
 	return fmt.Errorf("board %s: %s: %w", b.path, op, err)
 }
 
-func (b *Board) lockedErr(op string, cause error) error {
-	msg := fmt.Sprintf("board %s: %s: another process has held it for more than %v; find it with `fuser %s %s-lock`",
-		b.path, op, b.opts.BusyTimeout, b.path, b.path)
-	if cause != nil {
-		return fmt.Errorf("%s: %w (%w)", msg, ErrLocked, cause)
+// markDamaged refuses the file from now on: this Board answers every
+// later call with err (the ErrCorrupt a SQLite report became), and the lock
+// file marks the file damaged, so that every bee process's writes and
+// every later Open refuse it too. It returns err.
+func (b *Board) markDamaged(err error) error {
+	if b.file != (fileID{}) {
+		b.lock.noteDamaged(b.file)
 	}
-	return fmt.Errorf("%s: %w", msg, ErrLocked)
+	if b.broken.CompareAndSwap(nil, &err) {
+		b.log.Error("board file damaged; refusing it from now on", logkey.Err, err)
+	}
+	return err
+}
+
+// lockedErr says that op gave up waiting for the board's lock, and who
+// holds it when that can be told. The error reports Temporary: trying
+// again once the holder lets go succeeds.
+func (b *Board) lockedErr(op string, cause error) error {
+	var msg string
+	if h, ok := b.lock.holder(); ok {
+		held := ""
+		if !h.since.IsZero() {
+			held = fmt.Sprintf(" for %v", roundAge(time.Since(h.since)))
+		}
+		msg = fmt.Sprintf("board %s is locked by %s%s: %s gave up after %v; if that process is stopped (Ctrl-Z) or hung, resume or end it",
+			b.path, h, held, op, b.opts.BusyTimeout)
+	} else {
+		msg = fmt.Sprintf("board %s: %s: another process has held it for more than %v; find it with `fuser %s %s-lock`",
+			b.path, op, b.opts.BusyTimeout, b.path, b.path)
+	}
+	if cause != nil {
+		return temporary(fmt.Errorf("%s: %w (%w)", msg, ErrLocked, cause))
+	}
+	return temporary(fmt.Errorf("%s: %w", msg, ErrLocked))
+}
+
+// A temporaryError is an error that waiting and trying again can mend
+// (another process holds the board); its Temporary method says so, for
+// callers that retry without knowing the board (bridge.Start).
+type temporaryError struct{ error }
+
+func (e temporaryError) Unwrap() error   { return e.error }
+func (e temporaryError) Temporary() bool { return true }
+
+func temporary(err error) error { return temporaryError{err} }
+
+func isBadScan(err error) bool {
+	_, ok := badScan(err)
+	return ok
+}
+
+// badScan recognizes database/sql's complaint that a column read as a
+// value bee's schema does not allow there (NULL in a NOT NULL column, text
+// in an integer one: what a damaged page decodes to), and returns its
+// detail.
+func badScan(err error) (string, bool) {
+	msg := err.Error()
+	i := strings.Index(msg, "sql: Scan error on column")
+	if i < 0 {
+		return "", false
+	}
+	return msg[i+len("sql: "):], true
 }

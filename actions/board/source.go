@@ -179,7 +179,7 @@ func isBusy(err error) bool {
 func isDBErr(err error) bool {
 	var se *sqlite.Error
 	return errors.As(err, &se) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, sql.ErrTxDone) || errors.Is(err, sql.ErrConnDone) || errors.Is(err, errLockClosed)
+		errors.Is(err, sql.ErrTxDone) || errors.Is(err, sql.ErrConnDone) || errors.Is(err, errLockClosed) || isBadScan(err)
 }
 
 // waitErr says why an operation on the database failed: the caller's ctx

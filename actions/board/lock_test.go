@@ -1,0 +1,171 @@
+package board
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// stopped waits until process pid is stopped.
+func stopped(t *testing.T, pid int) {
+	t.Helper()
+	require.Eventually(t, func() bool { return procStopped(pid) }, 10*time.Second, 5*time.Millisecond, "pid %d never stopped", pid)
+}
+
+// A process stopped (as by Ctrl-Z) while it holds the write lock: a post
+// elsewhere (what `bee post` does: Open, Post, Close) gives up within the
+// busy timeout with an error that names the holder, Close does not wait
+// for it, and once the holder continues the board works again.
+func TestBoard_StoppedLockHolder(t *testing.T) {
+	const busy = time.Second
+	path := filepath.Join(t.TempDir(), "board.db")
+	staller := startProc(t, "staller", path)
+	staller.expect("ready", 30*time.Second)
+	staller.send("post before")
+	staller.expect("posted a-1", 30*time.Second)
+	staller.send("stall held")
+	staller.expect("holding", 30*time.Second)
+	pid := staller.cmd.Process.Pid
+	stopped(t, pid)
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+
+	start := time.Now()
+	b, err := Open(path, &Options{BusyTimeout: busy})
+	require.NoError(t, err)
+	_, err = b.Post(t.Context(), "user:alice", "", "blocked", "")
+	posted := time.Since(start)
+	require.ErrorIs(t, err, ErrLocked)
+	var temp interface{ Temporary() bool }
+	require.ErrorAs(t, err, &temp)
+	require.True(t, temp.Temporary())
+	msg := err.Error()
+	require.Contains(t, msg, "board "+path+" is locked by pid "+fmt.Sprint(pid))
+	require.Contains(t, msg, "stopped")
+	require.Regexp(t, `for [0-9.]+m?s`, msg)
+	t.Logf("post gave up after %v: %v", posted, err)
+
+	start = time.Now()
+	require.NoError(t, b.Close())
+	closed := time.Since(start)
+	t.Logf("close took %v", closed)
+	require.Less(t, posted, busy+2*time.Second, "post returns within the busy timeout")
+	require.Less(t, closed, time.Second, "close does not wait for the stopped holder")
+
+	// A Board that waited while the holder was stopped, and is still open,
+	// takes its turn once the holder continues.
+	b2 := openTest(t, path, &Options{BusyTimeout: 200 * time.Millisecond})
+	_, err = b2.Post(t.Context(), "user:alice", "", "blocked", "")
+	require.ErrorIs(t, err, ErrLocked)
+	require.NoError(t, syscall.Kill(pid, syscall.SIGCONT))
+	staller.expect("posted a-2", 30*time.Second)
+	rec := post(t, b2, "user:alice", "", "after")
+	require.Equal(t, "a-3", rec.ID)
+	staller.finish(30 * time.Second)
+}
+
+// Calls that give up one after another while another holder keeps the lock
+// share one request queued in the kernel, which hands the lock to the next
+// caller once the holder lets go.
+func TestBoard_GaveUpCallsShareOneQueuedRequest(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "board.db")
+	b := openTest(t, path, &Options{BusyTimeout: 100 * time.Millisecond})
+	other := openTest(t, path, nil)
+	release, err := other.lock.acquire(t.Context())
+	require.NoError(t, err)
+
+	var first *queued
+	for i := range 3 {
+		_, err := b.Post(t.Context(), "user:alice", "", "blocked", "")
+		require.ErrorIs(t, err, ErrLocked)
+		b.lock.mu.Lock()
+		q := b.lock.pending
+		b.lock.mu.Unlock()
+		require.NotNil(t, q)
+		if i == 0 {
+			first = q
+		}
+		require.Same(t, first, q, "one request, however many calls gave up")
+		require.False(t, isDone(q.done))
+	}
+	// The message names this process: the other Board's lock file is held
+	// here.
+	_, err = b.Post(t.Context(), "user:alice", "", "blocked", "")
+	require.ErrorContains(t, err, fmt.Sprintf("locked by pid %d", os.Getpid()))
+
+	release()
+	// Nobody waits when the kernel grants it, so it goes straight back.
+	require.Eventually(t, func() bool { return isDone(first.done) }, 10*time.Second, time.Millisecond)
+	post(t, other, "user:alice", "", "other")
+	post(t, b, "user:alice", "", "after")
+	b.lock.mu.Lock()
+	require.Nil(t, b.lock.pending)
+	b.lock.mu.Unlock()
+}
+
+// A Board closed while its request is queued behind a holder in another
+// process closes at once; the request gives the lock straight back when
+// granted, so the board is not wedged afterwards.
+func TestBoard_CloseWhileQueued(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "board.db")
+	holder := openTest(t, path, nil)
+	release, err := holder.lock.acquire(t.Context())
+	require.NoError(t, err)
+
+	b, err := Open(path, &Options{BusyTimeout: 100 * time.Millisecond})
+	require.NoError(t, err)
+	_, err = b.Post(t.Context(), "user:alice", "", "blocked", "")
+	require.ErrorIs(t, err, ErrLocked)
+	b.lock.mu.Lock()
+	q := b.lock.pending
+	b.lock.mu.Unlock()
+	require.NotNil(t, q)
+	start := time.Now()
+	require.NoError(t, b.Close())
+	require.Less(t, time.Since(start), time.Second)
+
+	release()
+	require.Eventually(t, func() bool { return isDone(q.done) }, 10*time.Second, time.Millisecond)
+	post(t, holder, "user:alice", "", "not wedged")
+}
+
+// The lock file's record says who took the lock last; a reader tolerates
+// a file older bees left empty, and garbage.
+func TestWriteLock_Record(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "board.db")
+	b := openTest(t, path, nil)
+	post(t, b, "user:alice", "", "job")
+	r := b.lock.record()
+	require.Equal(t, os.Getpid(), r.holderPID)
+	require.WithinDuration(t, time.Now(), r.holderSince, time.Minute)
+	require.Equal(t, b.file, r.db)
+	require.Zero(t, r.damaged)
+	raw, err := os.ReadFile(path + "-lock")
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(raw), fmt.Sprintf("holder %d ", os.Getpid())), "%q", raw)
+
+	require.NoError(t, os.WriteFile(path+"-lock", []byte("\x00garbage\n"), 0o600))
+	require.Zero(t, b.lock.record())
+	require.NoError(t, os.Truncate(path+"-lock", 0))
+	require.Zero(t, b.lock.record())
+	post(t, b, "user:alice", "", "still works")
+}
+
+func TestReadProcLocks(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "board.db")
+	b := openTest(t, path, nil)
+	release, err := b.lock.acquire(t.Context())
+	require.NoError(t, err)
+	defer release()
+	h, ok := b.lock.holder()
+	require.True(t, ok)
+	require.Equal(t, os.Getpid(), h.pid)
+	require.False(t, h.since.IsZero())
+	require.Contains(t, h.String(), fmt.Sprintf("pid %d (", os.Getpid()))
+	require.NotContains(t, h.String(), "stopped")
+}

@@ -1,0 +1,240 @@
+package board
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/identity"
+)
+
+// More worker roles (see roles_test.go), for the hardening tests: a lock
+// holder that stops itself, a Board that keeps its file open while the test
+// moves it, and claimants for the chaos test.
+
+// roleOptions adjust a role's Options before its Board opens.
+var roleOptions = map[string]func(*Options, *roleOut){
+	"staller": func(o *Options, out *roleOut) { o.holdingLock = stallHook(out) },
+}
+
+// moreRoles are run by runRole like its own.
+var moreRoles = map[string]func(context.Context, *Board, *roleOut, <-chan string) error{
+	"staller":  roleStaller,
+	"follower": roleFollower,
+	"chaos":    roleChaos,
+}
+
+// stallNext makes the staller's next write stop its process while it holds
+// the write lock.
+var stallNext atomic.Bool
+
+func stallHook(out *roleOut) func() {
+	return func() {
+		if stallNext.CompareAndSwap(true, false) {
+			// A SIGSTOP sent to the process lands a little later than
+			// kill returns (another thread takes it): wait for the
+			// SIGCONT that ends the stop, so that the lock is held
+			// throughout, as by a process stopped mid-write.
+			cont := make(chan os.Signal, 1)
+			signal.Notify(cont, syscall.SIGCONT)
+			defer signal.Stop(cont)
+			out.say("holding")
+			_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+			<-cont
+		}
+	}
+}
+
+// roleStaller posts one action per "post <title>" line and reports
+// "posted <id>"; for "stall <title>" it reports "holding" once it holds the
+// write lock and stops itself there, posting when continued.
+func roleStaller(ctx context.Context, b *Board, out *roleOut, cmds <-chan string) error {
+	out.say("ready")
+	for cmd := range cmds {
+		verb, title, _ := strings.Cut(cmd, " ")
+		switch verb {
+		case "post":
+		case "stall":
+			stallNext.Store(true)
+		default:
+			return fmt.Errorf("unknown command %q", cmd)
+		}
+		r, err := b.Post(ctx, "user:staller", "", title, "")
+		if err != nil {
+			return err
+		}
+		out.say("posted %s", r.ID)
+	}
+	return nil
+}
+
+// roleFollower joins an identity and claims whatever it may, reporting
+// "ready", then "got <id> <title>" per claim and "err <error>" per failed
+// Next; after two failures it reports "stopped" and waits for the end.
+func roleFollower(ctx context.Context, b *Board, out *roleOut, _ <-chan string) error {
+	who, err := identity.Mint("follower")
+	if err != nil {
+		return err
+	}
+	if err := b.Join(ctx, actions.Member{ID: who, PID: os.Getpid()}); err != nil {
+		return err
+	}
+	out.say("ready")
+	failures := 0
+	for failures < 2 {
+		// Long, so that only the file watch can end it early.
+		p, err := b.Next(ctx, who, "", 30*time.Second)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			out.say("err %s", strings.ReplaceAll(err.Error(), "\n", " "))
+			failures++
+			continue
+		}
+		for _, r := range p.Records {
+			out.say("got %s %s", r.ID, r.Title)
+		}
+	}
+	out.say("stopped")
+	<-ctx.Done()
+	return nil
+}
+
+// roleChaos runs BEE_BOARD_TEST_WAITERS identities, each claiming and
+// finishing (after working on the claim up to BEE_BOARD_TEST_MS) as fast
+// as it can while the test kills and stops processes. It reports "ready"
+// once all have joined, then per claim "got <id> <identity> <claimed at,
+// unix ms>", and per finish "done <id> <identity>" or, when the board
+// refused it because the claim had gone to another identity meanwhile,
+// "lost <id> <identity>". An identity stopped past its lease is departed by
+// the board; it reports "departed <identity>" and carries on under a new
+// one. A busy board (a stopped lock holder) is waited out, not an error.
+func roleChaos(ctx context.Context, b *Board, out *roleOut, _ <-chan string) error {
+	n, _ := strconv.Atoi(os.Getenv(envWaiters))
+	n = max(n, 1)
+	join := func() (identity.ID, error) {
+		id, err := identity.Mint("chaos")
+		if err != nil {
+			return "", err
+		}
+		for {
+			err := b.Join(ctx, actions.Member{ID: id, PID: os.Getpid()})
+			if !errors.Is(err, ErrLocked) {
+				return id, err
+			}
+		}
+	}
+	first := make([]identity.ID, n)
+	for i := range first {
+		var err error
+		if first[i], err = join(); err != nil {
+			if ctx.Err() != nil {
+				return nil // ended before it joined: a late replacement
+			}
+			return err
+		}
+	}
+	out.say("ready")
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		fail error
+	)
+	for _, who := range first {
+		wg.Go(func() {
+			err := func() error {
+				for {
+					err := chaosClaim(ctx, b, out, who)
+					if !errors.Is(err, ErrDeparted) {
+						if derr := b.Depart(context.Background(), who); err == nil {
+							err = derr
+						}
+						return err
+					}
+					out.say("departed %s", who)
+					if who, err = join(); err != nil {
+						if ctx.Err() != nil {
+							return nil // the test is ending the role
+						}
+						return err
+					}
+				}
+			}()
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil && fail == nil {
+				fail = err
+			}
+		})
+	}
+	wg.Wait()
+	return fail
+}
+
+// chaosClaim claims and finishes for who until ctx ends (nil) or who turns
+// out to have departed (ErrDeparted).
+func chaosClaim(ctx context.Context, b *Board, out *roleOut, who identity.ID) error {
+	for {
+		p, err := b.Next(ctx, who, "", time.Second)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, ErrLocked):
+			continue
+		case err != nil:
+			return err
+		}
+		for _, r := range p.Records {
+			out.say("got %s %s %d", r.ID, who, r.ClaimedAt.UnixMilli())
+			if work := envMillis(envMS); work > 0 {
+				time.Sleep(rand.N(work)) // the work the claim is for
+			}
+			for {
+				_, err := b.Finish(ctx, who, r.ID, string(who))
+				switch {
+				case err == nil:
+					out.say("done %s %s", r.ID, who)
+				case errors.Is(err, actions.ErrNotHeld), errors.Is(err, actions.ErrEnded):
+					out.say("lost %s %s", r.ID, who)
+				case errors.Is(err, ErrLocked) && ctx.Err() == nil:
+					continue
+				case ctx.Err() != nil:
+					return nil
+				default:
+					return fmt.Errorf("finish %s: %w", r.ID, err)
+				}
+				break
+			}
+		}
+	}
+}
+
+func stopProc(pid int) error { return syscall.Kill(pid, syscall.SIGSTOP) }
+func contProc(pid int) error { return syscall.Kill(pid, syscall.SIGCONT) }
+
+// finishFailing closes the child's stdin and waits for it to exit with a
+// failure, returning its stderr's lines.
+func (p *proc) finishFailing(timeout time.Duration) []string {
+	p.tb.Helper()
+	_ = p.stdin.Close()
+	select {
+	case <-p.exited:
+	case <-time.After(timeout):
+		p.tb.Fatalf("child did not exit within %v; stderr:\n%s", timeout, p.stderr.String())
+	}
+	if p.err == nil {
+		p.tb.Fatalf("child exited cleanly; want a failure")
+	}
+	return strings.Split(strings.TrimSpace(p.stderr.String()), "\n")
+}
