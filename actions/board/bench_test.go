@@ -18,6 +18,8 @@ import (
 //	go test -run '^$' -bench . ./actions/board/
 //	go test -run '^$' -bench 'Wake|Await' -benchtime 200x ./actions/board/
 //	BEE_BOARD_BENCH_IDLE=1 go test -run '^$' -bench IdleCPU -benchtime 1x -timeout 5m ./actions/board/
+//	go test -run '^$' -bench Fanout -benchtime 320x ./actions/board/
+//	BEE_BOARD_BENCH_IDLE=1 BEE_BOARD_BENCH_PROCS=32 go test -run '^$' -bench IdleCPU -benchtime 1x ./actions/board/
 //
 // BenchmarkIdleCPU takes 30 s and runs only when BEE_BOARD_BENCH_IDLE=1.
 
@@ -284,7 +286,8 @@ func bulkPost(tb testing.TB, b *Board, n int) {
 	}
 }
 
-// BenchmarkIdleCPU measures the CPU time 50 processes, each joined and
+// BenchmarkIdleCPU measures the CPU time 50 processes (or
+// $BEE_BOARD_BENCH_PROCS; 32 beside BenchmarkFanout), each joined and
 // waiting in Next with the default options (a safety poll every 60 s; no
 // lease renewal while holding nothing), use in 30 s of nothing happening:
 // the run time of all their threads, from /proc/<pid>/task/*/schedstat, in
@@ -293,7 +296,10 @@ func BenchmarkIdleCPU(b *testing.B) {
 	if os.Getenv("BEE_BOARD_BENCH_IDLE") != "1" {
 		b.Skip("takes 30 s; set BEE_BOARD_BENCH_IDLE=1")
 	}
-	const procs = 50
+	procs := 50
+	if p, _ := strconv.Atoi(os.Getenv("BEE_BOARD_BENCH_PROCS")); p > 0 {
+		procs = p
+	}
 	const span = 30 * time.Second
 	path := filepath.Join(b.TempDir(), "board.db")
 	board, err := Open(path, nil)
@@ -323,9 +329,9 @@ func BenchmarkIdleCPU(b *testing.B) {
 		worst = max(worst, d)
 	}
 	b.Logf("%d idle waiters over %v: %v CPU in all (%.4f%% of one core), %v per process, worst %v",
-		procs, span, total, 100*total.Seconds()/span.Seconds(), total/procs, worst)
+		procs, span, total, 100*total.Seconds()/span.Seconds(), total/time.Duration(procs), worst)
 	b.ReportMetric(float64(total.Microseconds())/1000, "cpu-ms-total")
-	b.ReportMetric(float64(total.Microseconds())/1000/procs, "cpu-ms-per-proc")
+	b.ReportMetric(float64(total.Microseconds())/1000/float64(procs), "cpu-ms-per-proc")
 	b.ReportMetric(float64(worst.Microseconds())/1000, "cpu-ms-worst-proc")
 	for _, w := range waiters {
 		w.finish(30 * time.Second)
@@ -413,4 +419,65 @@ func BenchmarkFanout(b *testing.B) {
 	for _, w := range waiters {
 		w.finish(30 * time.Second)
 	}
+}
+
+// BenchmarkListLive measures what `bee list` does by default on a board
+// with a long history (20000 ended actions, 20 open): every page of the
+// open and claimed actions, filtered in Go over List's pages (as before)
+// or by the database (ListFiltered).
+//
+//	go test -run '^$' -bench ListLive ./actions/board/
+func BenchmarkListLive(b *testing.B) {
+	board, err := Open(filepath.Join(b.TempDir(), "board.db"), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer board.Close()
+	bulkPost(b, board, 20000)
+	if _, err := board.db.Exec(`UPDATE actions SET state = 'done', holder = 'agent:x#01234567', done_at = posted_at WHERE seq % 1000 <> 0`); err != nil {
+		b.Fatal(err)
+	}
+	live := actions.ListFilter{States: []actions.State{actions.Open, actions.Claimed}}
+	b.Run("go-filter", func(b *testing.B) {
+		for range b.N {
+			n := 0
+			for cursor := actions.Cursor(""); ; {
+				p, err := board.List(b.Context(), cursor)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(p.Records) == 0 {
+					break
+				}
+				for _, r := range p.Records {
+					if !r.State.Ended() {
+						n++
+					}
+				}
+				cursor = p.Cursor
+			}
+			if n != 20 {
+				b.Fatalf("%d live actions, want 20", n)
+			}
+		}
+	})
+	b.Run("db-filter", func(b *testing.B) {
+		for range b.N {
+			n := 0
+			for cursor := actions.Cursor(""); ; {
+				p, err := board.ListFiltered(b.Context(), cursor, live)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(p.Records) == 0 {
+					break
+				}
+				n += len(p.Records)
+				cursor = p.Cursor
+			}
+			if n != 20 {
+				b.Fatalf("%d live actions, want 20", n)
+			}
+		}
+	})
 }

@@ -345,14 +345,39 @@ func unknownHint(id string) error {
 // died depart first, and a claim whose holder is gone anyway is marked
 // HolderGone.
 func (b *Board) List(ctx context.Context, since actions.Cursor) (actions.Page, error) {
+	return b.list(ctx, since, nil)
+}
+
+// ListFiltered implements actions.Board: List keeping only the actions in
+// one of f.States (all, when it is empty), filtered in the database.
+func (b *Board) ListFiltered(ctx context.Context, since actions.Cursor, f actions.ListFilter) (actions.Page, error) {
+	if err := f.CheckStates(); err != nil {
+		return actions.Page{}, fmt.Errorf("list: %w", err)
+	}
+	return b.list(ctx, since, f.States)
+}
+
+func (b *Board) list(ctx context.Context, since actions.Cursor, states []actions.State) (actions.Page, error) {
 	after, err := b.parseSeqCursor(since)
 	if err != nil {
 		return actions.Page{}, fmt.Errorf("list: %w", err)
 	}
+	query := `SELECT ` + recordCols + ` FROM actions WHERE seq > ? ORDER BY seq LIMIT ?`
+	args := []any{after, b.opts.PageSize}
+	if len(states) > 0 {
+		// One placeholder per state: a handful of statements in the cache.
+		query = `SELECT ` + recordCols + ` FROM actions WHERE seq > ? AND state IN (?` + strings.Repeat(", ?", len(states)-1) + `)
+			ORDER BY seq LIMIT ?`
+		args = []any{after}
+		for _, s := range states {
+			args = append(args, string(s))
+		}
+		args = append(args, b.opts.PageSize)
+	}
 	b.reap(ctx)
 	page := actions.Page{Records: []actions.Record{}, Cursor: b.seqCursor(after)}
 	err = b.read(ctx, "list", func(ctx context.Context) error {
-		rows, err := b.rows(ctx, `SELECT `+recordCols+` FROM actions WHERE seq > ? ORDER BY seq LIMIT ?`, after, b.opts.PageSize)
+		rows, err := b.rows(ctx, query, args...)
 		if err != nil {
 			return err
 		}

@@ -165,15 +165,38 @@ func unknownHint(id string) error {
 // of text), with the cursor to page on from. A claim whose holder is gone
 // is marked HolderGone.
 func (b *Board) List(ctx context.Context, since actions.Cursor) (actions.Page, error) {
+	return b.list(ctx, since, nil)
+}
+
+// ListFiltered implements actions.Board: List keeping only the actions in
+// one of f.States (all, when it is empty), filtered in the database.
+func (b *Board) ListFiltered(ctx context.Context, since actions.Cursor, f actions.ListFilter) (actions.Page, error) {
+	if err := f.CheckStates(); err != nil {
+		return actions.Page{}, fmt.Errorf("list: %w", err)
+	}
+	return b.list(ctx, since, f.States)
+}
+
+func (b *Board) list(ctx context.Context, since actions.Cursor, states []actions.State) (actions.Page, error) {
 	after, err := b.parseSeqCursor(since)
 	if err != nil {
 		return actions.Page{}, fmt.Errorf("list: %w", err)
+	}
+	query := `SELECT ` + recordCols + ` FROM bee_actions WHERE seq > $1 ORDER BY seq LIMIT $2`
+	args := []any{after, b.opts.PageSize}
+	if len(states) > 0 {
+		names := make([]string, len(states))
+		for i, s := range states {
+			names[i] = string(s)
+		}
+		query = `SELECT ` + recordCols + ` FROM bee_actions WHERE seq > $1 AND state = ANY($3) ORDER BY seq LIMIT $2`
+		args = append(args, names)
 	}
 	b.reap(ctx)
 	page := actions.Page{Records: []actions.Record{}, Cursor: b.seqCursor(after)}
 	err = b.read(ctx, "list", func(ctx context.Context) error {
 		page = actions.Page{Records: []actions.Record{}, Cursor: b.seqCursor(after)}
-		rows, err := b.pool.Query(ctx, `SELECT `+recordCols+` FROM bee_actions WHERE seq > $1 ORDER BY seq LIMIT $2`, after, b.opts.PageSize)
+		rows, err := b.pool.Query(ctx, query, args...)
 		if err != nil {
 			return err
 		}
