@@ -280,7 +280,7 @@ func bulkPost(tb testing.TB, b *Board, n int) {
 	tb.Helper()
 	_, err := b.db.Exec(`WITH RECURSIVE c (x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < ?)
 		INSERT INTO actions (to_whom, from_whom, title, state, posted_at, rev)
-		SELECT '', 'user:bench', 'job ' || x, 'open', ?, x FROM c`, n, nowMS())
+		SELECT '', 'user:bench', 'job ' || x, 'open', ?, x FROM c`, n, b.nowMS())
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -84,7 +84,7 @@ func (b *Board) Cancel(ctx context.Context, who identity.ID, id, reason string) 
 			return fmt.Errorf("cancel: action %s was posted by %s; only a person or an identity of its agent may cancel it: %w",
 				id, cur.From, actions.ErrNotPoster)
 		}
-		now := nowMS()
+		now := b.nowMS()
 		var told any
 		if cur.From == string(who) || strings.HasPrefix(cur.From, UserPrefix) {
 			told = now
@@ -193,7 +193,7 @@ func (b *Board) checkLive(ctx context.Context, to string) error {
 			return err
 		}
 		defer rows.Close()
-		now := nowMS()
+		now := b.nowMS()
 		for rows.Next() {
 			var m liveMember
 			if err := rows.Scan(&m.id, &m.departed, &m.pid, &m.lease); err != nil {
@@ -211,7 +211,7 @@ func (b *Board) checkLive(ctx context.Context, to string) error {
 	if err != nil {
 		return err
 	}
-	if found && self.live(nowMS()) {
+	if found && self.live(b.nowMS()) {
 		return nil
 	}
 	why := "it never joined this board"
@@ -261,7 +261,7 @@ func (b *Board) reap(ctx context.Context) {
 	var released, readdressed []string
 	err = b.write(ctx, "depart dead members", func(t wtx) error {
 		released, readdressed = nil, nil
-		now := nowMS()
+		now := b.nowMS()
 		for _, who := range dead {
 			// Look again under the lock: it may have departed meanwhile.
 			var pid int
@@ -295,7 +295,7 @@ func (b *Board) reap(ctx context.Context) {
 func (b *Board) SetWaiter(ctx context.Context, who identity.ID, armed bool) error {
 	var at any
 	if armed {
-		at = nowMS()
+		at = b.nowMS()
 	}
 	err := b.write(ctx, "set waiter", func(t wtx) error {
 		_, err := t.exec(`UPDATE members SET waiter_at = ? WHERE identity = ? AND departed_at IS NULL`, at, string(who))
@@ -420,7 +420,7 @@ func (b *Board) markTold(ctx context.Context, who identity.ID, recs []actions.Re
 	}
 	data, _ := json.Marshal(seqs)
 	err := b.write(context.WithoutCancel(ctx), "mark told", func(t wtx) error {
-		_, err := t.exec(`UPDATE actions SET told_at = ? WHERE told_at IS NULL AND seq IN (SELECT value FROM json_each(?))`, nowMS(), string(data))
+		_, err := t.exec(`UPDATE actions SET told_at = ? WHERE told_at IS NULL AND seq IN (SELECT value FROM json_each(?))`, b.nowMS(), string(data))
 		return err
 	})
 	if err != nil {
@@ -456,7 +456,7 @@ func (b *Board) takeOutcome(ctx context.Context, who identity.ID) (actions.Recor
 		var err error
 		// untold numbers its parameters: ?1 who, ?2 prefix.
 		rec, err = scanRecord(t.row(`UPDATE actions SET told_at = ?3 WHERE seq = (`+untold+`) RETURNING `+recordCols,
-			string(who), prefix, nowMS()))
+			string(who), prefix, b.nowMS()))
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}
@@ -521,7 +521,7 @@ func (b *Board) Notice(ctx context.Context, who identity.ID, skip []string, time
 		if p.departed {
 			return fail(fmt.Errorf("notice for %s: %w", who, ErrDeparted))
 		}
-		if p.claimable || (p.expiry != 0 && p.expiry <= nowMS()) {
+		if p.claimable || (p.expiry != 0 && p.expiry <= b.nowMS()) {
 			rec, ok, leaseEnd, lease, err := b.claim(wctx, who, p, skipList)
 			if err != nil {
 				return fail(err)
@@ -540,19 +540,7 @@ func (b *Board) Notice(ctx context.Context, who identity.ID, skip []string, time
 		if d <= 0 {
 			return actions.Notice{}, false, nil
 		}
-		d = min(d, b.opts.SafetyPoll)
-		if p.expiry != 0 {
-			d = min(d, time.Until(time.UnixMilli(p.expiry))+time.Millisecond)
-		}
-		t := time.NewTimer(d)
-		select {
-		case <-wake:
-		case <-ended:
-		case <-t.C:
-		case <-wctx.Done():
-		case <-b.ctx.Done():
-		}
-		t.Stop()
+		b.sleep(wctx, min(d, b.opts.SafetyPoll), p.expiry, wake, ended)
 		if wctx.Err() != nil || b.ctx.Err() != nil {
 			return fail(wctx.Err())
 		}
@@ -585,7 +573,7 @@ func (b *Board) markGone(ctx context.Context, recs []actions.Record) {
 			return err
 		}
 		defer rows.Close()
-		now := nowMS()
+		now := b.nowMS()
 		for rows.Next() {
 			var m liveMember
 			if err := rows.Scan(&m.id, &m.departed, &m.pid, &m.lease); err != nil {

@@ -293,7 +293,7 @@ func (b *Board) Post(ctx context.Context, who identity.ID, to, title, body strin
 		rec, err = scanRecord(t.row(
 			`INSERT INTO actions (to_whom, from_whom, title, body, state, posted_at, rev)
 			 VALUES (?, ?, ?, ?, 'open', ?, `+nextRev+`) RETURNING `+recordCols,
-			to, string(who), title, body, nowMS()))
+			to, string(who), title, body, b.nowMS()))
 		return err
 	})
 	if err != nil {
@@ -431,7 +431,7 @@ func (b *Board) Fail(ctx context.Context, who identity.ID, id, reason string) (a
 // end ends an action who holds: set says how (its one argument arg), and
 // the rest is common to every end.
 func (b *Board) end(ctx context.Context, op string, who identity.ID, id, set, arg string) (actions.Record, error) {
-	now := nowMS()
+	now := b.nowMS()
 	rec, err := b.settle(ctx, op, who, id, set+`, ended_by = ?, done_at = ?, told_at = `+toldAtEnd, arg, string(who), now, now)
 	if err != nil {
 		return actions.Record{}, err
@@ -656,7 +656,7 @@ func (b *Board) Next(ctx context.Context, who identity.ID, after actions.Cursor,
 		if p.departed {
 			return actions.Page{}, fmt.Errorf("next for %s: %w; join it again or use a new identity", who, ErrDeparted)
 		}
-		if p.claimable || (p.expiry != 0 && p.expiry <= nowMS()) {
+		if p.claimable || (p.expiry != 0 && p.expiry <= b.nowMS()) {
 			rec, ok, leaseEnd, lease, err := b.claim(wctx, who, p, noSkip)
 			if err != nil {
 				if errors.Is(err, ErrDeparted) {
@@ -679,24 +679,35 @@ func (b *Board) Next(ctx context.Context, who identity.ID, after actions.Cursor,
 		if d <= 0 {
 			return timedOut()
 		}
-		d = min(d, b.opts.SafetyPoll)
-		if p.expiry != 0 {
-			d = min(d, time.Until(time.UnixMilli(p.expiry))+time.Millisecond)
-		}
 		if b.opts.beforeSleep != nil {
 			b.opts.beforeSleep()
 		}
-		t := time.NewTimer(d)
-		select {
-		case <-wake:
-		case <-t.C:
-		case <-wctx.Done():
-		case <-b.ctx.Done():
-		}
-		t.Stop()
+		b.sleep(wctx, min(d, b.opts.SafetyPoll), p.expiry, wake, nil)
 		if wctx.Err() != nil || b.ctx.Err() != nil {
 			return fail(wctx.Err())
 		}
+	}
+}
+
+// sleep waits until wake or also closes (also may be nil), d (a real
+// duration) passes, a lease ending at expiry (Unix ms on the board's
+// clock; 0 for none) runs out, ctx ends or the Board closes.
+func (b *Board) sleep(ctx context.Context, d time.Duration, expiry int64, wake, also <-chan struct{}) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	var leaseEnd <-chan time.Time
+	if expiry != 0 {
+		lt := b.clock.NewTimer(time.UnixMilli(expiry).Sub(b.clock.Now()) + time.Millisecond)
+		defer lt.Stop()
+		leaseEnd = lt.C()
+	}
+	select {
+	case <-wake:
+	case <-also:
+	case <-leaseEnd:
+	case <-t.C:
+	case <-ctx.Done():
+	case <-b.ctx.Done():
 	}
 }
 
@@ -759,12 +770,12 @@ func (b *Board) claim(ctx context.Context, who identity.ID, p peekResult, skip s
 	// A claimant's lease must outlast the wait for its next renewal tick
 	// (an idle member does not renew), with a failed renewal to spare.
 	margin := (b.opts.Lease - b.opts.Renew).Milliseconds()
-	if now := nowMS(); p.member && (p.expiry == 0 || p.expiry > now) && p.lease > now+margin {
+	if now := b.nowMS(); p.member && (p.expiry == 0 || p.expiry > now) && p.lease > now+margin {
 		// The common case: one statement.
 		lease = p.lease
 		err = b.write(ctx, "claim", func(t wtx) error {
 			var err error
-			rec, err = scanRecord(t.row(take, string(who), nowMS(), agent, skip))
+			rec, err = scanRecord(t.row(take, string(who), b.nowMS(), agent, skip))
 			if errors.Is(err, sql.ErrNoRows) {
 				return nil
 			}
@@ -774,7 +785,7 @@ func (b *Board) claim(ctx context.Context, who identity.ID, p peekResult, skip s
 		leaseEnd = p.expiry
 	} else {
 		err = b.write(ctx, "claim", func(t wtx) error {
-			now := nowMS()
+			now := b.nowMS()
 			// Look before writing: when waiters race for one action, the
 			// losers find nothing here and end without writing.
 			var (
@@ -909,7 +920,7 @@ func (b *Board) markHot(who identity.ID, lease, expiry int64, looked bool) {
 	defer b.mu.Unlock()
 	h := b.hot[who]
 	if looked {
-		h.at, h.expiry = time.Now(), expiry
+		h.at, h.expiry = b.clock.Now(), expiry
 	}
 	h.lease = lease
 	b.hot[who] = h
@@ -921,7 +932,7 @@ func (b *Board) hotLook(who identity.ID) (hot, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	h, ok := b.hot[who]
-	if ok && time.Since(h.at) > b.hotFor() {
+	if ok && b.clock.Now().Sub(h.at) > b.hotFor() {
 		delete(b.hot, who)
 		ok = false
 	}
