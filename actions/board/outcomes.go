@@ -522,19 +522,19 @@ func (b *Board) Notice(ctx context.Context, who identity.ID, skip []string, time
 			return fail(fmt.Errorf("notice for %s: %w", who, ErrDeparted))
 		}
 		if p.claimable || (p.expiry != 0 && p.expiry <= b.nowMS()) {
-			rec, ok, leaseEnd, lease, err := b.claim(wctx, who, p, skipList)
+			c, err := b.claim(wctx, who, p, skipList)
 			if err != nil {
 				return fail(err)
 			}
-			if ok {
-				b.markHot(who, lease, p.expiry, true)
+			if c.ok {
+				b.markHot(who, c.lease, p.expiry, true)
 				b.addHeld(who, 1)
 				if ctx.Err() != nil {
-					return actions.Notice{}, false, b.giveBack(ctx, who, rec)
+					return actions.Notice{}, false, b.giveBack(ctx, who, c.rec)
 				}
-				return actions.Notice{Kind: actions.NoticeWork, Record: rec}, true, nil
+				return actions.Notice{Kind: actions.NoticeWork, Record: c.rec}, true, nil
 			}
-			p.expiry = leaseEnd
+			p.expiry = c.leaseEnd
 		}
 		d := time.Until(deadlineOf(wctx))
 		if d <= 0 {
