@@ -12,6 +12,7 @@ package actions
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/tractat-us/bee/identity"
@@ -38,6 +39,28 @@ const (
 
 // Ended reports whether s is terminal: done, failed or cancelled.
 func (s State) Ended() bool { return s == Done || s == Failed || s == Cancelled }
+
+// Known reports whether s is one of the five states.
+func (s State) Known() bool { return s == Open || s == Claimed || s.Ended() }
+
+// A ListFilter narrows what Board.ListFiltered returns. The zero value
+// keeps every action.
+type ListFilter struct {
+	// States keeps only the actions in one of these states; empty keeps
+	// every state.
+	States []State
+}
+
+// CheckStates returns an error naming the first state of f that is not one
+// of the five.
+func (f ListFilter) CheckStates() error {
+	for _, s := range f.States {
+		if !s.Known() {
+			return fmt.Errorf("unknown state %q (open, claimed, done, failed or cancelled)", string(s))
+		}
+	}
+	return nil
+}
 
 // A Record is one action as a Source reports it. ID is the handle the tools
 // take back exactly as given.
@@ -258,6 +281,13 @@ type Board interface {
 	// poster's agent (ErrNotPoster otherwise). It returns
 	// ErrUnknownAction, ErrEnded, ErrNotOpen or ErrNotLive.
 	Readdress(ctx context.Context, by Poster, id, to string) (Record, error)
+
+	// ListFiltered is List keeping only the actions f keeps, filtered by
+	// the board (so a long history of ended actions costs the board a
+	// scan, not a transfer of every record). Its cursors are List's, and a
+	// page is never empty while a kept action remains after since. It
+	// returns an error naming an unknown state in f.
+	ListFiltered(ctx context.Context, since Cursor, f ListFilter) (Page, error)
 
 	// Head returns the change cursor of the board as it is now: Changes
 	// from it reports only what changes afterwards.

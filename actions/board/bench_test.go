@@ -18,6 +18,8 @@ import (
 //	go test -run '^$' -bench . ./actions/board/
 //	go test -run '^$' -bench 'Wake|Await' -benchtime 200x ./actions/board/
 //	BEE_BOARD_BENCH_IDLE=1 go test -run '^$' -bench IdleCPU -benchtime 1x -timeout 5m ./actions/board/
+//	go test -run '^$' -bench Fanout -benchtime 320x ./actions/board/
+//	BEE_BOARD_BENCH_IDLE=1 BEE_BOARD_BENCH_PROCS=32 go test -run '^$' -bench IdleCPU -benchtime 1x ./actions/board/
 //
 // BenchmarkIdleCPU takes 30 s and runs only when BEE_BOARD_BENCH_IDLE=1.
 
@@ -278,13 +280,14 @@ func bulkPost(tb testing.TB, b *Board, n int) {
 	tb.Helper()
 	_, err := b.db.Exec(`WITH RECURSIVE c (x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < ?)
 		INSERT INTO actions (to_whom, from_whom, title, state, posted_at, rev)
-		SELECT '', 'user:bench', 'job ' || x, 'open', ?, x FROM c`, n, nowMS())
+		SELECT '', 'user:bench', 'job ' || x, 'open', ?, x FROM c`, n, b.nowMS())
 	if err != nil {
 		tb.Fatal(err)
 	}
 }
 
-// BenchmarkIdleCPU measures the CPU time 50 processes, each joined and
+// BenchmarkIdleCPU measures the CPU time 50 processes (or
+// $BEE_BOARD_BENCH_PROCS; 32 beside BenchmarkFanout), each joined and
 // waiting in Next with the default options (a safety poll every 60 s; no
 // lease renewal while holding nothing), use in 30 s of nothing happening:
 // the run time of all their threads, from /proc/<pid>/task/*/schedstat, in
@@ -293,7 +296,10 @@ func BenchmarkIdleCPU(b *testing.B) {
 	if os.Getenv("BEE_BOARD_BENCH_IDLE") != "1" {
 		b.Skip("takes 30 s; set BEE_BOARD_BENCH_IDLE=1")
 	}
-	const procs = 50
+	procs := 50
+	if p, _ := strconv.Atoi(os.Getenv("BEE_BOARD_BENCH_PROCS")); p > 0 {
+		procs = p
+	}
 	const span = 30 * time.Second
 	path := filepath.Join(b.TempDir(), "board.db")
 	board, err := Open(path, nil)
@@ -323,9 +329,9 @@ func BenchmarkIdleCPU(b *testing.B) {
 		worst = max(worst, d)
 	}
 	b.Logf("%d idle waiters over %v: %v CPU in all (%.4f%% of one core), %v per process, worst %v",
-		procs, span, total, 100*total.Seconds()/span.Seconds(), total/procs, worst)
+		procs, span, total, 100*total.Seconds()/span.Seconds(), total/time.Duration(procs), worst)
 	b.ReportMetric(float64(total.Microseconds())/1000, "cpu-ms-total")
-	b.ReportMetric(float64(total.Microseconds())/1000/procs, "cpu-ms-per-proc")
+	b.ReportMetric(float64(total.Microseconds())/1000/float64(procs), "cpu-ms-per-proc")
 	b.ReportMetric(float64(worst.Microseconds())/1000, "cpu-ms-worst-proc")
 	for _, w := range waiters {
 		w.finish(30 * time.Second)
@@ -352,4 +358,126 @@ func cpuTime(tb testing.TB, pid int) time.Duration {
 		sum += time.Duration(ns)
 	}
 	return sum
+}
+
+// BenchmarkFanout measures delivery when many bridges wait: 32 processes
+// wait in Next, each under its own agent name, and this process posts
+// actions addressed to them in turn, one at a time (the next once the
+// previous recipient sleeps again). It reports post-to-claim latency (from
+// just before Post here to the claim's return in the recipient, p50, p95,
+// p99) and the CPU all 32 waiters spend per post, bystanders included:
+// a post that wakes only its recipient leaves the other 31 asleep.
+//
+//	go test -run '^$' -bench Fanout -benchtime 320x ./actions/board/
+func BenchmarkFanout(b *testing.B) {
+	const procs = 32
+	path := filepath.Join(b.TempDir(), "board.db")
+	board, err := Open(path, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer board.Close()
+	waiters := make([]*proc, procs)
+	for i := range waiters {
+		waiters[i] = startProc(b, "waiter", path, fmt.Sprintf("%s=fan%d", envAgent, i))
+	}
+	for _, w := range waiters {
+		w.expect("sleeping", 60*time.Second)
+	}
+	cpu := func() time.Duration {
+		var sum time.Duration
+		for _, w := range waiters {
+			sum += cpuTime(b, w.cmd.Process.Pid)
+		}
+		return sum
+	}
+	lat := make([]time.Duration, 0, b.N)
+	before := cpu()
+	b.ResetTimer()
+	for i := range b.N {
+		w := waiters[i%procs]
+		t0 := time.Now()
+		r, err := board.Post(b.Context(), "user:bench", actions.Draft{To: fmt.Sprintf("fan%d", i%procs), Title: "job"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		f := strings.Fields(w.expect("got "+r.ID+" ", 10*time.Second))
+		ns, err := strconv.ParseInt(f[2], 10, 64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Unix(0, ns).Sub(t0))
+		w.expect("sleeping", 10*time.Second)
+	}
+	b.StopTimer()
+	spent := cpu() - before
+	slices.Sort(lat)
+	b.ReportMetric(float64(quantile(lat, 0.5).Microseconds()), "p50-µs")
+	b.ReportMetric(float64(quantile(lat, 0.95).Microseconds()), "p95-µs")
+	b.ReportMetric(float64(quantile(lat, 0.99).Microseconds()), "p99-µs")
+	b.ReportMetric(float64(spent.Microseconds())/float64(b.N), "waiters-cpu-µs/post")
+	for _, w := range waiters {
+		w.finish(30 * time.Second)
+	}
+}
+
+// BenchmarkListLive measures what `bee list` does by default on a board
+// with a long history (20000 ended actions, 20 open): every page of the
+// open and claimed actions, filtered in Go over List's pages (as before)
+// or by the database (ListFiltered).
+//
+//	go test -run '^$' -bench ListLive ./actions/board/
+func BenchmarkListLive(b *testing.B) {
+	board, err := Open(filepath.Join(b.TempDir(), "board.db"), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer board.Close()
+	bulkPost(b, board, 20000)
+	if _, err := board.db.Exec(`UPDATE actions SET state = 'done', holder = 'agent:x#01234567', done_at = posted_at WHERE seq % 1000 <> 0`); err != nil {
+		b.Fatal(err)
+	}
+	live := actions.ListFilter{States: []actions.State{actions.Open, actions.Claimed}}
+	b.Run("go-filter", func(b *testing.B) {
+		for range b.N {
+			n := 0
+			for cursor := actions.Cursor(""); ; {
+				p, err := board.List(b.Context(), cursor)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(p.Records) == 0 {
+					break
+				}
+				for _, r := range p.Records {
+					if !r.State.Ended() {
+						n++
+					}
+				}
+				cursor = p.Cursor
+			}
+			if n != 20 {
+				b.Fatalf("%d live actions, want 20", n)
+			}
+		}
+	})
+	b.Run("db-filter", func(b *testing.B) {
+		for range b.N {
+			n := 0
+			for cursor := actions.Cursor(""); ; {
+				p, err := board.ListFiltered(b.Context(), cursor, live)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(p.Records) == 0 {
+					break
+				}
+				n += len(p.Records)
+				cursor = p.Cursor
+			}
+			if n != 20 {
+				b.Fatalf("%d live actions, want 20", n)
+			}
+		}
+	})
 }

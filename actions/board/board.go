@@ -18,8 +18,10 @@
 //   - A process that dies without departing (SIGKILL) loses its claims once
 //     its lease runs out ([Options.Lease], 60 s by default).
 //   - Waiters in every process wake within milliseconds of a change that
-//     makes an action claimable: the writer touches a file that each Board
-//     watches with one fsnotify watcher. While nothing changes a waiter only
+//     makes an action claimable by them: the writer touches a file that each
+//     Board watches with one fsnotify watcher. An action addressed to one
+//     agent wakes only that agent's waiters, so many waiting bridges do not
+//     all look at the database for each post. While nothing changes a waiter only
 //     looks at the database at its slow safety poll ([Options.SafetyPoll]),
 //     and a member renews its lease ([Options.Renew]) only while it holds a
 //     claim; nothing polls in a tight loop.
@@ -49,8 +51,10 @@
 // Next to the database at path live SQLite's own path-wal and path-shm, the
 // write lock path-lock, the file path-watching that Boards running
 // [Board.Wait] hold a shared lock on, and the directory path-notify holding
-// the two files whose changes wake waiters: "wake" (an action may have
-// become claimable) and "change" (an action changed in another way; only
+// the files whose changes wake waiters: "wake" (an action may have become
+// claimable by anyone) and "wake-<agent>" (by that agent), "ended" and
+// "ended-<agent>" (an action posted by that agent ended; "ended-~people"
+// for a person's), and "change" (an action changed in another way; only
 // Wait cares, and only Boards running Wait are told). Deleting or replacing
 // the notify files or directory is harmless. The lock file also holds a
 // short text record: who took the lock last and when, which
@@ -227,6 +231,9 @@ type Options struct {
 	// PageSize bounds the records of one List or Wait page. Zero means
 	// DefaultPageSize (100). A page also stops once its text passes 1 MiB.
 	PageSize int
+	// Clock is the board's time for leases, renewals and every time it
+	// records (see Clock). Nil means the wall clock.
+	Clock Clock
 
 	// Test hooks, settable only inside this package.
 
@@ -253,6 +260,7 @@ type Board struct {
 	// Fixed at Open.
 	path   string
 	opts   Options
+	clock  Clock // opts.Clock, never nil
 	log    *slog.Logger
 	db     *sql.DB
 	wconn  *sql.Conn // the one connection writes use (they are serialized by lock)
@@ -328,6 +336,9 @@ func Open(path string, opts *Options) (_ *Board, err error) {
 	if o.PageSize <= 0 {
 		o.PageSize = DefaultPageSize
 	}
+	if o.Clock == nil {
+		o.Clock = realClock{}
+	}
 	if path == "" {
 		return nil, errors.New("open board: empty path")
 	}
@@ -345,6 +356,7 @@ func Open(path string, opts *Options) (_ *Board, err error) {
 	b := &Board{
 		path:     abs,
 		opts:     o,
+		clock:    o.Clock,
 		log:      o.Logger.With(logkey.Source, "board", logkey.Path, abs),
 		ctx:      ctx,
 		cancel:   cancel,
@@ -488,8 +500,46 @@ func (b *Board) closed() error {
 // path still names its file (see closed).
 const fileCheckEvery = 100 * time.Millisecond
 
-// nowMS is the board's clock: wall-clock Unix milliseconds, the unit every
-// time column holds. Leases compare these across processes on one machine.
-func nowMS() int64 { return time.Now().UnixMilli() }
+// nowMS is the board's clock (Options.Clock) in Unix milliseconds, the
+// unit every time column holds. Leases compare these across processes on
+// one machine.
+func (b *Board) nowMS() int64 { return b.clock.Now().UnixMilli() }
+
+// wallMS is the wall clock in Unix milliseconds, for what the board's
+// clock does not govern (the lock file's records).
+func wallMS() int64 { return time.Now().UnixMilli() }
+
+// A Clock is the board's time, as tls.Config.Time is TLS's: Now for every
+// time the board records or compares (posted, claimed and ended times,
+// leases, renewals), NewTimer for the waits those times decide (a lease
+// running out, the next renewal). The bounds of calls (timeouts,
+// Options.BusyTimeout, Options.SafetyPoll) stay real durations. A test
+// gives a manual clock and advances it instead of sleeping through a
+// lease; every Board on one file must then share it (processes on one
+// machine compare their clocks' leases).
+type Clock interface {
+	Now() time.Time
+	// NewTimer returns a timer whose channel receives once d has passed
+	// on this clock.
+	NewTimer(d time.Duration) Timer
+}
+
+// A Timer is a Clock's one-shot timer.
+type Timer interface {
+	C() <-chan time.Time
+	// Stop prevents the timer from firing; it reports whether it did.
+	Stop() bool
+}
+
+// realClock is the wall clock and the runtime's timers.
+type realClock struct{}
+
+func (realClock) Now() time.Time                 { return time.Now() }
+func (realClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+
+type realTimer struct{ t *time.Timer }
+
+func (t realTimer) C() <-chan time.Time { return t.t.C }
+func (t realTimer) Stop() bool          { return t.t.Stop() }
 
 func fromMS(ms int64) time.Time { return time.UnixMilli(ms).UTC() }

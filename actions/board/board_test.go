@@ -374,8 +374,9 @@ func TestBoard_LockFileHeldElsewhere(t *testing.T) {
 func TestBoard_DrainingClaimerReclaimsFirst(t *testing.T) {
 	const lease = 400 * time.Millisecond
 	path := filepath.Join(t.TempDir(), "board.db")
-	b := openTest(t, path, &Options{Lease: lease})
-	gone, err := Open(path, &Options{Lease: lease})
+	clock := newManualClock()
+	b := openTest(t, path, &Options{Lease: lease, Clock: clock})
+	gone, err := Open(path, &Options{Lease: lease, Clock: clock})
 	require.NoError(t, err)
 	holder := mint(t, "holder")
 	first := post(t, b, "user:alice", "", "first")
@@ -398,7 +399,7 @@ func TestBoard_DrainingClaimerReclaimsFirst(t *testing.T) {
 			return
 		}
 		require.LessOrEqual(t, claimedAt, leaseEnd, "claimed %s after the lease of %s ran out, before reclaiming it", p.Records[0].ID, first.ID)
-		time.Sleep(25 * time.Millisecond) // pace the drain across the lease's end
+		clock.Advance(25 * time.Millisecond) // pace the drain across the lease's end
 	}
 	t.Fatalf("%s was never reclaimed", first.ID)
 }
@@ -426,7 +427,9 @@ func TestOpen_NewBoardIsPrivate(t *testing.T) {
 // renewals then keep.
 func TestBoard_IdleMemberRenewsOnlyWhileHolding(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "board.db")
-	opts := &Options{Lease: time.Second, Renew: 300 * time.Millisecond}
+	const renew = 300 * time.Millisecond
+	clock := newManualClock()
+	opts := &Options{Lease: time.Second, Renew: renew, Clock: clock}
 	b := openTest(t, path, opts)
 	other := openTest(t, path, opts)
 	w := mint(t, "idle")
@@ -438,28 +441,39 @@ func TestBoard_IdleMemberRenewsOnlyWhileHolding(t *testing.T) {
 		require.Len(t, ms, 1, "the idle member is listed while its process runs")
 		return ms[0].LeaseUntil
 	}
+	// tick lets one renewal interval pass and waits until the renewal loop
+	// has dealt with it (renewed or not) and armed its next timer.
+	tick := func() {
+		t.Helper()
+		clock.BlockUntil(t, 1)
+		clock.Advance(renew)
+		clock.BlockUntil(t, 1)
+	}
 	joined := lease()
-	time.Sleep(1200 * time.Millisecond) // several renewal intervals; no event to wait for
+	for range 4 {
+		tick()
+	}
 	require.Equal(t, joined, lease(), "no renewal while holding nothing")
-	require.True(t, joined.Before(time.Now()), "the lease has run out")
+	require.True(t, joined.Before(clock.Now()), "the lease has run out")
 
 	// Claiming refreshes the lease: at least Lease-Renew to run.
 	a := post(t, other, "user:alice", "", "job")
 	require.Equal(t, a.ID, next(t, b, w).ID)
-	require.Greater(t, time.Until(lease()), 500*time.Millisecond, "the claim refreshed the lease")
+	require.Greater(t, lease().Sub(clock.Now()), 500*time.Millisecond, "the claim refreshed the lease")
 	// Renewals keep the claim past two leases.
-	time.Sleep(2200 * time.Millisecond)
+	for range 8 {
+		tick()
+		require.Greater(t, lease().Sub(clock.Now()), 500*time.Millisecond, "renewed at each tick while holding")
+	}
 	nothingFor(t, other, mint(t, "thief"))
-	require.True(t, lease().After(time.Now()), "renewed while holding")
 
 	// Once it is finished, renewals stop again.
 	_, err := b.Finish(t.Context(), w, a.ID, "")
 	require.NoError(t, err)
-	var settled time.Time
-	require.Eventually(t, func() bool {
-		l := lease()
-		same := l.Equal(settled)
-		settled = l
-		return same
-	}, 5*time.Second, 400*time.Millisecond, "renewals go on after the claim was finished")
+	settled := lease()
+	for range 4 {
+		tick()
+	}
+	require.Equal(t, settled, lease(), "no renewal once the claim was finished")
+	require.True(t, settled.Before(clock.Now()), "the lease has run out again")
 }

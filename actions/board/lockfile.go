@@ -81,7 +81,7 @@ func (l *writeLock) noteHolder() {
 	line := append(l.scratch[:0], "holder "...)
 	line = strconv.AppendInt(line, int64(os.Getpid()), 10)
 	line = append(line, ' ')
-	line = strconv.AppendInt(line, nowMS(), 10)
+	line = strconv.AppendInt(line, wallMS(), 10)
 	fillSlot(l.slot[:], line)
 	_, _ = unix.Pwrite(l.fd, l.slot[:], slotHolder*slotSize)
 }
@@ -102,7 +102,7 @@ func (l *writeLock) bind(id fileID) {
 
 // noteDamaged marks id damaged, for every bee process.
 func (l *writeLock) noteDamaged(id fileID) {
-	l.writeSlot(slotDamaged, fmt.Sprintf("damaged %d %d %d %d", id.dev, id.ino, nowMS(), os.Getpid()))
+	l.writeSlot(slotDamaged, fmt.Sprintf("damaged %d %d %d %d", id.dev, id.ino, wallMS(), os.Getpid()))
 }
 
 // record reads the lock file's record; what it cannot read is absent.

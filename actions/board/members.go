@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/internal/wakeup"
 	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/internal/liveness"
 	"github.com/tractat-us/bee/internal/logkey"
@@ -44,7 +45,7 @@ func (b *Board) Join(ctx context.Context, m actions.Member) error {
 		return fmt.Errorf("join: %w", err)
 	}
 	err := b.write(ctx, "join", func(t wtx) error {
-		now := nowMS()
+		now := b.nowMS()
 		// Forget long-gone members, but never one that holds a claim: every
 		// claim's holder keeps its row, so its lease can be judged.
 		if _, err := t.exec(`DELETE FROM members WHERE lease_until < ? AND identity <> ?
@@ -83,14 +84,14 @@ func (b *Board) Depart(ctx context.Context, who identity.ID) error {
 	var released, readdressed []string
 	err := b.write(ctx, "depart", func(t wtx) error {
 		var err error
-		released, readdressed, err = departTx(t, who, nowMS())
+		released, readdressed, err = departTx(t, who, b.nowMS())
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("depart %s: %w", who, err)
 	}
 	if len(released) > 0 || len(readdressed) > 0 {
-		b.notify.touch(evClaimable)
+		b.notify.touch(evClaimable, wakeup.Everyone)
 	}
 	b.log.Info("member departed", logkey.Identity, string(who), "released", released, "readdressed", readdressed,
 		logkey.Elapsed, time.Since(start))
@@ -171,7 +172,7 @@ func (b *Board) Members(ctx context.Context) ([]MemberInfo, error) {
 				t := fromMS(waiter.Int64)
 				mi.WaiterSince = &t
 			}
-			if leaseEnd <= nowMS() && !processAlive(mi.PID) {
+			if leaseEnd <= b.nowMS() && !processAlive(mi.PID) {
 				continue
 			}
 			mi.ID = identity.ID(id)
@@ -241,24 +242,25 @@ func (b *Board) stopRenewal(who identity.ID) {
 // default, and at least Lease-Renew to run when it was claimed) absorbs
 // one.
 func (b *Board) renew(r *renewal, m actions.Member) {
-	t := time.NewTicker(b.opts.Renew)
-	defer t.Stop()
 	log := b.log.With(logkey.Identity, string(m.ID))
-	last := time.Now() // Join has just written the lease
+	last := b.clock.Now() // Join has just written the lease
 	for {
+		t := b.clock.NewTimer(b.opts.Renew)
 		select {
 		case <-r.stop:
+			t.Stop()
 			return
 		case <-b.ctx.Done():
+			t.Stop()
 			return
-		case <-t.C:
+		case <-t.C():
 		}
-		if !b.holds(m.ID) && time.Since(last) < idleRenew {
+		if !b.holds(m.ID) && b.clock.Now().Sub(last) < idleRenew {
 			// Nothing to keep: a lease guards claims only, and the next
 			// claim refreshes it. An idle bridge costs no CPU.
 			continue
 		}
-		last = time.Now()
+		last = b.clock.Now()
 		departed, err := b.renewOnce(m)
 		switch {
 		case err != nil && b.ctx.Err() == nil:
@@ -297,7 +299,7 @@ func (b *Board) holds(who identity.ID) bool {
 // made again; a departed member is left departed and reported.
 func (b *Board) renewOnce(m actions.Member) (departed bool, err error) {
 	err = b.write(b.ctx, "renew lease", func(t wtx) error {
-		now := nowMS()
+		now := b.nowMS()
 		lease := now + b.opts.Lease.Milliseconds()
 		res, err := t.exec(`UPDATE members SET lease_until = ?, renewed_at = ? WHERE identity = ? AND departed_at IS NULL`,
 			lease, now, string(m.ID))

@@ -6,19 +6,26 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"github.com/tractat-us/bee/actions/internal/wakeup"
 	"github.com/tractat-us/bee/internal/logkey"
 	"golang.org/x/sys/unix"
 )
 
-// The files in the notify directory.
+// The files in the notify directory. A writer touches the base name for a
+// change that concerns everyone, and "<base>-<agent>" for one that
+// concerns the waiters of one agent only (see package wakeup). Agent
+// names hold only letters, digits, '.', '_' and '-' and start with a letter
+// or digit (identity.CheckName), so every such name is a plain file name,
+// and the base never holds '-'.
 const (
-	wakeFile   = "wake"   // touched when an action may have become claimable
-	endedFile  = "ended"  // touched when an action ended (done, failed, cancelled)
-	changeFile = "change" // touched when an action changed in another way (claimed)
+	wakeFile   = "wake"   // an action may have become claimable
+	endedFile  = "ended"  // an action ended (done, failed, cancelled)
+	changeFile = "change" // an action changed in another way (claimed)
 )
 
 // An event says what a commit changed, and so whom it wakes.
@@ -36,12 +43,18 @@ const (
 
 // A notifier carries wake-ups between processes. A writer touches a file in
 // the notify directory after its commit; each Board watches the directory
-// with one fsnotify watcher and fans each event out to its local waiters by
-// closing a broadcast channel. Watching the directory (rather than the
-// files) survives the files being deleted or replaced; the directory is
+// with one fsnotify watcher and fans each event out to the local waiters it
+// concerns by closing their channels. Watching the directory (rather than
+// the files) survives the files being deleted or replaced; the directory is
 // dedicated so that the database's own writes (to its -wal file) wake
 // nobody. If the directory itself is removed, the notifier makes it again
 // and wakes everyone, since a touch may have been missed meanwhile.
+//
+// A post addressed to one agent touches that agent's wake file, so of the
+// bridges waiting on the machine only that agent's look at the database;
+// the others' watchers read the event and go back to sleep. Changes that
+// can make work claimable for many (a reclaim, a departure) touch the
+// file for everyone.
 //
 // Claims and finishes matter only to Wait (bee watch), and touching a file
 // at every claim would wake the watcher of every process. So a Board that
@@ -62,10 +75,10 @@ type notifier struct {
 	watchOnce sync.Once
 	watching  *os.File // held share-locked once this Board runs Wait
 
-	mu     sync.Mutex    // guards wake, ended and change
-	wake   chan struct{} // closed when an action may have become claimable
-	ended  chan struct{} // closed when an action has ended
-	change chan struct{} // closed on any change, claimable or not
+	mu     sync.Mutex     // guards wake, ended and change
+	wake   *wakeup.Signal // an action may have become claimable
+	ended  *wakeup.Signal // an action has ended
+	change chan struct{}  // closed on any change, claimable or not
 }
 
 func newNotifier(dir, watchingPath string, log *slog.Logger, g *group) (*notifier, error) {
@@ -91,8 +104,8 @@ func newNotifier(dir, watchingPath string, log *slog.Logger, g *group) (*notifie
 		log:          log,
 		w:            w,
 		probe:        probe,
-		wake:         make(chan struct{}),
-		ended:        make(chan struct{}),
+		wake:         wakeup.NewSignal(),
+		ended:        wakeup.NewSignal(),
 		change:       make(chan struct{}),
 	}
 	if !g.Go(n.run) {
@@ -111,16 +124,19 @@ func (n *notifier) run() {
 			if !ok {
 				return
 			}
-			switch {
-			case ev.Name == n.dir && ev.Has(fsnotify.Remove|fsnotify.Rename):
+			if ev.Name == n.dir && ev.Has(fsnotify.Remove|fsnotify.Rename) {
 				n.rewatch()
 				n.broadcastAll()
-			case filepath.Base(ev.Name) == wakeFile:
-				n.broadcast(evClaimable)
-			case filepath.Base(ev.Name) == endedFile:
-				n.broadcast(evEnded)
-			case filepath.Base(ev.Name) == changeFile:
-				n.broadcast(evChanged)
+				continue
+			}
+			base, key, _ := strings.Cut(filepath.Base(ev.Name), "-")
+			switch base {
+			case wakeFile:
+				n.broadcast(evClaimable, key)
+			case endedFile:
+				n.broadcast(evEnded, key)
+			case changeFile:
+				n.broadcast(evChanged, "")
 			}
 		case err, ok := <-n.w.Errors:
 			if !ok {
@@ -147,21 +163,26 @@ func (n *notifier) rewatch() {
 	n.log.Warn("notify directory was removed; made it again", logkey.Path, n.dir)
 }
 
-// wakeCh returns the channel closed at the next claimable change. Take it
-// before looking at the database, so a change made after the look is never
-// missed.
-func (n *notifier) wakeCh() <-chan struct{} {
+// wakeCh returns the channel closed at the next change that may make an
+// action claimable by agent: one addressed to anyone, to agent or to one
+// of its identities. Take it before looking at the database, so a change
+// made after the look is never missed.
+func (n *notifier) wakeCh(agent string) <-chan struct{} {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.wake
+	return n.wake.ForAgent(agent)
 }
 
-// endedCh returns the channel closed when an action next ends. Take it
-// before looking, as wakeCh.
-func (n *notifier) endedCh() <-chan struct{} {
+// endedCh returns the channel closed when an action posted by one of
+// agent's identities (or any action, when every is true) next ends. Take
+// it before looking, as wakeCh.
+func (n *notifier) endedCh(agent string, every bool) <-chan struct{} {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.ended
+	if every {
+		return n.ended.Every()
+	}
+	return n.ended.ForAgent(agent)
 }
 
 // changeCh returns the channel closed at the next change of any kind.
@@ -171,28 +192,26 @@ func (n *notifier) changeCh() <-chan struct{} {
 	return n.change
 }
 
-// broadcast wakes the local waiters that ev concerns: those waiting for
-// any change always, those waiting for claimable work or for ended actions
-// when ev is that.
-func (n *notifier) broadcast(ev event) {
+// broadcast wakes the local waiters that ev for key (see package wakeup)
+// concerns: those waiting for any change always, those waiting for
+// claimable work or for ended actions when ev is that and concerns them.
+func (n *notifier) broadcast(ev event, key string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	close(n.change)
 	n.change = make(chan struct{})
 	switch ev {
 	case evClaimable:
-		close(n.wake)
-		n.wake = make(chan struct{})
+		n.wake.Fire(key)
 	case evEnded:
-		close(n.ended)
-		n.ended = make(chan struct{})
+		n.ended.Fire(key)
 	}
 }
 
 // broadcastAll wakes every local waiter: something may have been missed.
 func (n *notifier) broadcastAll() {
-	n.broadcast(evClaimable)
-	n.broadcast(evEnded)
+	n.broadcast(evClaimable, wakeup.Everyone)
+	n.broadcast(evEnded, wakeup.Everyone)
 }
 
 // watch registers this Board as running Wait, so that writers in every
@@ -241,13 +260,14 @@ func flockShared(fd int) error {
 	return err
 }
 
-// touch tells every process watching the board about a commit, and the
-// local waiters at once. The file is opened afresh each time so that a
-// replaced file is written, not the old one. A failed touch is logged:
-// waiters elsewhere fall back to the safety poll. A change that is neither
-// claimable nor an end is told to other processes only when one runs Wait.
-func (n *notifier) touch(ev event) {
-	n.broadcast(ev)
+// touch tells every process watching the board about a commit that
+// concerns key (see package wakeup), and the local waiters at once. The file is opened
+// afresh each time so that a replaced file is written, not the old one. A
+// failed touch is logged: waiters elsewhere fall back to the safety poll.
+// A change that is neither claimable nor an end is told to other processes
+// only when one runs Wait.
+func (n *notifier) touch(ev event, key string) {
+	n.broadcast(ev, key)
 	var name string
 	switch ev {
 	case evClaimable:
@@ -259,6 +279,9 @@ func (n *notifier) touch(ev event) {
 			return
 		}
 		name = changeFile
+	}
+	if key != wakeup.Everyone && ev != evChanged {
+		name += "-" + key
 	}
 	path := filepath.Join(n.dir, name)
 	err := touchFile(path)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/internal/wakeup"
 	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/internal/logkey"
 )
@@ -84,7 +85,7 @@ func (b *Board) Cancel(ctx context.Context, by actions.Poster, id, reason string
 			return fmt.Errorf("cancel: action %s was posted by %s; only a person or an identity of its agent may cancel it: %w",
 				id, cur.From, actions.ErrNotPoster)
 		}
-		now := nowMS()
+		now := b.nowMS()
 		var told any
 		if cur.From == string(who) || strings.HasPrefix(cur.From, UserPrefix) {
 			told = now
@@ -99,13 +100,14 @@ func (b *Board) Cancel(ctx context.Context, by actions.Poster, id, reason string
 		}
 		return actions.Record{}, fmt.Errorf("cancel %s: %w", id, err)
 	}
-	b.notify.touch(evEnded)
+	b.notify.touch(evEnded, wakeup.ForPoster(rec.From))
 	b.log.Info("action cancelled", logkey.ActionID, rec.ID, logkey.Identity, string(who), logKeyHolder, rec.Holder)
 	return rec, nil
 }
 
 // Readdress implements actions.Board: an open action goes to to ("", an
-// agent name or a live identity), and the waiters of every process wake.
+// agent name or a live identity), and the waiters that may now take it wake,
+// in every process.
 // who is a person or an identity of the poster's agent.
 func (b *Board) Readdress(ctx context.Context, by actions.Poster, id, to string) (actions.Record, error) {
 	who := identity.ID(by)
@@ -148,7 +150,7 @@ func (b *Board) Readdress(ctx context.Context, by actions.Poster, id, to string)
 		}
 		return actions.Record{}, fmt.Errorf("readdress %s: %w", id, err)
 	}
-	b.notify.touch(evClaimable)
+	b.notify.touch(evClaimable, wakeup.ForRecipient(rec.To))
 	b.log.Info("action re-addressed", logkey.ActionID, rec.ID, logkey.Identity, string(who), logKeyTo, rec.To)
 	return rec, nil
 }
@@ -193,7 +195,7 @@ func (b *Board) checkLive(ctx context.Context, to string) error {
 			return err
 		}
 		defer rows.Close()
-		now := nowMS()
+		now := b.nowMS()
 		for rows.Next() {
 			var m liveMember
 			if err := rows.Scan(&m.id, &m.departed, &m.pid, &m.lease); err != nil {
@@ -211,7 +213,7 @@ func (b *Board) checkLive(ctx context.Context, to string) error {
 	if err != nil {
 		return err
 	}
-	if found && self.live(nowMS()) {
+	if found && self.live(b.nowMS()) {
 		return nil
 	}
 	why := "it never joined this board"
@@ -261,7 +263,7 @@ func (b *Board) reap(ctx context.Context) {
 	var released, readdressed []string
 	err = b.write(ctx, "depart dead members", func(t wtx) error {
 		released, readdressed = nil, nil
-		now := nowMS()
+		now := b.nowMS()
 		for _, who := range dead {
 			// Look again under the lock: it may have departed meanwhile.
 			var pid int
@@ -285,7 +287,7 @@ func (b *Board) reap(ctx context.Context) {
 		return
 	}
 	if len(released) > 0 || len(readdressed) > 0 {
-		b.notify.touch(evClaimable)
+		b.notify.touch(evClaimable, wakeup.Everyone)
 	}
 	b.log.Info("members departed: their processes died", "identities", dead, "released", released, "readdressed", readdressed)
 }
@@ -295,7 +297,7 @@ func (b *Board) reap(ctx context.Context) {
 func (b *Board) SetWaiter(ctx context.Context, who identity.ID, armed bool) error {
 	var at any
 	if armed {
-		at = nowMS()
+		at = b.nowMS()
 	}
 	err := b.write(ctx, "set waiter", func(t wtx) error {
 		_, err := t.exec(`UPDATE members SET waiter_at = ? WHERE identity = ? AND departed_at IS NULL`, at, string(who))
@@ -352,7 +354,7 @@ func (b *Board) Await(ctx context.Context, by actions.Poster, ids []string, time
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for {
-		ended := b.notify.endedCh() // before looking, so no end is missed
+		ended := b.notify.endedCh("", true) // before looking, so no end is missed
 		b.reap(wctx)
 		var recs []actions.Record
 		err := b.read(wctx, "await", func(ctx context.Context) error {
@@ -421,7 +423,7 @@ func (b *Board) markTold(ctx context.Context, who identity.ID, recs []actions.Re
 	}
 	data, _ := json.Marshal(seqs)
 	err := b.write(context.WithoutCancel(ctx), "mark told", func(t wtx) error {
-		_, err := t.exec(`UPDATE actions SET told_at = ? WHERE told_at IS NULL AND seq IN (SELECT value FROM json_each(?))`, nowMS(), string(data))
+		_, err := t.exec(`UPDATE actions SET told_at = ? WHERE told_at IS NULL AND seq IN (SELECT value FROM json_each(?))`, b.nowMS(), string(data))
 		return err
 	})
 	if err != nil {
@@ -457,7 +459,7 @@ func (b *Board) takeOutcome(ctx context.Context, who identity.ID) (actions.Recor
 		var err error
 		// untold numbers its parameters: ?1 who, ?2 prefix.
 		rec, err = scanRecord(t.row(`UPDATE actions SET told_at = ?3 WHERE seq = (`+untold+`) RETURNING `+recordCols,
-			string(who), prefix, nowMS()))
+			string(who), prefix, b.nowMS()))
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}
@@ -489,6 +491,7 @@ func (b *Board) Notice(ctx context.Context, who identity.ID, skip []string, time
 	}
 	data, _ := json.Marshal(skipSeqs)
 	skipList := string(data)
+	agent := who.Agent()
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	fail := func(err error) (actions.Notice, bool, error) {
@@ -505,7 +508,7 @@ func (b *Board) Notice(ctx context.Context, who identity.ID, skip []string, time
 		return actions.Notice{}, false, fmt.Errorf("notice for %s: %w", who, err)
 	}
 	for {
-		wake, ended := b.notify.wakeCh(), b.notify.endedCh() // before looking
+		wake, ended := b.notify.wakeCh(agent), b.notify.endedCh(agent, false) // before looking
 		b.reap(wctx)
 		rec, ok, err := b.takeOutcome(wctx, who)
 		if err != nil {
@@ -521,38 +524,26 @@ func (b *Board) Notice(ctx context.Context, who identity.ID, skip []string, time
 		if p.departed {
 			return fail(fmt.Errorf("notice for %s: %w", who, ErrDeparted))
 		}
-		if p.claimable || (p.expiry != 0 && p.expiry <= nowMS()) {
-			rec, ok, leaseEnd, lease, err := b.claim(wctx, who, p, skipList)
+		if p.claimable || (p.expiry != 0 && p.expiry <= b.nowMS()) {
+			c, err := b.claim(wctx, who, p, skipList)
 			if err != nil {
 				return fail(err)
 			}
-			if ok {
-				b.markHot(who, lease, p.expiry, true)
+			if c.ok {
+				b.markHot(who, c.lease, p.expiry, true)
 				b.addHeld(who, 1)
 				if ctx.Err() != nil {
-					return actions.Notice{}, false, b.giveBack(ctx, who, rec)
+					return actions.Notice{}, false, b.giveBack(ctx, who, c.rec)
 				}
-				return actions.Notice{Kind: actions.NoticeWork, Record: rec}, true, nil
+				return actions.Notice{Kind: actions.NoticeWork, Record: c.rec}, true, nil
 			}
-			p.expiry = leaseEnd
+			p.expiry = c.leaseEnd
 		}
 		d := time.Until(deadlineOf(wctx))
 		if d <= 0 {
 			return actions.Notice{}, false, nil
 		}
-		d = min(d, b.opts.SafetyPoll)
-		if p.expiry != 0 {
-			d = min(d, time.Until(time.UnixMilli(p.expiry))+time.Millisecond)
-		}
-		t := time.NewTimer(d)
-		select {
-		case <-wake:
-		case <-ended:
-		case <-t.C:
-		case <-wctx.Done():
-		case <-b.ctx.Done():
-		}
-		t.Stop()
+		b.sleep(wctx, min(d, b.opts.SafetyPoll), p.expiry, wake, ended)
 		if wctx.Err() != nil || b.ctx.Err() != nil {
 			return fail(wctx.Err())
 		}
@@ -585,7 +576,7 @@ func (b *Board) markGone(ctx context.Context, recs []actions.Record) {
 			return err
 		}
 		defer rows.Close()
-		now := nowMS()
+		now := b.nowMS()
 		for rows.Next() {
 			var m liveMember
 			if err := rows.Scan(&m.id, &m.departed, &m.pid, &m.lease); err != nil {

@@ -31,6 +31,7 @@ import (
 //	BEE_BOARD_TEST_NOLOCK   "1": Options.noWriteLock
 //	BEE_BOARD_TEST_WAITERS  claimer: concurrent identities (default 1)
 //	BEE_BOARD_TEST_MS       rate: how long to claim, in ms
+//	BEE_BOARD_TEST_AGENT    waiter: its agent name (default "waiter")
 const (
 	envPath    = "BEE_BOARD_TEST_PATH"
 	envLease   = "BEE_BOARD_TEST_LEASE"
@@ -38,6 +39,7 @@ const (
 	envNoLock  = "BEE_BOARD_TEST_NOLOCK"
 	envWaiters = "BEE_BOARD_TEST_WAITERS"
 	envMS      = "BEE_BOARD_TEST_MS"
+	envAgent   = "BEE_BOARD_TEST_AGENT"
 )
 
 func envMillis(name string) time.Duration {
@@ -208,7 +210,11 @@ func rolePoster(ctx context.Context, b *Board, out *roleOut, cmds <-chan string)
 // roleWaiter waits for actions with long timeouts, reporting "sleeping"
 // whenever it is about to sleep and "got <id> <unix ns>" per claim.
 func roleWaiter(ctx context.Context, b *Board, out *roleOut) error {
-	who, err := identity.Mint("waiter")
+	name := os.Getenv(envAgent)
+	if name == "" {
+		name = "waiter"
+	}
+	who, err := identity.Mint(name)
 	if err != nil {
 		return err
 	}

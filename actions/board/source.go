@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/internal/wakeup"
 	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/internal/logkey"
 	"modernc.org/sqlite"
@@ -258,7 +259,8 @@ func checkText(field, s string, limit int) error {
 // MaxTitleLen characters (ErrTooLong); the body is at most MaxBodyLen
 // bytes. A bad to is ErrBadRecipient, a bad who ErrBadPoster, and an
 // identity that is not live actions.ErrNotLive, naming the live identities
-// of its agent. Posting wakes the waiters of every process.
+// of its agent. Posting wakes the waiters that may take the action, in every
+// process.
 func (b *Board) Post(ctx context.Context, by actions.Poster, d actions.Draft) (actions.Record, error) {
 	who, to, title, body := identity.ID(by), d.To, d.Title, d.Body
 	title = strings.TrimSpace(title)
@@ -292,13 +294,13 @@ func (b *Board) Post(ctx context.Context, by actions.Poster, d actions.Draft) (a
 		rec, err = scanRecord(t.row(
 			`INSERT INTO actions (to_whom, from_whom, title, body, state, posted_at, rev)
 			 VALUES (?, ?, ?, ?, 'open', ?, `+nextRev+`) RETURNING `+recordCols,
-			to, string(who), title, body, nowMS()))
+			to, string(who), title, body, b.nowMS()))
 		return err
 	})
 	if err != nil {
 		return actions.Record{}, fmt.Errorf("post: %w", err)
 	}
-	b.notify.touch(evClaimable)
+	b.notify.touch(evClaimable, wakeup.ForRecipient(rec.To))
 	b.log.Info("action posted", logkey.ActionID, rec.ID, logKeyFrom, rec.From, logKeyTo, rec.To)
 	return rec, nil
 }
@@ -344,14 +346,39 @@ func unknownHint(id string) error {
 // died depart first, and a claim whose holder is gone anyway is marked
 // HolderGone.
 func (b *Board) List(ctx context.Context, since actions.Cursor) (actions.Page, error) {
+	return b.list(ctx, since, nil)
+}
+
+// ListFiltered implements actions.Board: List keeping only the actions in
+// one of f.States (all, when it is empty), filtered in the database.
+func (b *Board) ListFiltered(ctx context.Context, since actions.Cursor, f actions.ListFilter) (actions.Page, error) {
+	if err := f.CheckStates(); err != nil {
+		return actions.Page{}, fmt.Errorf("list: %w", err)
+	}
+	return b.list(ctx, since, f.States)
+}
+
+func (b *Board) list(ctx context.Context, since actions.Cursor, states []actions.State) (actions.Page, error) {
 	after, err := b.parseSeqCursor(since)
 	if err != nil {
 		return actions.Page{}, fmt.Errorf("list: %w", err)
 	}
+	query := `SELECT ` + recordCols + ` FROM actions WHERE seq > ? ORDER BY seq LIMIT ?`
+	args := []any{after, b.opts.PageSize}
+	if len(states) > 0 {
+		// One placeholder per state: a handful of statements in the cache.
+		query = `SELECT ` + recordCols + ` FROM actions WHERE seq > ? AND state IN (?` + strings.Repeat(", ?", len(states)-1) + `)
+			ORDER BY seq LIMIT ?`
+		args = []any{after}
+		for _, s := range states {
+			args = append(args, string(s))
+		}
+		args = append(args, b.opts.PageSize)
+	}
 	b.reap(ctx)
 	page := actions.Page{Records: []actions.Record{}, Cursor: b.seqCursor(after)}
 	err = b.read(ctx, "list", func(ctx context.Context) error {
-		rows, err := b.rows(ctx, `SELECT `+recordCols+` FROM actions WHERE seq > ? ORDER BY seq LIMIT ?`, after, b.opts.PageSize)
+		rows, err := b.rows(ctx, query, args...)
 		if err != nil {
 			return err
 		}
@@ -405,13 +432,13 @@ func (b *Board) Fail(ctx context.Context, who identity.ID, id, reason string) (a
 // end ends an action who holds: set says how (its one argument arg), and
 // the rest is common to every end.
 func (b *Board) end(ctx context.Context, op string, who identity.ID, id, set, arg string) (actions.Record, error) {
-	now := nowMS()
+	now := b.nowMS()
 	rec, err := b.settle(ctx, op, who, id, set+`, ended_by = ?, done_at = ?, told_at = `+toldAtEnd, arg, string(who), now, now)
 	if err != nil {
 		return actions.Record{}, err
 	}
 	b.addHeld(who, -1)
-	b.notify.touch(evEnded)
+	b.notify.touch(evEnded, wakeup.ForPoster(rec.From))
 	b.log.Info("action ended", logkey.ActionID, rec.ID, logkey.Identity, string(who), logKeyState, rec.State)
 	return rec, nil
 }
@@ -424,15 +451,15 @@ func (b *Board) end(ctx context.Context, op string, who identity.ID, id, set, ar
 const toldAtEnd = `(CASE WHEN substr(from_whom, 1, 5) = 'user:' THEN ? END)`
 
 // Release implements actions.Source: the action who holds goes back to
-// open, at its place in the posting order, and the waiters of every process
-// wake. It returns the same errors as Finish.
+// open, at its place in the posting order, and the waiters that may take it
+// wake, in every process. It returns the same errors as Finish.
 func (b *Board) Release(ctx context.Context, who identity.ID, id string) (actions.Record, error) {
 	rec, err := b.settle(ctx, "release", who, id, `state = 'open', holder = '', claimed_at = NULL`)
 	if err != nil {
 		return actions.Record{}, err
 	}
 	b.addHeld(who, -1)
-	b.notify.touch(evClaimable)
+	b.notify.touch(evClaimable, wakeup.ForRecipient(rec.To))
 	b.log.Info("action released", logkey.ActionID, rec.ID, logkey.Identity, string(who))
 	return rec, nil
 }
@@ -607,20 +634,20 @@ func (b *Board) Next(ctx context.Context, who identity.ID, after actions.Cursor,
 	// waiters look first, so that a post waking them all does not send
 	// them all to the write lock.
 	if h, ok := b.hotLook(who); ok {
-		rec, ok, _, lease, err := b.claim(wctx, who, peekResult{member: true, lease: h.lease, expiry: h.expiry}, noSkip)
+		c, err := b.claim(wctx, who, peekResult{member: true, lease: h.lease, expiry: h.expiry}, noSkip)
 		switch {
 		case errors.Is(err, ErrDeparted):
 			return actions.Page{}, err
 		case err != nil:
 			return fail(err)
-		case ok:
-			b.markHot(who, lease, h.expiry, false)
-			return claimed(rec)
+		case c.ok:
+			b.markHot(who, c.lease, h.expiry, false)
+			return claimed(c.rec)
 		}
 	}
 
 	for {
-		wake := b.notify.wakeCh() // before looking, so no wake-up is missed
+		wake := b.notify.wakeCh(who.Agent()) // before looking, so no wake-up is missed
 		b.reap(wctx)
 		p, err := b.peek(wctx, who, noSkip)
 		if err != nil {
@@ -630,21 +657,21 @@ func (b *Board) Next(ctx context.Context, who identity.ID, after actions.Cursor,
 		if p.departed {
 			return actions.Page{}, fmt.Errorf("next for %s: %w; join it again or use a new identity", who, ErrDeparted)
 		}
-		if p.claimable || (p.expiry != 0 && p.expiry <= nowMS()) {
-			rec, ok, leaseEnd, lease, err := b.claim(wctx, who, p, noSkip)
+		if p.claimable || (p.expiry != 0 && p.expiry <= b.nowMS()) {
+			c, err := b.claim(wctx, who, p, noSkip)
 			if err != nil {
 				if errors.Is(err, ErrDeparted) {
 					return actions.Page{}, err
 				}
 				return fail(err)
 			}
-			if ok {
-				b.markHot(who, lease, p.expiry, true)
-				return claimed(rec)
+			if c.ok {
+				b.markHot(who, c.lease, p.expiry, true)
+				return claimed(c.rec)
 			}
 			// Someone else was faster. The transaction has just looked, so
 			// sleep; a change since the look has already closed wake.
-			p.expiry = leaseEnd
+			p.expiry = c.leaseEnd
 		}
 		if once {
 			return timedOut()
@@ -653,24 +680,35 @@ func (b *Board) Next(ctx context.Context, who identity.ID, after actions.Cursor,
 		if d <= 0 {
 			return timedOut()
 		}
-		d = min(d, b.opts.SafetyPoll)
-		if p.expiry != 0 {
-			d = min(d, time.Until(time.UnixMilli(p.expiry))+time.Millisecond)
-		}
 		if b.opts.beforeSleep != nil {
 			b.opts.beforeSleep()
 		}
-		t := time.NewTimer(d)
-		select {
-		case <-wake:
-		case <-t.C:
-		case <-wctx.Done():
-		case <-b.ctx.Done():
-		}
-		t.Stop()
+		b.sleep(wctx, min(d, b.opts.SafetyPoll), p.expiry, wake, nil)
 		if wctx.Err() != nil || b.ctx.Err() != nil {
 			return fail(wctx.Err())
 		}
+	}
+}
+
+// sleep waits until wake or also closes (also may be nil), d (a real
+// duration) passes, a lease ending at expiry (Unix ms on the board's
+// clock; 0 for none) runs out, ctx ends or the Board closes.
+func (b *Board) sleep(ctx context.Context, d time.Duration, expiry int64, wake, also <-chan struct{}) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	var leaseEnd <-chan time.Time
+	if expiry != 0 {
+		lt := b.clock.NewTimer(time.UnixMilli(expiry).Sub(b.clock.Now()) + time.Millisecond)
+		defer lt.Stop()
+		leaseEnd = lt.C()
+	}
+	select {
+	case <-wake:
+	case <-also:
+	case <-leaseEnd:
+	case <-t.C:
+	case <-ctx.Done():
+	case <-b.ctx.Done():
 	}
 }
 
@@ -692,171 +730,219 @@ func (b *Board) giveBack(ctx context.Context, who identity.ID, rec actions.Recor
 	return ctx.Err()
 }
 
+// Claims whose holder is departed, unknown or out of lease (?1 is who,
+// ?2 the time).
+const expiredClaims = `state = 'claimed' AND holder <> ?1 AND NOT EXISTS (SELECT 1 FROM members m
+	WHERE m.identity = actions.holder AND m.departed_at IS NULL AND m.lease_until > ?2)`
+
+// oldestFor is the oldest open action who may take (?1 is who, ?3 its
+// agent name), not in ?4, or NULL. Three index walks that stop at their
+// first row: "IN (...) ORDER BY seq LIMIT 1" would sort every open action
+// instead.
+const oldestFor = `SELECT min(s) FROM (
+	SELECT (SELECT seq FROM actions WHERE state = 'open' AND to_whom = '' AND seq NOT IN (SELECT value FROM json_each(?4)) ORDER BY seq LIMIT 1) AS s
+	UNION ALL SELECT (SELECT seq FROM actions WHERE state = 'open' AND to_whom = ?3 AND seq NOT IN (SELECT value FROM json_each(?4)) ORDER BY seq LIMIT 1)
+	UNION ALL SELECT (SELECT seq FROM actions WHERE state = 'open' AND to_whom = ?1 AND seq NOT IN (SELECT value FROM json_each(?4)) ORDER BY seq LIMIT 1))`
+
+// takeOldest claims oldestFor for who (?2 is the time), unless who
+// departed meanwhile.
+const takeOldest = `UPDATE actions SET state = 'claimed', holder = ?1, claimed_at = ?2, rev = ` + nextRev + `
+	WHERE state = 'open' AND seq = (` + oldestFor + `)
+	AND EXISTS (SELECT 1 FROM members WHERE identity = ?1 AND departed_at IS NULL)
+	RETURNING ` + recordCols
+
+// A claimResult is what one claim attempt did.
+type claimResult struct {
+	rec actions.Record
+	ok  bool // rec was claimed for who
+	// leaseEnd, when nothing was claimed, is the earliest lease end (ms)
+	// among others' claims, when known (0 when not): when to look again.
+	leaseEnd int64
+	// lease is who's own lease end (ms), as far as the attempt knows.
+	lease int64
+	// Said after the commit: who joined by this claim, and the claims
+	// reclaimed from holders whose leases had run out.
+	joined    bool
+	reclaimed []string
+	holders   []string
+}
+
 // claim reclaims expired claims and claims the oldest action who may take,
-// in one write transaction. ok is false when there was nothing to take;
-// leaseEnd is then the earliest lease end among others' claims, when known
-// (0 when not). lease is who's own lease end as far as claim knows.
+// in one write transaction, and says so once it has committed (logs,
+// wake-ups, the new member's renewal). skip is a JSON array of the seqs
+// not to claim (noSkip for none).
 //
 // p, the caller's latest look, picks the path: when who is a live member
 // with a fresh lease and no other claim's lease has run out, a single
-// statement claims (the common case, kept short because the write lock is
-// held meanwhile); otherwise the transaction looks again and also reclaims,
-// joins who or refreshes its lease. A holder whose lease ran out has died
-// (a member renews while it holds a claim), so it departs: what was
-// addressed to it goes to its agent name. skip is a JSON array of the seqs
-// not to claim (noSkip for none).
-func (b *Board) claim(ctx context.Context, who identity.ID, p peekResult, skip string) (rec actions.Record, ok bool, leaseEnd, lease int64, err error) {
-	// Claims whose holder is departed, unknown or out of lease (?1 is who,
-	// ?2 the time).
-	const expired = `state = 'claimed' AND holder <> ?1 AND NOT EXISTS (SELECT 1 FROM members m
-		WHERE m.identity = actions.holder AND m.departed_at IS NULL AND m.lease_until > ?2)`
-	// The oldest open action who may take (?1 is who, ?3 its agent name),
-	// not in ?4, or NULL. Three index walks that stop at their first row:
-	// "IN (...) ORDER BY seq LIMIT 1" would sort every open action instead.
-	const oldest = `SELECT min(s) FROM (
-		SELECT (SELECT seq FROM actions WHERE state = 'open' AND to_whom = '' AND seq NOT IN (SELECT value FROM json_each(?4)) ORDER BY seq LIMIT 1) AS s
-		UNION ALL SELECT (SELECT seq FROM actions WHERE state = 'open' AND to_whom = ?3 AND seq NOT IN (SELECT value FROM json_each(?4)) ORDER BY seq LIMIT 1)
-		UNION ALL SELECT (SELECT seq FROM actions WHERE state = 'open' AND to_whom = ?1 AND seq NOT IN (SELECT value FROM json_each(?4)) ORDER BY seq LIMIT 1))`
-	// Claim it (?2 is the time), unless who departed meanwhile.
-	const take = `UPDATE actions SET state = 'claimed', holder = ?1, claimed_at = ?2, rev = ` + nextRev + `
-		WHERE state = 'open' AND seq = (` + oldest + `)
-		AND EXISTS (SELECT 1 FROM members WHERE identity = ?1 AND departed_at IS NULL)
-		RETURNING ` + recordCols
-
-	agent := who.Agent()
-	leaseMS := b.opts.Lease.Milliseconds()
+// statement claims (claimFast: the common case, kept short because the
+// write lock is held meanwhile); otherwise the transaction looks again and
+// also reclaims, joins who or refreshes its lease (claimFull).
+func (b *Board) claim(ctx context.Context, who identity.ID, p peekResult, skip string) (claimResult, error) {
 	var (
-		joined    bool
-		reclaimed []string
-		holders   []string
+		c   claimResult
+		err error
 	)
-	// A claimant's lease must outlast the wait for its next renewal tick
-	// (an idle member does not renew), with a failed renewal to spare.
-	margin := (b.opts.Lease - b.opts.Renew).Milliseconds()
-	if now := nowMS(); p.member && (p.expiry == 0 || p.expiry > now) && p.lease > now+margin {
-		// The common case: one statement.
-		lease = p.lease
-		err = b.write(ctx, "claim", func(t wtx) error {
-			var err error
-			rec, err = scanRecord(t.row(take, string(who), nowMS(), agent, skip))
-			if errors.Is(err, sql.ErrNoRows) {
-				return nil
-			}
-			ok = err == nil
-			return err
-		})
-		leaseEnd = p.expiry
+	if now := b.nowMS(); p.member && (p.expiry == 0 || p.expiry > now) && p.lease > now+b.claimMargin() {
+		c, err = b.claimFast(ctx, who, p, skip)
 	} else {
 		err = b.write(ctx, "claim", func(t wtx) error {
-			now := nowMS()
-			// Look before writing: when waiters race for one action, the
-			// losers find nothing here and end without writing.
-			var (
-				departed   sql.NullBool
-				leaseUntil sql.NullInt64
-				earliest   sql.NullInt64
-				candidate  sql.NullInt64
-			)
-			err := t.row(`SELECT
-					(SELECT departed_at IS NOT NULL FROM members WHERE identity = ?1),
-					(SELECT lease_until FROM members WHERE identity = ?1),
-					(`+earliestLease+`),
-					(`+oldest+`)`,
-				string(who), now, agent, skip).Scan(&departed, &leaseUntil, &earliest, &candidate)
-			if err != nil {
-				return err
-			}
-			anyExpired := earliest.Valid && earliest.Int64 <= now
-			if earliest.Valid && !anyExpired {
-				leaseEnd = earliest.Int64
-			}
-			switch {
-			case departed.Valid && departed.Bool:
-				return fmt.Errorf("next for %s: %w; join it again or use a new identity", who, ErrDeparted)
-			case !anyExpired && !candidate.Valid:
-				return nil
-			}
-
-			lease = leaseUntil.Int64
-			switch {
-			case !departed.Valid:
-				joined, lease = true, now+leaseMS
-				_, err = t.exec(`INSERT INTO members (identity, agent, pid, joined_at, renewed_at, lease_until)
-					VALUES (?, ?, ?, ?, ?, ?)`, string(who), agent, os.Getpid(), now, now, lease)
-			case lease < now+margin:
-				// The member was idle (it renews only while holding a
-				// claim) or its renewal is late: a claimant's lease must
-				// not run out before its next renewal.
-				lease = now + leaseMS
-				_, err = t.exec(`UPDATE members SET lease_until = ? WHERE identity = ?`, lease, string(who))
-			}
-			if err != nil {
-				return err
-			}
-
-			if anyExpired {
-				rows, err := t.rows(`SELECT seq, holder FROM actions WHERE `+expired, string(who), now)
-				if err != nil {
-					return err
-				}
-				for rows.Next() {
-					var seq int64
-					var holder string
-					if err := rows.Scan(&seq, &holder); err != nil {
-						rows.Close()
-						return err
-					}
-					reclaimed = append(reclaimed, actionID(seq))
-					holders = append(holders, holder)
-				}
-				if err := rows.Close(); err != nil {
-					return err
-				}
-				if _, err := t.exec(`UPDATE actions SET state = 'open', holder = '', claimed_at = NULL, rev = `+nextRev+`
-					WHERE `+expired, string(who), now); err != nil {
-					return err
-				}
-				// A holder renews while it holds a claim, so one whose
-				// lease ran out has died: it departs, and what was
-				// addressed to it goes to its agent name.
-				gone := slices.Clone(holders)
-				slices.Sort(gone)
-				for _, h := range slices.Compact(gone) {
-					if _, err := identity.Parse(h); err != nil {
-						continue
-					}
-					if _, _, err := departTx(t, identity.ID(h), now); err != nil {
-						return err
-					}
-				}
-			}
-
-			rec, err = scanRecord(t.row(take, string(who), now, agent, skip))
-			if errors.Is(err, sql.ErrNoRows) {
-				return nil
-			}
-			ok = err == nil
+			var err error
+			c, err = b.claimFull(t, who, skip)
 			return err
 		})
 	}
 	if err != nil {
-		return actions.Record{}, false, 0, 0, err
+		return claimResult{}, err
 	}
-	if len(reclaimed) > 0 {
+	b.announce(who, c)
+	return c, nil
+}
+
+// claimMargin is how long a claimant's lease must have left: it must
+// outlast the wait for its next renewal tick (an idle member does not
+// renew), with a failed renewal to spare.
+func (b *Board) claimMargin() int64 { return (b.opts.Lease - b.opts.Renew).Milliseconds() }
+
+// claimFast claims in one statement for a live member whose lease is
+// fresh, when the look p found no lease run out.
+func (b *Board) claimFast(ctx context.Context, who identity.ID, p peekResult, skip string) (claimResult, error) {
+	c := claimResult{lease: p.lease, leaseEnd: p.expiry}
+	err := b.write(ctx, "claim", func(t wtx) error {
+		var err error
+		c.rec, err = scanRecord(t.row(takeOldest, string(who), b.nowMS(), who.Agent(), skip))
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		c.ok = err == nil
+		return err
+	})
+	return c, err
+}
+
+// claimFull looks again inside the transaction t, then joins who or
+// refreshes its lease, reclaims what ran out and claims. Looking before
+// writing means that when waiters race for one action, the losers find
+// nothing and end without writing.
+func (b *Board) claimFull(t wtx, who identity.ID, skip string) (claimResult, error) {
+	var (
+		c          claimResult
+		now        = b.nowMS()
+		departed   sql.NullBool
+		leaseUntil sql.NullInt64
+		earliest   sql.NullInt64
+		candidate  sql.NullInt64
+	)
+	err := t.row(`SELECT
+			(SELECT departed_at IS NOT NULL FROM members WHERE identity = ?1),
+			(SELECT lease_until FROM members WHERE identity = ?1),
+			(`+earliestLease+`),
+			(`+oldestFor+`)`,
+		string(who), now, who.Agent(), skip).Scan(&departed, &leaseUntil, &earliest, &candidate)
+	if err != nil {
+		return claimResult{}, err
+	}
+	anyExpired := earliest.Valid && earliest.Int64 <= now
+	if earliest.Valid && !anyExpired {
+		c.leaseEnd = earliest.Int64
+	}
+	switch {
+	case departed.Valid && departed.Bool:
+		return claimResult{}, fmt.Errorf("next for %s: %w; join it again or use a new identity", who, ErrDeparted)
+	case !anyExpired && !candidate.Valid:
+		return c, nil
+	}
+
+	if c.joined, c.lease, err = b.joinOrRefresh(t, who, now, departed.Valid, leaseUntil.Int64); err != nil {
+		return claimResult{}, err
+	}
+	if anyExpired {
+		if c.reclaimed, c.holders, err = reclaimExpired(t, who, now); err != nil {
+			return claimResult{}, err
+		}
+	}
+	c.rec, err = scanRecord(t.row(takeOldest, string(who), now, who.Agent(), skip))
+	if errors.Is(err, sql.ErrNoRows) {
+		return c, nil
+	}
+	c.ok = err == nil
+	return c, err
+}
+
+// joinOrRefresh makes who a member (when it has no row: known is false)
+// or refreshes a lease that has run low, and returns who's lease end. An
+// idle member does not renew, and a late renewal is possible: a
+// claimant's lease must not run out before its next renewal.
+func (b *Board) joinOrRefresh(t wtx, who identity.ID, now int64, known bool, lease int64) (joined bool, _ int64, err error) {
+	switch {
+	case !known:
+		lease = now + b.opts.Lease.Milliseconds()
+		_, err = t.exec(`INSERT INTO members (identity, agent, pid, joined_at, renewed_at, lease_until)
+			VALUES (?, ?, ?, ?, ?, ?)`, string(who), who.Agent(), os.Getpid(), now, now, lease)
+		return true, lease, err
+	case lease < now+b.claimMargin():
+		lease = now + b.opts.Lease.Milliseconds()
+		_, err = t.exec(`UPDATE members SET lease_until = ? WHERE identity = ?`, lease, string(who))
+	}
+	return false, lease, err
+}
+
+// reclaimExpired puts back to open every claim (but who's) whose holder is
+// departed, unknown or out of lease, and returns their ids and holders. A
+// holder renews while it holds a claim, so one whose lease ran out has
+// died: it departs, and what was addressed to it goes to its agent name.
+func reclaimExpired(t wtx, who identity.ID, now int64) (reclaimed, holders []string, err error) {
+	rows, err := t.rows(`SELECT seq, holder FROM actions WHERE `+expiredClaims, string(who), now)
+	if err != nil {
+		return nil, nil, err
+	}
+	for rows.Next() {
+		var seq int64
+		var holder string
+		if err := rows.Scan(&seq, &holder); err != nil {
+			rows.Close()
+			return nil, nil, err
+		}
+		reclaimed = append(reclaimed, actionID(seq))
+		holders = append(holders, holder)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, nil, err
+	}
+	if _, err := t.exec(`UPDATE actions SET state = 'open', holder = '', claimed_at = NULL, rev = `+nextRev+`
+		WHERE `+expiredClaims, string(who), now); err != nil {
+		return nil, nil, err
+	}
+	gone := slices.Clone(holders)
+	slices.Sort(gone)
+	for _, h := range slices.Compact(gone) {
+		if _, err := identity.Parse(h); err != nil {
+			continue
+		}
+		if _, _, err := departTx(t, identity.ID(h), now); err != nil {
+			return nil, nil, err
+		}
+	}
+	return reclaimed, holders, nil
+}
+
+// announce says what a committed claim attempt did: logs, wake-ups (a
+// reclaim wakes everyone; a claim only those watching), and the renewal
+// of a member it joined.
+func (b *Board) announce(who identity.ID, c claimResult) {
+	if len(c.reclaimed) > 0 {
+		holders := slices.Clone(c.holders)
 		slices.Sort(holders)
-		b.log.Info("claims reclaimed: their holders' leases ran out", logKeyIDs, reclaimed, logKeyHolder, slices.Compact(holders))
-		b.notify.touch(evClaimable)
+		b.log.Info("claims reclaimed: their holders' leases ran out", logKeyIDs, c.reclaimed, logKeyHolder, slices.Compact(holders))
+		b.notify.touch(evClaimable, wakeup.Everyone)
 	}
-	if joined {
+	if c.joined {
 		b.log.Info("member joined by its first claim", logkey.Identity, string(who))
 		b.startRenewal(actions.Member{ID: who, PID: os.Getpid()})
 	}
-	if !ok {
-		return actions.Record{}, false, leaseEnd, lease, nil
+	if c.ok {
+		b.notify.touch(evChanged, wakeup.Everyone)
+		b.log.Info("action claimed", logkey.ActionID, c.rec.ID, logkey.Identity, string(who))
 	}
-	b.notify.touch(evChanged)
-	b.log.Info("action claimed", logkey.ActionID, rec.ID, logkey.Identity, string(who))
-	return rec, true, 0, lease, nil
 }
 
 // hotFor is how long after a claim that followed a look an identity counts
@@ -883,7 +969,7 @@ func (b *Board) markHot(who identity.ID, lease, expiry int64, looked bool) {
 	defer b.mu.Unlock()
 	h := b.hot[who]
 	if looked {
-		h.at, h.expiry = time.Now(), expiry
+		h.at, h.expiry = b.clock.Now(), expiry
 	}
 	h.lease = lease
 	b.hot[who] = h
@@ -895,7 +981,7 @@ func (b *Board) hotLook(who identity.ID) (hot, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	h, ok := b.hot[who]
-	if ok && time.Since(h.at) > b.hotFor() {
+	if ok && b.clock.Now().Sub(h.at) > b.hotFor() {
 		delete(b.hot, who)
 		ok = false
 	}

@@ -36,6 +36,7 @@ const (
 	roleEnv     = "BEE_BOARDS_BENCH_ROLE"
 	envLocation = "BEE_BOARDS_BENCH_LOCATION"
 	envMS       = "BEE_BOARDS_BENCH_MS"
+	envAgent    = "BEE_BOARDS_BENCH_AGENT"
 )
 
 func TestMain(m *testing.M) {
@@ -67,6 +68,9 @@ func TestMain(m *testing.M) {
 //   - await: finish-to-await latency: another process finishes an action
 //     while this one waits in Await; from just before Finish to Await's
 //     return (p50, p99).
+//   - fanout: 32 processes wait in Next, each under its own agent name,
+//     and this one posts to them in turn; post-to-claim latency in the
+//     recipient (p50, p95, p99) and the CPU all 32 spend per post.
 func BenchmarkBoards(b *testing.B) {
 	for _, kind := range []string{"file", "postgres"} {
 		b.Run(kind, func(b *testing.B) {
@@ -80,6 +84,7 @@ func BenchmarkBoards(b *testing.B) {
 			b.Run("wake", func(b *testing.B) { benchWake(b, newBoard(b)) })
 			b.Run("claims", func(b *testing.B) { benchClaims(b, newBoard(b)) })
 			b.Run("await", func(b *testing.B) { benchAwait(b, newBoard(b)) })
+			b.Run("fanout", func(b *testing.B) { benchFanout(b, newBoard(b)) })
 		})
 	}
 }
@@ -240,6 +245,73 @@ func benchAwait(b *testing.B, location string) {
 	worker.finish(30 * time.Second)
 }
 
+func benchFanout(b *testing.B, location string) {
+	const procs = 32
+	board := openBench(b, location)
+	waiters := make([]*proc, procs)
+	for i := range waiters {
+		waiters[i] = startProc(b, "waiter", location, fmt.Sprintf("%s=fan%d", envAgent, i))
+	}
+	for _, w := range waiters {
+		w.expect("ready", 60*time.Second)
+	}
+	time.Sleep(time.Second) // let every waiter fall asleep in Next
+	cpu := func() time.Duration {
+		var sum time.Duration
+		for _, w := range waiters {
+			sum += cpuTime(b, w.cmd.Process.Pid)
+		}
+		return sum
+	}
+	var lat []time.Duration
+	before := cpu()
+	for range b.N {
+		for i := range 10 * procs {
+			t0 := time.Now()
+			r, err := board.Post(b.Context(), "user:bench", actions.Draft{To: fmt.Sprintf("fan%d", i%procs), Title: "job"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			f := strings.Fields(waiters[i%procs].expect("got "+r.ID+" ", 10*time.Second))
+			ns, err := strconv.ParseInt(f[2], 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, time.Unix(0, ns).Sub(t0))
+		}
+	}
+	spent := cpu() - before
+	report(b, lat)
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[min(len(lat)-1, int(0.95*float64(len(lat))))].Microseconds()), "p95-µs")
+	b.ReportMetric(float64(spent.Microseconds())/float64(len(lat)), "waiters-cpu-µs/post")
+	for _, w := range waiters {
+		w.finish(30 * time.Second)
+	}
+}
+
+// cpuTime returns the time all threads of pid have run on a CPU.
+func cpuTime(tb testing.TB, pid int) time.Duration {
+	tb.Helper()
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	if err != nil || len(tasks) == 0 {
+		tb.Fatalf("no schedstat for %d: %v", pid, err)
+	}
+	var sum time.Duration
+	for _, task := range tasks {
+		raw, err := os.ReadFile(task)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		ns, err := strconv.ParseInt(strings.Fields(string(raw))[0], 10, 64)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		sum += time.Duration(ns)
+	}
+	return sum
+}
+
 func mint(tb testing.TB, name string) identity.ID {
 	tb.Helper()
 	id, err := identity.Mint(name)
@@ -263,7 +335,7 @@ func runRole(role string) error {
 	ctx := context.Background()
 	in := bufio.NewScanner(os.Stdin)
 	say := func(format string, args ...any) { fmt.Printf(format+"\n", args...) }
-	name := map[string]string{"rate": "rate", "worker": "worker"}[role]
+	name := map[string]string{"rate": "rate", "worker": "worker", "waiter": os.Getenv(envAgent)}[role]
 	var who identity.ID
 	if name != "" {
 		if who, err = identity.Mint(name); err != nil {
@@ -275,6 +347,31 @@ func runRole(role string) error {
 		defer board.Depart(context.WithoutCancel(ctx), who)
 	}
 	say("ready")
+	if role == "waiter" {
+		// Waits in Next, reporting "got <id> <unix ns>" per claim, until
+		// stdin closes.
+		wctx, cancel := context.WithCancel(ctx)
+		go func() {
+			defer cancel()
+			for in.Scan() {
+			}
+		}()
+		for {
+			p, err := board.Next(wctx, who, "", time.Minute)
+			if wctx.Err() != nil {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			for _, r := range p.Records {
+				say("got %s %d", r.ID, time.Now().UnixNano())
+				if _, err := board.Finish(ctx, who, r.ID, ""); err != nil {
+					return err
+				}
+			}
+		}
+	}
 	for in.Scan() {
 		cmd := in.Text()
 		switch {

@@ -7,7 +7,9 @@ package boardtest
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +52,7 @@ var cases = []testCase{
 	{"PostListGet", testPostListGet},
 	{"ListPages", testListPages},
 	{"ListPageBoundedByBytes", testListPageBoundedByBytes},
+	{"ListFiltered", testListFiltered},
 	{"PostRefusals", testPostRefusals},
 	{"FinishReleaseRefusals", testFinishReleaseRefusals},
 	{"BadCursors", testBadCursors},
@@ -204,6 +207,78 @@ func testListPageBoundedByBytes(t *testing.T, open Opener) {
 		n += len(p.Records)
 	}
 	require.Equal(t, 20, n, "paging reaches every action")
+}
+
+func testListFiltered(t *testing.T, open Opener) {
+	b := open(t, "", Options{PageSize: 2})
+	ctx := t.Context()
+	w := Mint(t, "w")
+	join(t, b, w)
+	// a-1 done, a-2 open, a-3 failed, a-4 claimed, a-5..a-7 done, a-8 cancelled, a-9 open.
+	for i := range 9 {
+		post(t, b, "user:alice", "", fmt.Sprintf("n%d", i+1))
+	}
+	take := func(id string) {
+		t.Helper()
+		p, err := b.Next(ctx, w, "", time.Second)
+		require.NoError(t, err)
+		require.Len(t, p.Records, 1)
+		require.Equal(t, id, p.Records[0].ID)
+	}
+	take("a-1")
+	_, err := b.Finish(ctx, w, "a-1", "")
+	require.NoError(t, err)
+	_, err = b.Cancel(ctx, "user:alice", "a-2", "")
+	require.NoError(t, err)
+	_, err = b.Cancel(ctx, "user:alice", "a-8", "")
+	require.NoError(t, err)
+	take("a-3")
+	_, err = b.Fail(ctx, w, "a-3", "no")
+	require.NoError(t, err)
+	take("a-4")
+	for _, id := range []string{"a-5", "a-6", "a-7"} {
+		take(id)
+		_, err = b.Finish(ctx, w, id, "")
+		require.NoError(t, err)
+	}
+
+	all := func(f actions.ListFilter) []string {
+		t.Helper()
+		var ids []string
+		cursor := actions.Cursor("")
+		for {
+			p, err := b.ListFiltered(ctx, cursor, f)
+			require.NoError(t, err)
+			require.LessOrEqual(t, len(p.Records), 2)
+			if len(p.Records) == 0 {
+				require.Equal(t, cursor, p.Cursor, "an empty page stays where it was")
+				return ids
+			}
+			for _, r := range p.Records {
+				require.True(t, len(f.States) == 0 || slices.Contains(f.States, r.State), "%s is %s", r.ID, r.State)
+				ids = append(ids, r.ID)
+			}
+			cursor = p.Cursor
+		}
+	}
+	require.Equal(t, []string{"a-4", "a-9"}, all(actions.ListFilter{States: []actions.State{actions.Open, actions.Claimed}}))
+	require.Equal(t, []string{"a-2", "a-8"}, all(actions.ListFilter{States: []actions.State{actions.Cancelled}}))
+	require.Equal(t, []string{"a-1", "a-2", "a-3", "a-5", "a-6", "a-7", "a-8"},
+		all(actions.ListFilter{States: []actions.State{actions.Done, actions.Failed, actions.Cancelled}}))
+	require.Len(t, all(actions.ListFilter{}), 9, "the zero filter keeps every action")
+
+	// A filtered listing's cursor is List's: it pages on in either.
+	p, err := b.ListFiltered(ctx, "", actions.ListFilter{States: []actions.State{actions.Claimed}})
+	require.NoError(t, err)
+	require.Len(t, p.Records, 1)
+	l, err := b.List(ctx, p.Cursor)
+	require.NoError(t, err)
+	require.Equal(t, "a-5", l.Records[0].ID)
+
+	_, err = b.ListFiltered(ctx, "", actions.ListFilter{States: []actions.State{"finished"}})
+	require.ErrorContains(t, err, `unknown state "finished"`)
+	_, err = b.ListFiltered(ctx, "bogus", actions.ListFilter{States: []actions.State{actions.Open}})
+	require.ErrorIs(t, err, actions.ErrBadCursor)
 }
 
 func testPostRefusals(t *testing.T, open Opener) {

@@ -161,7 +161,7 @@ func (b *Board) Await(ctx context.Context, by actions.Poster, ids []string, time
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for {
-		ended := b.listen.endedCh() // before looking, so no end is missed
+		ended := b.listen.endedCh("", true) // before looking, so no end is missed
 		b.reap(wctx)
 		var recs []actions.Record
 		err := b.read(wctx, "await", func(ctx context.Context) error {

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/internal/wakeup"
 	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/internal/logkey"
 )
@@ -138,14 +139,14 @@ func (b *Board) claim(ctx context.Context, who identity.ID, l look, skip []int64
 		if b.opts.inClaim != nil {
 			b.opts.inClaim(tx.Conn().PgConn().PID())
 		}
-		return b.notify(ctx, tx, evChanged)
+		return b.notify(ctx, tx, evChanged, wakeup.Everyone)
 	})
 	if err != nil {
 		return actions.Record{}, false, err
 	}
 	if len(reclaimed) > 0 {
 		b.log.Info("claims reclaimed: their holders' leases ran out or they departed", logKeyIDs, reclaimed)
-		b.listen.broadcast(evClaimable)
+		b.listen.broadcast(evClaimable, wakeup.Everyone)
 	}
 	if joined {
 		b.log.Info("member joined by its first claim", logkey.Identity, string(who))
@@ -156,7 +157,7 @@ func (b *Board) claim(ctx context.Context, who identity.ID, l look, skip []int64
 	if !ok {
 		return actions.Record{}, false, nil
 	}
-	b.listen.broadcast(evChanged)
+	b.listen.broadcast(evChanged, wakeup.Everyone)
 	b.log.Info("action claimed", logkey.ActionID, rec.ID, logkey.Identity, string(who))
 	return rec, true, nil
 }
@@ -196,7 +197,7 @@ func (b *Board) reclaimTx(ctx context.Context, tx pgx.Tx, who identity.ID) ([]st
 	}
 	back := append(released, readdressed...)
 	if len(back) > 0 {
-		err = b.notify(ctx, tx, evClaimable)
+		err = b.notify(ctx, tx, evClaimable, wakeup.Everyone)
 	}
 	return back, err
 }
@@ -288,7 +289,7 @@ func (b *Board) wait(ctx context.Context, op string, who identity.ID, skip []int
 		return f, false, err
 	}
 	for {
-		wake, ended := b.listen.wakeCh(), b.listen.endedCh() // before looking, so no change is missed
+		wake, ended := b.listen.wakeCh(who.Agent()), b.listen.endedCh(who.Agent(), false) // before looking, so no change is missed
 		b.reap(wctx)
 		if outcomes {
 			rec, ok, err := b.takeOutcome(wctx, who)

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/internal/wakeup"
 	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/internal/liveness"
 	"github.com/tractat-us/bee/internal/logkey"
@@ -95,7 +96,7 @@ func (b *Board) Depart(ctx context.Context, who identity.ID) error {
 		return fmt.Errorf("depart %s: %w", who, err)
 	}
 	if len(released) > 0 || len(readdressed) > 0 {
-		b.listen.broadcast(evClaimable)
+		b.listen.broadcast(evClaimable, wakeup.Everyone)
 	}
 	b.log.Info("member departed", logkey.Identity, string(who), "released", released, "readdressed", readdressed,
 		logkey.Elapsed, time.Since(start))
@@ -125,7 +126,7 @@ func (b *Board) departTx(ctx context.Context, tx pgx.Tx, who identity.ID) (relea
 		return nil, nil, err
 	}
 	if len(released) > 0 || len(readdressed) > 0 {
-		err = b.notify(ctx, tx, evClaimable)
+		err = b.notify(ctx, tx, evClaimable, wakeup.Everyone)
 	}
 	return released, readdressed, err
 }
@@ -344,7 +345,7 @@ func (b *Board) reap(ctx context.Context) {
 		return
 	}
 	if len(released) > 0 || len(readdressed) > 0 {
-		b.listen.broadcast(evClaimable)
+		b.listen.broadcast(evClaimable, wakeup.Everyone)
 	}
 	b.log.Info("members departed: their processes died", "identities", dead, "released", released, "readdressed", readdressed)
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/internal/wakeup"
 	"github.com/tractat-us/bee/internal/logkey"
 )
 
@@ -36,15 +38,31 @@ func (b *Board) channel(ev event) string {
 }
 
 // notify queues ev's notification in tx: PostgreSQL delivers it when tx
-// commits, and never when it rolls back.
-func (b *Board) notify(ctx context.Context, tx pgx.Tx, ev event) error {
-	_, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, b.channel(ev))
+// commits, and never when it rolls back. Its payload is key, whom it
+// concerns (see package wakeup): a listener wakes only its local waiters
+// that key concerns. An empty payload (as older bees send) concerns
+// everyone.
+func (b *Board) notify(ctx context.Context, tx pgx.Tx, ev event, key string) error {
+	_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, b.channel(ev), key)
 	return err
+}
+
+// keyOf is whom ev on rec concerns: for a claimable action those who may
+// take it, for an ended one its poster.
+func keyOf(ev event, rec actions.Record) string {
+	switch ev {
+	case evClaimable:
+		return wakeup.ForRecipient(rec.To)
+	case evEnded:
+		return wakeup.ForPoster(rec.From)
+	}
+	return wakeup.Everyone
 }
 
 // A listener carries wake-ups between processes: one dedicated connection
 // LISTENs on the board's channels and fans each notification out to the
-// Board's local waiters by closing a broadcast channel. Notifications are
+// Board's local waiters it concerns (its payload says whom) by closing
+// their channels. Notifications are
 // hints: when the connection is lost it is re-made with backoff, and every
 // waiter is woken then, since a notification may have been missed.
 //
@@ -55,12 +73,12 @@ type listener struct {
 	b   *Board
 	cfg *pgx.ConnConfig
 
-	mu        sync.Mutex    // guards the rest
-	wake      chan struct{} // closed when an action may have become claimable
-	ended     chan struct{} // closed when an action has ended
-	change    chan struct{} // closed on any change
-	watch     bool          // LISTEN on the change channel too
-	watching  chan struct{} // closed once the change channel is listened to
+	mu        sync.Mutex     // guards the rest
+	wake      *wakeup.Signal // an action may have become claimable
+	ended     *wakeup.Signal // an action has ended
+	change    chan struct{}  // closed on any change
+	watch     bool           // LISTEN on the change channel too
+	watching  chan struct{}  // closed once the change channel is listened to
 	interrupt context.CancelFunc
 	up        bool // connected and listening
 }
@@ -69,8 +87,8 @@ func newListener(b *Board, cfg *pgx.ConnConfig) *listener {
 	return &listener{
 		b:        b,
 		cfg:      cfg.Copy(),
-		wake:     make(chan struct{}),
-		ended:    make(chan struct{}),
+		wake:     wakeup.NewSignal(),
+		ended:    wakeup.NewSignal(),
 		change:   make(chan struct{}),
 		watching: make(chan struct{}),
 	}
@@ -165,11 +183,11 @@ func (l *listener) session(ctx context.Context) error {
 		}
 		switch n.Channel {
 		case l.b.channel(evClaimable):
-			l.broadcast(evClaimable)
+			l.broadcast(evClaimable, n.Payload)
 		case l.b.channel(evEnded):
-			l.broadcast(evEnded)
+			l.broadcast(evEnded, n.Payload)
 		default:
-			l.broadcast(evChanged)
+			l.broadcast(evChanged, wakeup.Everyone)
 		}
 	}
 }
@@ -195,20 +213,24 @@ func (l *listener) watchChanges() {
 	}
 }
 
-// wakeCh returns the channel closed at the next claimable change. Take it
-// before looking at the database, so a change made after the look is never
-// missed.
-func (l *listener) wakeCh() <-chan struct{} {
+// wakeCh returns the channel closed at the next change that may make an
+// action claimable by agent. Take it before looking at the database, so a
+// change made after the look is never missed.
+func (l *listener) wakeCh(agent string) <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.wake
+	return l.wake.ForAgent(agent)
 }
 
-// endedCh returns the channel closed when an action next ends.
-func (l *listener) endedCh() <-chan struct{} {
+// endedCh returns the channel closed when an action posted by one of
+// agent's identities (or any action, when every is true) next ends.
+func (l *listener) endedCh(agent string, every bool) <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.ended
+	if every {
+		return l.ended.Every()
+	}
+	return l.ended.ForAgent(agent)
 }
 
 // changeCh returns the channel closed at the next change of any kind.
@@ -218,24 +240,22 @@ func (l *listener) changeCh() <-chan struct{} {
 	return l.change
 }
 
-// broadcast wakes the local waiters ev concerns.
-func (l *listener) broadcast(ev event) {
+// broadcast wakes the local waiters ev for key concerns.
+func (l *listener) broadcast(ev event, key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	close(l.change)
 	l.change = make(chan struct{})
 	switch ev {
 	case evClaimable:
-		close(l.wake)
-		l.wake = make(chan struct{})
+		l.wake.Fire(key)
 	case evEnded:
-		close(l.ended)
-		l.ended = make(chan struct{})
+		l.ended.Fire(key)
 	}
 }
 
 // broadcastAll wakes every local waiter: something may have been missed.
 func (l *listener) broadcastAll() {
-	l.broadcast(evClaimable)
-	l.broadcast(evEnded)
+	l.broadcast(evClaimable, wakeup.Everyone)
+	l.broadcast(evEnded, wakeup.Everyone)
 }

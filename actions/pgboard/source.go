@@ -97,7 +97,8 @@ func isCode(err error, code string) bool {
 // identity or a person ("user:<name>"), for to ("" for anyone, an agent
 // name or a live identity). It refuses what actions.CheckPost refuses, and
 // an identity that is not live (actions.ErrNotLive, naming the live
-// identities of its agent). Posting wakes the waiters on every machine.
+// identities of its agent). Posting wakes the waiters that may take the
+// action, on every machine.
 func (b *Board) Post(ctx context.Context, by actions.Poster, d actions.Draft) (actions.Record, error) {
 	who, to, title, body := identity.ID(by), d.To, d.Title, d.Body
 	title, err := actions.CheckPost(who, to, title, body)
@@ -115,12 +116,12 @@ func (b *Board) Post(ctx context.Context, by actions.Poster, d actions.Draft) (a
 		if err != nil {
 			return err
 		}
-		return b.notify(ctx, tx, evClaimable)
+		return b.notify(ctx, tx, evClaimable, keyOf(evClaimable, rec))
 	})
 	if err != nil {
 		return actions.Record{}, fmt.Errorf("post: %w", err)
 	}
-	b.listen.broadcast(evClaimable)
+	b.listen.broadcast(evClaimable, keyOf(evClaimable, rec))
 	b.log.Info("action posted", logkey.ActionID, rec.ID, logKeyFrom, rec.From, logKeyTo, rec.To)
 	return rec, nil
 }
@@ -165,15 +166,38 @@ func unknownHint(id string) error {
 // of text), with the cursor to page on from. A claim whose holder is gone
 // is marked HolderGone.
 func (b *Board) List(ctx context.Context, since actions.Cursor) (actions.Page, error) {
+	return b.list(ctx, since, nil)
+}
+
+// ListFiltered implements actions.Board: List keeping only the actions in
+// one of f.States (all, when it is empty), filtered in the database.
+func (b *Board) ListFiltered(ctx context.Context, since actions.Cursor, f actions.ListFilter) (actions.Page, error) {
+	if err := f.CheckStates(); err != nil {
+		return actions.Page{}, fmt.Errorf("list: %w", err)
+	}
+	return b.list(ctx, since, f.States)
+}
+
+func (b *Board) list(ctx context.Context, since actions.Cursor, states []actions.State) (actions.Page, error) {
 	after, err := b.parseSeqCursor(since)
 	if err != nil {
 		return actions.Page{}, fmt.Errorf("list: %w", err)
+	}
+	query := `SELECT ` + recordCols + ` FROM bee_actions WHERE seq > $1 ORDER BY seq LIMIT $2`
+	args := []any{after, b.opts.PageSize}
+	if len(states) > 0 {
+		names := make([]string, len(states))
+		for i, s := range states {
+			names[i] = string(s)
+		}
+		query = `SELECT ` + recordCols + ` FROM bee_actions WHERE seq > $1 AND state = ANY($3) ORDER BY seq LIMIT $2`
+		args = append(args, names)
 	}
 	b.reap(ctx)
 	page := actions.Page{Records: []actions.Record{}, Cursor: b.seqCursor(after)}
 	err = b.read(ctx, "list", func(ctx context.Context) error {
 		page = actions.Page{Records: []actions.Record{}, Cursor: b.seqCursor(after)}
-		rows, err := b.pool.Query(ctx, `SELECT `+recordCols+` FROM bee_actions WHERE seq > $1 ORDER BY seq LIMIT $2`, after, b.opts.PageSize)
+		rows, err := b.pool.Query(ctx, query, args...)
 		if err != nil {
 			return err
 		}
@@ -263,7 +287,7 @@ func (b *Board) settle(ctx context.Context, op string, who identity.ID, id strin
 			`UPDATE bee_actions SET `+set+`, rev = `+xid+` WHERE seq = $1 AND state = 'claimed' AND holder = $2 RETURNING `+recordCols,
 			append([]any{seq, string(who)}, args...)...))
 		if err == nil {
-			return b.notify(ctx, tx, ev)
+			return b.notify(ctx, tx, ev, keyOf(ev, rec))
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return err
@@ -289,7 +313,7 @@ func (b *Board) settle(ctx context.Context, op string, who identity.ID, id strin
 		}
 		return actions.Record{}, fmt.Errorf("%s %s: %w", op, id, err)
 	}
-	b.listen.broadcast(ev)
+	b.listen.broadcast(ev, keyOf(ev, rec))
 	return rec, nil
 }
 
@@ -332,7 +356,7 @@ func (b *Board) Cancel(ctx context.Context, by actions.Poster, id, reason string
 		if err != nil {
 			return err
 		}
-		return b.notify(ctx, tx, evEnded)
+		return b.notify(ctx, tx, evEnded, keyOf(evEnded, rec))
 	})
 	if err != nil {
 		if isSentinel(err) {
@@ -340,7 +364,7 @@ func (b *Board) Cancel(ctx context.Context, by actions.Poster, id, reason string
 		}
 		return actions.Record{}, fmt.Errorf("cancel %s: %w", id, err)
 	}
-	b.listen.broadcast(evEnded)
+	b.listen.broadcast(evEnded, keyOf(evEnded, rec))
 	b.log.Info("action cancelled", logkey.ActionID, rec.ID, logkey.Identity, string(who), logKeyHolder, rec.Holder)
 	return rec, nil
 }
@@ -384,7 +408,7 @@ func (b *Board) Readdress(ctx context.Context, by actions.Poster, id, to string)
 		if err != nil {
 			return err
 		}
-		return b.notify(ctx, tx, evClaimable)
+		return b.notify(ctx, tx, evClaimable, keyOf(evClaimable, rec))
 	})
 	if err != nil {
 		if isSentinel(err) {
@@ -392,7 +416,7 @@ func (b *Board) Readdress(ctx context.Context, by actions.Poster, id, to string)
 		}
 		return actions.Record{}, fmt.Errorf("readdress %s: %w", id, err)
 	}
-	b.listen.broadcast(evClaimable)
+	b.listen.broadcast(evClaimable, keyOf(evClaimable, rec))
 	b.log.Info("action re-addressed", logkey.ActionID, rec.ID, logkey.Identity, string(who), logKeyTo, rec.To)
 	return rec, nil
 }

@@ -35,16 +35,20 @@ func (c *ListCommand) Run(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return usagef("bee list --help", "bee list: unexpected argument %q", fs.Arg(0))
 	}
-	keep := func(r actions.Record) bool { return c.all || !r.State.Ended() }
 	if c.state != "" && c.all {
 		return usagef("bee list --help", "bee list: --all and --state cannot go together")
 	}
+	// The board filters: a long history of ended actions is not read here.
+	var filter actions.ListFilter
 	switch st := actions.State(c.state); st {
 	case "":
+		if !c.all {
+			filter.States = []actions.State{actions.Open, actions.Claimed}
+		}
 	case "ended":
-		keep = func(r actions.Record) bool { return r.State.Ended() }
+		filter.States = []actions.State{actions.Done, actions.Failed, actions.Cancelled}
 	case actions.Open, actions.Claimed, actions.Done, actions.Failed, actions.Cancelled:
-		keep = func(r actions.Record) bool { return r.State == st }
+		filter.States = []actions.State{st}
 	default:
 		return usagef("bee list --state open", "bee list: unknown state %q (open, claimed, done, failed, cancelled or ended)", c.state)
 	}
@@ -56,18 +60,14 @@ func (c *ListCommand) Run(ctx context.Context, args []string) error {
 	defer b.Close()
 	records := []actions.Record{}
 	for cursor := actions.Cursor(""); ; {
-		page, err := b.List(ctx, cursor)
+		page, err := b.ListFiltered(ctx, cursor, filter)
 		if err != nil {
 			return fmt.Errorf("bee list: %w", err)
 		}
 		if len(page.Records) == 0 {
 			break
 		}
-		for _, r := range page.Records {
-			if keep(r) {
-				records = append(records, r)
-			}
-		}
+		records = append(records, page.Records...)
 		cursor = page.Cursor
 	}
 
