@@ -276,8 +276,9 @@ type Board struct {
 	// broken, once set, is the answer of every call: the file was found
 	// damaged (ErrCorrupt) or replaced (ErrReplaced).
 	broken   atomic.Pointer[error]
-	stopping atomic.Bool  // stop has begun closing the Board
-	checked  atomic.Int64 // when a call last checked the file (unix ns)
+	stopping atomic.Bool   // stop has begun closing the Board
+	opened   chan struct{} // closed when Open has returned; stop closes only after it
+	checked  atomic.Int64  // when a call last checked the file (unix ns)
 
 	created bool // see Created
 
@@ -363,10 +364,14 @@ func Open(path string, opts *Options) (_ *Board, err error) {
 		renewals: make(map[identity.ID]*renewal),
 		hot:      make(map[identity.ID]hot),
 		held:     make(map[identity.ID]int),
+		opened:   make(chan struct{}),
 	}
+	// Deferred first, so it runs last: a stop that the file watcher began
+	// meanwhile closes the Board only once Open is done with its fields.
+	defer close(b.opened)
 	defer func() {
 		if err != nil {
-			b.closeAll()
+			b.Close()
 		}
 	}()
 

@@ -72,7 +72,10 @@ func (b *Board) stop(err error) error {
 		// Close waits for the Board's goroutines, and stop may run on one
 		// of them (the watcher): close from a goroutine of its own, which
 		// ends when Close does (Close's waits are bounded).
-		go b.Close()
+		go func() {
+			<-b.opened // Open may still be setting the Board up
+			b.Close()
+		}()
 	}
 	return err
 }
