@@ -67,38 +67,17 @@ func (b *Board) Cancel(ctx context.Context, by actions.Poster, id, reason string
 	if err := checkText("reason", reason, MaxResultLen); err != nil {
 		return actions.Record{}, fmt.Errorf("cancel %s: %w", id, err)
 	}
-	seq, ok := parseActionID(id)
-	if !ok {
-		return actions.Record{}, fmt.Errorf("cancel action %q: %w", id, actions.ErrUnknownAction)
-	}
-	var rec actions.Record
-	err := b.write(ctx, "cancel", func(t wtx) error {
-		cur, err := scanRecord(t.row(`SELECT `+recordCols+` FROM actions WHERE seq = ?`, seq))
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			return fmt.Errorf("cancel action %q: %w", id, actions.ErrUnknownAction)
-		case err != nil:
-			return err
-		case cur.State.Ended():
-			return endedErr("cancel", cur)
-		case !mayManage(who, cur.From):
-			return fmt.Errorf("cancel: action %s was posted by %s; only a person or an identity of its agent may cancel it: %w",
-				id, cur.From, actions.ErrNotPoster)
-		}
+	rec, err := b.manage(ctx, "cancel", who, id, func(t wtx, cur actions.Record) (actions.Record, error) {
 		now := b.nowMS()
 		var told any
 		if cur.From == string(who) || strings.HasPrefix(cur.From, UserPrefix) {
 			told = now
 		}
-		rec, err = scanRecord(t.row(`UPDATE actions SET state = 'cancelled', reason = ?, ended_by = ?, done_at = ?, told_at = ?,
-			rev = `+nextRev+` WHERE seq = ? RETURNING `+recordCols, reason, string(who), now, told, seq))
-		return err
+		return scanRecord(t.row(`UPDATE actions SET state = 'cancelled', reason = ?, ended_by = ?, done_at = ?, told_at = ?,
+			rev = `+nextRev+` WHERE seq = ? RETURNING `+recordCols, reason, string(who), now, told, cur.Seq))
 	})
 	if err != nil {
-		if isSentinel(err) {
-			return actions.Record{}, err
-		}
-		return actions.Record{}, fmt.Errorf("cancel %s: %w", id, err)
+		return actions.Record{}, err
 	}
 	b.notify.touch(evEnded, wakeup.ForPoster(rec.From))
 	b.log.Info("action cancelled", logkey.ActionID, rec.ID, logkey.Identity, string(who), logKeyHolder, rec.Holder)
@@ -120,38 +99,54 @@ func (b *Board) Readdress(ctx context.Context, by actions.Poster, id, to string)
 	if err := b.checkLive(ctx, to); err != nil {
 		return actions.Record{}, fmt.Errorf("readdress %s: %w", id, err)
 	}
+	rec, err := b.manage(ctx, "readdress", who, id, func(t wtx, cur actions.Record) (actions.Record, error) {
+		if cur.State == actions.Claimed {
+			return actions.Record{}, fmt.Errorf("readdress: action %s is held by %s; it can be re-addressed once it is released (or cancel it): %w",
+				id, cur.Holder, actions.ErrNotOpen)
+		}
+		return scanRecord(t.row(`UPDATE actions SET to_whom = ?, rev = `+nextRev+` WHERE seq = ? RETURNING `+recordCols, to, cur.Seq))
+	})
+	if err != nil {
+		return actions.Record{}, err
+	}
+	b.notify.touch(evClaimable, wakeup.ForRecipient(rec.To))
+	b.log.Info("action re-addressed", logkey.ActionID, rec.ID, logkey.Identity, string(who), logKeyTo, rec.To)
+	return rec, nil
+}
+
+// manage runs op (cancel, readdress) on an action that who may manage: in
+// one write transaction it reads the action, refuses an unknown or ended
+// one and one who may not manage (see mayManage), then lets change change
+// it. Its errors name op and the action.
+func (b *Board) manage(ctx context.Context, op string, who identity.ID, id string,
+	change func(t wtx, cur actions.Record) (actions.Record, error)) (actions.Record, error) {
 	seq, ok := parseActionID(id)
 	if !ok {
-		return actions.Record{}, fmt.Errorf("readdress action %q: %w", id, actions.ErrUnknownAction)
+		return actions.Record{}, fmt.Errorf("%s action %q: %w", op, id, actions.ErrUnknownAction)
 	}
 	var rec actions.Record
-	err := b.write(ctx, "readdress", func(t wtx) error {
+	err := b.write(ctx, op, func(t wtx) error {
 		cur, err := scanRecord(t.row(`SELECT `+recordCols+` FROM actions WHERE seq = ?`, seq))
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
-			return fmt.Errorf("readdress action %q: %w", id, actions.ErrUnknownAction)
+			return fmt.Errorf("%s action %q: %w", op, id, actions.ErrUnknownAction)
 		case err != nil:
 			return err
 		case cur.State.Ended():
-			return endedErr("readdress", cur)
-		case cur.State == actions.Claimed:
-			return fmt.Errorf("readdress: action %s is held by %s; it can be re-addressed once it is released (or cancel it): %w",
-				id, cur.Holder, actions.ErrNotOpen)
+			return endedErr(op, cur)
 		case !mayManage(who, cur.From):
-			return fmt.Errorf("readdress: action %s was posted by %s; only a person or an identity of its agent may re-address it: %w",
-				id, cur.From, actions.ErrNotPoster)
+			return fmt.Errorf("%s: action %s was posted by %s; only a person or an identity of its agent may %s it: %w",
+				op, id, cur.From, op, actions.ErrNotPoster)
 		}
-		rec, err = scanRecord(t.row(`UPDATE actions SET to_whom = ?, rev = `+nextRev+` WHERE seq = ? RETURNING `+recordCols, to, seq))
+		rec, err = change(t, cur)
 		return err
 	})
 	if err != nil {
 		if isSentinel(err) {
 			return actions.Record{}, err
 		}
-		return actions.Record{}, fmt.Errorf("readdress %s: %w", id, err)
+		return actions.Record{}, fmt.Errorf("%s %s: %w", op, id, err)
 	}
-	b.notify.touch(evClaimable, wakeup.ForRecipient(rec.To))
-	b.log.Info("action re-addressed", logkey.ActionID, rec.ID, logkey.Identity, string(who), logKeyTo, rec.To)
 	return rec, nil
 }
 
