@@ -232,8 +232,9 @@ type Options struct {
 	// DefaultPageSize (100). A page also stops once its text passes 1 MiB.
 	PageSize int
 	// Clock is the board's time for leases, renewals and every time it
-	// records (see Clock). Nil means the wall clock.
-	Clock Clock
+	// records (see actions.Clock). Nil means the wall clock. Processes on
+	// one machine compare their clocks' leases.
+	Clock actions.Clock
 
 	// Test hooks, settable only inside this package.
 
@@ -260,7 +261,7 @@ type Board struct {
 	// Fixed at Open.
 	path   string
 	opts   Options
-	clock  Clock // opts.Clock, never nil
+	clock  actions.Clock // opts.Clock, never nil
 	log    *slog.Logger
 	db     *sql.DB
 	wconn  *sql.Conn // the one connection writes use (they are serialized by lock)
@@ -338,7 +339,7 @@ func Open(path string, opts *Options) (_ *Board, err error) {
 		o.PageSize = DefaultPageSize
 	}
 	if o.Clock == nil {
-		o.Clock = realClock{}
+		o.Clock = actions.WallClock()
 	}
 	if path == "" {
 		return nil, errors.New("open board: empty path")
@@ -513,38 +514,5 @@ func (b *Board) nowMS() int64 { return b.clock.Now().UnixMilli() }
 // wallMS is the wall clock in Unix milliseconds, for what the board's
 // clock does not govern (the lock file's records).
 func wallMS() int64 { return time.Now().UnixMilli() }
-
-// A Clock is the board's time, as tls.Config.Time is TLS's: Now for every
-// time the board records or compares (posted, claimed and ended times,
-// leases, renewals), NewTimer for the waits those times decide (a lease
-// running out, the next renewal). The bounds of calls (timeouts,
-// Options.BusyTimeout, Options.SafetyPoll) stay real durations. A test
-// gives a manual clock and advances it instead of sleeping through a
-// lease; every Board on one file must then share it (processes on one
-// machine compare their clocks' leases).
-type Clock interface {
-	Now() time.Time
-	// NewTimer returns a timer whose channel receives once d has passed
-	// on this clock.
-	NewTimer(d time.Duration) Timer
-}
-
-// A Timer is a Clock's one-shot timer.
-type Timer interface {
-	C() <-chan time.Time
-	// Stop prevents the timer from firing; it reports whether it did.
-	Stop() bool
-}
-
-// realClock is the wall clock and the runtime's timers.
-type realClock struct{}
-
-func (realClock) Now() time.Time                 { return time.Now() }
-func (realClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
-
-type realTimer struct{ t *time.Timer }
-
-func (t realTimer) C() <-chan time.Time { return t.t.C }
-func (t realTimer) Stop() bool          { return t.t.Stop() }
 
 func fromMS(ms int64) time.Time { return time.UnixMilli(ms).UTC() }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/boardtest"
 	"github.com/tractat-us/bee/identity"
 )
 
@@ -374,7 +375,7 @@ func TestBoard_LockFileHeldElsewhere(t *testing.T) {
 func TestBoard_DrainingClaimerReclaimsFirst(t *testing.T) {
 	const lease = 400 * time.Millisecond
 	path := filepath.Join(t.TempDir(), "board.db")
-	clock := newManualClock()
+	clock := boardtest.NewManualClock()
 	b := openTest(t, path, &Options{Lease: lease, Clock: clock})
 	gone, err := Open(path, &Options{Lease: lease, Clock: clock})
 	require.NoError(t, err)
@@ -428,7 +429,7 @@ func TestOpen_NewBoardIsPrivate(t *testing.T) {
 func TestBoard_IdleMemberRenewsOnlyWhileHolding(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "board.db")
 	const renew = 300 * time.Millisecond
-	clock := newManualClock()
+	clock := boardtest.NewManualClock()
 	opts := &Options{Lease: time.Second, Renew: renew, Clock: clock}
 	b := openTest(t, path, opts)
 	other := openTest(t, path, opts)
@@ -441,13 +442,22 @@ func TestBoard_IdleMemberRenewsOnlyWhileHolding(t *testing.T) {
 		require.Len(t, ms, 1, "the idle member is listed while its process runs")
 		return ms[0].LeaseUntil
 	}
-	// tick lets one renewal interval pass and waits until the renewal loop
-	// has dealt with it (renewed or not) and armed its next timer.
+	// tick lets one renewal interval pass; the renewal loop arms its next
+	// timer before it renews (or not).
 	tick := func() {
 		t.Helper()
 		clock.BlockUntil(t, 1)
 		clock.Advance(renew)
 		clock.BlockUntil(t, 1)
+	}
+	// renewedNow waits until the lease has been renewed at the clock's now.
+	renewedNow := func() {
+		t.Helper()
+		want := clock.Now().Add(time.Second).Truncate(time.Millisecond)
+		require.Eventually(t, func() bool {
+			ms, err := other.Members(t.Context())
+			return err == nil && len(ms) == 1 && !ms[0].LeaseUntil.Before(want)
+		}, 10*time.Second, time.Millisecond, "renewed at %v", clock.Now())
 	}
 	joined := lease()
 	for range 4 {
@@ -463,7 +473,7 @@ func TestBoard_IdleMemberRenewsOnlyWhileHolding(t *testing.T) {
 	// Renewals keep the claim past two leases.
 	for range 8 {
 		tick()
-		require.Greater(t, lease().Sub(clock.Now()), 500*time.Millisecond, "renewed at each tick while holding")
+		renewedNow() // at each tick while holding
 	}
 	nothingFor(t, other, mint(t, "thief"))
 

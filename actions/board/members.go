@@ -216,8 +216,13 @@ func (b *Board) startRenewal(m actions.Member) {
 		return
 	}
 	r := &renewal{stop: make(chan struct{})}
-	if b.g.Go(func() { b.renew(r, m) }) {
+	// The first tick is armed here, not in the goroutine: a Join has
+	// its renewal scheduled by the time it returns.
+	t := b.clock.NewTimer(b.opts.Renew)
+	if b.g.Go(func() { b.renew(r, m, t) }) {
 		b.renewals[m.ID] = r
+	} else {
+		t.Stop()
 	}
 }
 
@@ -240,21 +245,24 @@ func (b *Board) stopRenewal(who identity.ID) {
 // the Board closes, or m turns out to have departed. A failed renewal is
 // logged and retried at the next tick; a claim's lease (3 renewals long by
 // default, and at least Lease-Renew to run when it was claimed) absorbs
-// one.
-func (b *Board) renew(r *renewal, m actions.Member) {
+// one. t is the first tick's timer.
+//
+// Each tick arms the next before renewing, as a ticker does: renewals keep
+// their pace however long a write takes, and a test that advances a manual
+// clock once it sees a renewal finds the next tick armed.
+func (b *Board) renew(r *renewal, m actions.Member, t actions.Timer) {
 	log := b.log.With(logkey.Identity, string(m.ID))
 	last := b.clock.Now() // Join has just written the lease
+	defer func() { t.Stop() }()
 	for {
-		t := b.clock.NewTimer(b.opts.Renew)
 		select {
 		case <-r.stop:
-			t.Stop()
 			return
 		case <-b.ctx.Done():
-			t.Stop()
 			return
 		case <-t.C():
 		}
+		t = b.clock.NewTimer(b.opts.Renew)
 		if !b.holds(m.ID) && b.clock.Now().Sub(last) < idleRenew {
 			// Nothing to keep: a lease guards claims only, and the next
 			// claim refreshes it. An idle bridge costs no CPU.

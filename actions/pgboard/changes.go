@@ -208,7 +208,7 @@ func (b *Board) markTold(ctx context.Context, who identity.ID, recs []actions.Re
 		return
 	}
 	err := b.write(context.WithoutCancel(ctx), "mark told", func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `UPDATE bee_actions SET told_at = clock_timestamp() WHERE told_at IS NULL AND seq = ANY($1)`, seqs)
+		_, err := tx.Exec(ctx, `UPDATE bee_actions SET told_at = `+nowSQL("$2")+` WHERE told_at IS NULL AND seq = ANY($1)`, seqs, b.now())
 		return err
 	})
 	if err != nil {

@@ -24,7 +24,8 @@ type look struct {
 	claimable bool      // an open action who may take exists
 	reclaim   bool      // a lease has run out, or a claim's holder is gone
 	expiry    time.Time // the earliest lease end among other live members; zero for none
-	now       time.Time // the server's clock at the look
+	now       time.Time // the board's time at the look (the server's clock by default)
+	at        time.Time // b.clock's time right after the look, to time the wait for expiry
 	head      int64     // the highest seq posted
 	departed  bool      // who has departed
 }
@@ -48,13 +49,14 @@ func (b *Board) peek(ctx context.Context, who identity.ID, skip []int64) (look, 
 			(SELECT min(`+leaseEnd("m", "$4")+`) FROM bee_members m WHERE m.departed_at IS NULL AND m.identity <> $1),
 			(SELECT coalesce(max(seq), 0) FROM bee_actions),
 			(SELECT departed_at IS NOT NULL FROM bee_members WHERE identity = $1),
-			clock_timestamp()`,
-			string(who), recipients(who), skip, b.opts.Lease.Milliseconds()).
+			`+nowSQL("$5"),
+			string(who), recipients(who), skip, b.graceMS(), b.now()).
 			Scan(&l.claimable, &l.reclaim, &expiry, &l.head, &departed, &l.now)
 	})
 	if err != nil {
 		return look{}, err
 	}
+	l.at = b.clock.Now()
 	if expiry != nil {
 		l.expiry = *expiry
 		if !expiry.After(l.now) {
@@ -65,15 +67,22 @@ func (b *Board) peek(ctx context.Context, who identity.ID, skip []int64) (look, 
 	return l, nil
 }
 
-// sleepFor is how long a waiter that found nothing may sleep: until its
-// deadline, the safety poll, or the next lease end (by the server's clock),
-// whichever is first.
-func (b *Board) sleepFor(ctx context.Context, l look) time.Duration {
-	d := min(time.Until(deadlineOf(ctx)), b.opts.SafetyPoll)
-	if !l.expiry.IsZero() {
-		d = min(d, l.expiry.Sub(l.now)+time.Millisecond)
+// sleepFor is how long a waiter that found nothing may sleep on the wall
+// clock: until its deadline or the safety poll, whichever is first.
+func (b *Board) sleepFor(ctx context.Context) time.Duration {
+	return max(min(time.Until(deadlineOf(ctx)), b.opts.SafetyPoll), time.Millisecond)
+}
+
+// expiryTimer returns a timer on the board's clock that fires when the
+// next lease end the look saw has passed, or nil when it saw none. The
+// lease end is on the board's time (the server's clock by default), so the
+// wait is measured from the look's own now, less what b.clock says has
+// passed since.
+func (b *Board) expiryTimer(l look) actions.Timer {
+	if l.expiry.IsZero() {
+		return nil
 	}
-	return max(d, time.Millisecond)
+	return b.clock.NewTimer(l.expiry.Sub(l.now) - b.clock.Now().Sub(l.at) + time.Millisecond)
 }
 
 func deadlineOf(ctx context.Context) time.Time {
@@ -127,8 +136,8 @@ func (b *Board) claim(ctx context.Context, who identity.ID, l look, skip []int64
 		rec, err = scanRecord(tx.QueryRow(ctx, `WITH c AS (
 				SELECT seq FROM bee_actions WHERE state = 'open' AND to_whom = ANY($2) AND NOT (seq = ANY($3))
 				ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED)
-			UPDATE bee_actions a SET state = 'claimed', holder = $1, claimed_at = clock_timestamp(), rev = `+xid+`
-			FROM c WHERE a.seq = c.seq RETURNING `+recordColsOf("a"), string(who), recipients(who), skip))
+			UPDATE bee_actions a SET state = 'claimed', holder = $1, claimed_at = `+nowSQL("$4")+`, rev = `+xid+`
+			FROM c WHERE a.seq = c.seq RETURNING `+recordColsOf("a"), string(who), recipients(who), skip, b.now()))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -171,9 +180,9 @@ func (b *Board) reclaimTx(ctx context.Context, tx pgx.Tx, who identity.ID) ([]st
 	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, reclaimLock).Scan(&mine); err != nil || !mine {
 		return nil, err
 	}
-	rows, err := tx.Query(ctx, `UPDATE bee_members m SET departed_at = clock_timestamp(), waiter_at = NULL
-		WHERE m.departed_at IS NULL AND m.identity <> $1 AND `+leaseEnd("m", "$2")+` <= clock_timestamp() RETURNING identity`,
-		string(who), b.opts.Lease.Milliseconds())
+	rows, err := tx.Query(ctx, `UPDATE bee_members m SET departed_at = `+nowSQL("$3")+`, waiter_at = NULL
+		WHERE m.departed_at IS NULL AND m.identity <> $1 AND `+leaseEnd("m", "$2")+` <= `+nowSQL("$3")+` RETURNING identity`,
+		string(who), b.graceMS(), b.now())
 	if err != nil {
 		return nil, err
 	}
@@ -331,7 +340,12 @@ func (b *Board) wait(ctx context.Context, op string, who identity.ID, skip []int
 		if b.opts.beforeSleep != nil {
 			b.opts.beforeSleep()
 		}
-		t := time.NewTimer(b.sleepFor(wctx, l))
+		t := time.NewTimer(b.sleepFor(wctx))
+		var leaseEnd <-chan time.Time
+		lt := b.expiryTimer(l)
+		if lt != nil {
+			leaseEnd = lt.C()
+		}
 		endedCh := ended
 		if !outcomes {
 			endedCh = nil
@@ -339,11 +353,15 @@ func (b *Board) wait(ctx context.Context, op string, who identity.ID, skip []int
 		select {
 		case <-wake:
 		case <-endedCh:
+		case <-leaseEnd:
 		case <-t.C:
 		case <-wctx.Done():
 		case <-b.ctx.Done():
 		}
 		t.Stop()
+		if lt != nil {
+			lt.Stop()
+		}
 		if wctx.Err() != nil || b.ctx.Err() != nil {
 			return fail(wctx.Err())
 		}
@@ -401,8 +419,8 @@ func (b *Board) takeOutcome(ctx context.Context, who identity.ID) (actions.Recor
 	found := false
 	err = b.write(ctx, "tell outcome", func(ctx context.Context, tx pgx.Tx) error {
 		var err error
-		rec, err = scanRecord(tx.QueryRow(ctx, `UPDATE bee_actions SET told_at = clock_timestamp()
-			WHERE seq = (`+untold+` FOR UPDATE SKIP LOCKED) RETURNING `+recordCols, string(who), prefix))
+		rec, err = scanRecord(tx.QueryRow(ctx, `UPDATE bee_actions SET told_at = `+nowSQL("$3")+`
+			WHERE seq = (`+untold+` FOR UPDATE SKIP LOCKED) RETURNING `+recordCols, string(who), prefix, b.now()))
 		if errors.Is(err, pgx.ErrNoRows) {
 			found = false
 			return nil

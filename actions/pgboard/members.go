@@ -22,12 +22,13 @@ import (
 // deletes it. Until then a departed identity stays refused by Next.
 const forgetAfter = 7 * 24 * time.Hour
 
-// leaseEnd is the end of the lease of the member row m, as the server
-// judges it ($lease is the lease in ms): never sooner than a lease after
-// the server started, so that a restart gives every member the time to
-// renew.
-func leaseEnd(m, lease string) string {
-	return `greatest(` + m + `.lease_until, pg_postmaster_start_time() + ` + lease + ` * interval '1 millisecond')`
+// leaseEnd is the end of the lease of the member row m, on the board's
+// clock ($grace is Board.graceMS): never sooner than a lease after the
+// server started, so that a restart gives every member the time to renew.
+// The server's start is on the server's clock; the skew in $grace puts it
+// on the board's.
+func leaseEnd(m, grace string) string {
+	return `greatest(` + m + `.lease_until, pg_postmaster_start_time() + ` + grace + ` * interval '1 millisecond')`
 }
 
 // Join implements actions.Source: the member's identity is live, on this
@@ -39,17 +40,18 @@ func (b *Board) Join(ctx context.Context, m actions.Member) error {
 		return fmt.Errorf("join: %w", err)
 	}
 	err := b.write(ctx, "join", func(ctx context.Context, tx pgx.Tx) error {
+		now := b.now()
 		// Forget long-gone members, but never one that holds a claim.
-		if _, err := tx.Exec(ctx, `DELETE FROM bee_members WHERE lease_until < clock_timestamp() - $1 * interval '1 millisecond'
+		if _, err := tx.Exec(ctx, `DELETE FROM bee_members WHERE lease_until < `+nowSQL("$3")+` - $1 * interval '1 millisecond'
 			AND identity <> $2 AND NOT EXISTS (SELECT 1 FROM bee_actions WHERE state = 'claimed' AND holder = bee_members.identity)`,
-			forgetAfter.Milliseconds(), string(m.ID)); err != nil {
+			forgetAfter.Milliseconds(), string(m.ID), now); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO bee_members (identity, agent, host, host_key, pid, claude_pid, session_id, joined_at, renewed_at, lease_until)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, clock_timestamp(), clock_timestamp(), clock_timestamp() + $8 * interval '1 millisecond')
+			VALUES ($1, $2, $3, $4, $5, $6, $7, `+nowSQL("$9")+`, `+nowSQL("$9")+`, `+nowSQL("$9")+` + $8 * interval '1 millisecond')
 			ON CONFLICT (identity) DO UPDATE SET host = $3, host_key = $4, pid = $5, claude_pid = $6, session_id = $7,
-				renewed_at = clock_timestamp(), lease_until = clock_timestamp() + $8 * interval '1 millisecond', departed_at = NULL`,
-			string(m.ID), m.ID.Agent(), b.host, b.hostKey, m.PID, m.ClaudePID, m.SessionID, b.opts.Lease.Milliseconds())
+				renewed_at = `+nowSQL("$9")+`, lease_until = `+nowSQL("$9")+` + $8 * interval '1 millisecond', departed_at = NULL`,
+			string(m.ID), m.ID.Agent(), b.host, b.hostKey, m.PID, m.ClaudePID, m.SessionID, b.opts.Lease.Milliseconds(), now)
 		return err
 	})
 	if err != nil {
@@ -66,9 +68,9 @@ func (b *Board) Join(ctx context.Context, m actions.Member) error {
 // that never joined), unless its row exists.
 func (b *Board) joinTx(ctx context.Context, tx pgx.Tx, who identity.ID) error {
 	_, err := tx.Exec(ctx, `INSERT INTO bee_members (identity, agent, host, host_key, pid, joined_at, renewed_at, lease_until)
-		VALUES ($1, $2, $3, $4, $5, clock_timestamp(), clock_timestamp(), clock_timestamp() + $6 * interval '1 millisecond')
+		VALUES ($1, $2, $3, $4, $5, `+nowSQL("$7")+`, `+nowSQL("$7")+`, `+nowSQL("$7")+` + $6 * interval '1 millisecond')
 		ON CONFLICT (identity) DO NOTHING`,
-		string(who), who.Agent(), b.host, b.hostKey, os.Getpid(), b.opts.Lease.Milliseconds())
+		string(who), who.Agent(), b.host, b.hostKey, os.Getpid(), b.opts.Lease.Milliseconds(), b.now())
 	return err
 }
 
@@ -110,10 +112,10 @@ func (b *Board) Depart(ctx context.Context, who identity.ID) error {
 // released and re-addressed, and queues the wake-up when there are any.
 func (b *Board) departTx(ctx context.Context, tx pgx.Tx, who identity.ID) (released, readdressed []string, err error) {
 	_, err = tx.Exec(ctx, `INSERT INTO bee_members (identity, agent, joined_at, renewed_at, lease_until, departed_at)
-		VALUES ($1, $2, clock_timestamp(), clock_timestamp(), clock_timestamp(), clock_timestamp())
-		ON CONFLICT (identity) DO UPDATE SET lease_until = least(bee_members.lease_until, clock_timestamp()),
-			departed_at = coalesce(bee_members.departed_at, clock_timestamp()), waiter_at = NULL`,
-		string(who), who.Agent())
+		VALUES ($1, $2, `+nowSQL("$3")+`, `+nowSQL("$3")+`, `+nowSQL("$3")+`, `+nowSQL("$3")+`)
+		ON CONFLICT (identity) DO UPDATE SET lease_until = least(bee_members.lease_until, `+nowSQL("$3")+`),
+			departed_at = coalesce(bee_members.departed_at, `+nowSQL("$3")+`), waiter_at = NULL`,
+		string(who), who.Agent(), b.now())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -148,20 +150,25 @@ func collectIDs(rows pgx.Rows, err error) ([]string, error) {
 	return ids, nil
 }
 
-// renewLoop renews, every Options.Renew, the leases of the members joined
-// through this Board (idle or not: on a shared server a lease that runs out
-// means its bridge is gone), until the Board closes. A member found
-// departed elsewhere is no longer renewed. A failed renewal is logged and
-// retried at the next tick; a lease is at least two renewals long.
-func (b *Board) renewLoop() {
-	t := time.NewTicker(b.opts.Renew)
-	defer t.Stop()
+// renewLoop renews, every Options.Renew on the board's clock, the leases
+// of the members joined through this Board (idle or not: on a shared
+// server a lease that runs out means its bridge is gone), until the Board
+// closes. A member found departed elsewhere is no longer renewed. A failed
+// renewal is logged and retried at the next tick; a lease is at least two
+// renewals long. t is the first tick's timer.
+//
+// Each tick arms the next before renewing, as a ticker does: renewals keep
+// their pace however long a write takes, and a test that advances a manual
+// clock once it sees a renewal finds the next tick armed.
+func (b *Board) renewLoop(t actions.Timer) {
+	defer func() { t.Stop() }()
 	for {
 		select {
 		case <-b.ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
+		t = b.clock.NewTimer(b.opts.Renew)
 		b.mu.Lock()
 		ids := make([]string, 0, len(b.members))
 		for id := range b.members {
@@ -173,9 +180,9 @@ func (b *Board) renewLoop() {
 		}
 		var renewed []string
 		err := b.writeWithin(b.ctx, "renew leases", b.opts.Renew, func(ctx context.Context, tx pgx.Tx) error {
-			rows, err := tx.Query(ctx, `UPDATE bee_members SET lease_until = clock_timestamp() + $2 * interval '1 millisecond',
-				renewed_at = clock_timestamp() WHERE identity = ANY($1) AND departed_at IS NULL RETURNING identity`,
-				ids, b.opts.Lease.Milliseconds())
+			rows, err := tx.Query(ctx, `UPDATE bee_members SET lease_until = `+nowSQL("$3")+` + $2 * interval '1 millisecond',
+				renewed_at = `+nowSQL("$3")+` WHERE identity = ANY($1) AND departed_at IS NULL RETURNING identity`,
+				ids, b.opts.Lease.Milliseconds(), b.now())
 			if err != nil {
 				return err
 			}
@@ -228,8 +235,9 @@ func (b *Board) live(m liveMember) bool {
 // refused for lack of permission).
 func processAlive(pid int) bool { return liveness.Alive(pid) }
 
-// liveCols read a liveMember from bee_members m ($1 is the lease in ms).
-var liveCols = `m.identity, m.departed_at IS NOT NULL, m.host_key, m.pid, ` + leaseEnd("m", "$1") + ` > clock_timestamp()`
+// liveCols read a liveMember from bee_members m ($1 is Board.graceMS, $2
+// Board.now).
+var liveCols = `m.identity, m.departed_at IS NOT NULL, m.host_key, m.pid, ` + leaseEnd("m", "$1") + ` > ` + nowSQL("$2")
 
 // checkLive refuses to as a recipient when it is an identity that is not
 // live: nobody could ever claim what is addressed to it. The error names
@@ -246,8 +254,8 @@ func (b *Board) checkLive(ctx context.Context, to string) error {
 	)
 	err := b.read(ctx, "look up "+to, func(ctx context.Context) error {
 		found, alive = false, nil
-		rows, err := b.pool.Query(ctx, `SELECT `+liveCols+` FROM bee_members m WHERE m.agent = $2 ORDER BY m.joined_at`,
-			b.opts.Lease.Milliseconds(), agent)
+		rows, err := b.pool.Query(ctx, `SELECT `+liveCols+` FROM bee_members m WHERE m.agent = $3 ORDER BY m.joined_at`,
+			b.graceMS(), b.now(), agent)
 		if err != nil {
 			return err
 		}
@@ -361,7 +369,7 @@ func (b *Board) Members(ctx context.Context) ([]actions.MemberInfo, error) {
 		rows, err := b.pool.Query(ctx, `SELECT `+liveCols+`, m.agent, m.host, m.claude_pid, m.session_id, m.joined_at, m.renewed_at, m.lease_until,
 				coalesce((SELECT array_agg(a.seq ORDER BY a.seq) FROM bee_actions a WHERE a.state = 'claimed' AND a.holder = m.identity), '{}'),
 				m.waiter_at
-			FROM bee_members m WHERE m.departed_at IS NULL ORDER BY m.joined_at, m.identity`, b.opts.Lease.Milliseconds())
+			FROM bee_members m WHERE m.departed_at IS NULL ORDER BY m.joined_at, m.identity`, b.graceMS(), b.now())
 		if err != nil {
 			return err
 		}
@@ -405,8 +413,8 @@ func (b *Board) Members(ctx context.Context) ([]actions.MemberInfo, error) {
 // whether its session's waiter is armed.
 func (b *Board) SetWaiter(ctx context.Context, who identity.ID, armed bool) error {
 	err := b.write(ctx, "set waiter", func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `UPDATE bee_members SET waiter_at = CASE WHEN $2 THEN clock_timestamp() END
-			WHERE identity = $1 AND departed_at IS NULL`, string(who), armed)
+		_, err := tx.Exec(ctx, `UPDATE bee_members SET waiter_at = CASE WHEN $2 THEN `+nowSQL("$3")+` END
+			WHERE identity = $1 AND departed_at IS NULL`, string(who), armed, b.now())
 		return err
 	})
 	if err != nil {
@@ -428,7 +436,7 @@ func (b *Board) markGone(ctx context.Context, recs []actions.Record) {
 	}
 	live := map[string]bool{}
 	err := b.read(ctx, "look at holders", func(ctx context.Context) error {
-		rows, err := b.pool.Query(ctx, `SELECT `+liveCols+` FROM bee_members m WHERE m.identity = ANY($2)`, b.opts.Lease.Milliseconds(), holders)
+		rows, err := b.pool.Query(ctx, `SELECT `+liveCols+` FROM bee_members m WHERE m.identity = ANY($3)`, b.graceMS(), b.now(), holders)
 		if err != nil {
 			return err
 		}

@@ -18,9 +18,10 @@
 //     it ran on this machine (its pid is gone), else once its lease runs out
 //     ([Options.Lease], 60 s by default). Every member renews its lease
 //     while it lives, idle or not, so on this board an expired lease means a
-//     dead (or cut-off) bridge. Leases are judged by the server's clock, so
-//     the machines' clocks need not agree, and a server restart gives every
-//     member a full lease to renew before any is judged.
+//     dead (or cut-off) bridge. Leases are judged by the server's clock
+//     (unless [Options.Clock] says otherwise), so the machines' clocks need
+//     not agree, and a server restart gives every member a full lease to
+//     renew before any is judged.
 //   - Waiters wake within milliseconds of a change in any process, on any
 //     machine: writers NOTIFY in the transaction that makes the change, and
 //     each Board LISTENs on one dedicated connection. The notification is a
@@ -131,6 +132,16 @@ type Options struct {
 	// MaxConns bounds the pool's connections; the listener holds one more.
 	// Zero means DefaultMaxConns (4).
 	MaxConns int
+	// Clock is the board's time for leases, renewals and every time it
+	// records (see actions.Clock). Nil means the server's clock
+	// (clock_timestamp()) for the times, and the runtime's timers for the
+	// waits they decide: the machines sharing a server disagree about the
+	// time, the server is the one clock they all read. Every statement
+	// takes the time as a parameter that is NULL, the server's clock, by
+	// default, so a Clock changes no SQL. A test sets a manual clock, shared
+	// by every Board of its database, to drive leases without sleeping;
+	// members of other processes then judge by another clock.
+	Clock actions.Clock
 	// NoCreate makes Open refuse a database without bee's tables
 	// (ErrNoBoard) instead of creating them: for people reading a board,
 	// so that a mistyped URL never shows an empty one.
@@ -166,6 +177,13 @@ type Board struct {
 	hostKey  string // where this process's pids mean something
 	listen   *listener
 	created  bool // this Open created the board's tables
+	// clock makes the timers of the waits leases decide: Options.Clock,
+	// else the wall clock (see now for the times).
+	clock actions.Clock
+	// skew is how far Options.Clock is ahead of the server's clock,
+	// measured at Open; 0 without one. It puts the server's start on the
+	// board's clock (see leaseEnd).
+	skew time.Duration
 
 	// ctx is the Board's lifetime: cancelled by Close, it ends renewals,
 	// the listener and calls in progress.
@@ -253,6 +271,10 @@ func Open(location string, opts *Options) (_ *Board, err error) {
 		cancel:   cancel,
 		members:  make(map[identity.ID]actions.Member),
 	}
+	b.clock = o.Clock
+	if b.clock == nil {
+		b.clock = actions.WallClock()
+	}
 	b.host, b.hostKey = hostKey()
 	if o.hostKey != "" {
 		b.hostKey = o.hostKey
@@ -271,7 +293,14 @@ func Open(location string, opts *Options) (_ *Board, err error) {
 	if err := b.migrate(); err != nil {
 		return nil, err
 	}
+	if o.Clock != nil {
+		if err := b.measureSkew(); err != nil {
+			return nil, err
+		}
+	}
 	b.listen = newListener(b, cfg.ConnConfig)
+	// The first renewal tick is armed before Open returns (see renewLoop).
+	tick := b.clock.NewTimer(o.Renew)
 	b.wg.Add(2)
 	go func() {
 		defer b.wg.Done()
@@ -279,10 +308,41 @@ func Open(location string, opts *Options) (_ *Board, err error) {
 	}()
 	go func() {
 		defer b.wg.Done()
-		b.renewLoop()
+		b.renewLoop(tick)
 	}()
 	return b, nil
 }
+
+// measureSkew sets b.skew: how far Options.Clock is ahead of the server's
+// clock.
+func (b *Board) measureSkew() error {
+	var server time.Time
+	err := b.read(b.ctx, "read the server's clock", func(ctx context.Context) error {
+		return b.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&server)
+	})
+	if err != nil {
+		return fmt.Errorf("open board %s: %w", b.location, err)
+	}
+	b.skew = b.opts.Clock.Now().Sub(server)
+	return nil
+}
+
+// now is the time a statement takes as the parameter of nowSQL: nil, the
+// server's clock, unless Options.Clock is set.
+func (b *Board) now() any {
+	if b.opts.Clock == nil {
+		return nil
+	}
+	return b.opts.Clock.Now()
+}
+
+// nowSQL is the board's time in a statement whose parameter p is b.now():
+// the server's clock when p is NULL.
+func nowSQL(p string) string { return `coalesce(` + p + `::timestamptz, clock_timestamp())` }
+
+// graceMS is the parameter of leaseEnd: the lease, plus the skew that puts
+// the server's start on the board's clock, in milliseconds.
+func (b *Board) graceMS() int64 { return (b.opts.Lease + b.skew).Milliseconds() }
 
 // ping makes the first connection, bounded by the connect timeout, and
 // says what is wrong when it fails.

@@ -112,7 +112,7 @@ func (b *Board) Post(ctx context.Context, by actions.Poster, d actions.Draft) (a
 	err = b.write(ctx, "post", func(ctx context.Context, tx pgx.Tx) error {
 		var err error
 		rec, err = scanRecord(tx.QueryRow(ctx, `INSERT INTO bee_actions (to_whom, from_whom, title, body, state, posted_at, rev)
-			VALUES ($1, $2, $3, $4, 'open', clock_timestamp(), `+xid+`) RETURNING `+recordCols, to, string(who), title, body))
+			VALUES ($1, $2, $3, $4, 'open', `+nowSQL("$5")+`, `+xid+`) RETURNING `+recordCols, to, string(who), title, body, b.now()))
 		if err != nil {
 			return err
 		}
@@ -245,14 +245,17 @@ func (b *Board) Fail(ctx context.Context, who identity.ID, id, reason string) (a
 	return b.end(ctx, "fail", who, id, `state = 'failed', reason = $3`, reason)
 }
 
-// toldAtEnd is told_at for an action that ends now: a person's post counts
-// as told at once (people are not woken; they ask), an agent's waits for its
-// poster to hear.
-const toldAtEnd = `(CASE WHEN starts_with(from_whom, 'user:') THEN clock_timestamp() END)`
+// toldAtEnd is told_at for an action that ends at now (a nowSQL): a
+// person's post counts as told at once (people are not woken; they ask),
+// an agent's waits for its poster to hear.
+func toldAtEnd(now string) string {
+	return `(CASE WHEN starts_with(from_whom, 'user:') THEN ` + now + ` END)`
+}
 
+// end ends an action who holds with the SET clause set, whose $3 is arg.
 func (b *Board) end(ctx context.Context, op string, who identity.ID, id, set, arg string) (actions.Record, error) {
 	rec, err := b.settle(ctx, op, who, id, evEnded,
-		set+`, ended_by = $2, ended_at = clock_timestamp(), told_at = `+toldAtEnd, arg)
+		set+`, ended_by = $2, ended_at = `+nowSQL("$4")+`, told_at = `+toldAtEnd(nowSQL("$4")), arg, b.now())
 	if err != nil {
 		return actions.Record{}, err
 	}
@@ -351,8 +354,8 @@ func (b *Board) Cancel(ctx context.Context, by actions.Poster, id, reason string
 		}
 		told := cur.From == string(who) || actions.IsUser(cur.From)
 		rec, err = scanRecord(tx.QueryRow(ctx, `UPDATE bee_actions SET state = 'cancelled', reason = $2, ended_by = $3,
-			ended_at = clock_timestamp(), told_at = CASE WHEN $4 THEN clock_timestamp() END, rev = `+xid+`
-			WHERE seq = $1 RETURNING `+recordCols, seq, reason, string(who), told))
+			ended_at = `+nowSQL("$5")+`, told_at = CASE WHEN $4 THEN `+nowSQL("$5")+` END, rev = `+xid+`
+			WHERE seq = $1 RETURNING `+recordCols, seq, reason, string(who), told, b.now()))
 		if err != nil {
 			return err
 		}
