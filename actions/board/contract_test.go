@@ -14,6 +14,6 @@ func TestContract(t *testing.T) {
 		if location == "" {
 			location = filepath.Join(t.TempDir(), "board.db")
 		}
-		return openTest(t, location, &Options{Lease: o.Lease, Renew: o.Renew, SafetyPoll: o.SafetyPoll, PageSize: o.PageSize})
+		return openTest(t, location, &Options{Lease: o.Lease, Renew: o.Renew, SafetyPoll: o.SafetyPoll, PageSize: o.PageSize, Clock: o.Clock})
 	})
 }

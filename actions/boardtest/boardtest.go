@@ -27,6 +27,9 @@ type Options struct {
 	Renew      time.Duration
 	SafetyPoll time.Duration
 	PageSize   int
+	// Clock is the board's clock (a *ManualClock, shared by every Board a
+	// test opens on one board); nil means the board's default.
+	Clock actions.Clock
 }
 
 // An Opener opens a board at location ("" for a new, empty board; else the
@@ -64,7 +67,7 @@ var cases = []testCase{
 	{"RejoinAfterDepart", testRejoinAfterDepart},
 	{"Members", testMembers},
 	{"MembersDropsDeadProcesses", testMembersDropsDeadProcesses},
-	{"CloseKeepsClaimsUntilLeaseRunsOut", testCloseKeepsClaimsUntilLeaseRunsOut},
+	{"RenewalsKeepClaimUntilClose", testRenewalsKeepClaimUntilClose},
 	{"CloseAfterDepart", testCloseAfterDepart},
 	{"Changes", testChanges},
 	{"ChangesPagesSplitOneChange", testChangesPagesSplitOneChange},
@@ -597,8 +600,16 @@ func testMembersDropsDeadProcesses(t *testing.T, open Opener) {
 	}, 5*time.Second, 20*time.Millisecond)
 }
 
-func testCloseKeepsClaimsUntilLeaseRunsOut(t *testing.T, open Opener) {
-	opts := Options{Lease: 600 * time.Millisecond, Renew: 200 * time.Millisecond}
+// Renewals keep a claim for as long as its holder's Board is open, lease
+// after lease. Once that Board closes without departing, the claim stays
+// held until the last renewal's lease runs out, to the millisecond, and a
+// waiter sleeping on that lease wakes for it then. Time is a manual clock:
+// nothing sleeps through a lease.
+func testRenewalsKeepClaimUntilClose(t *testing.T, open Opener) {
+	const lease, renew = 3 * time.Second, time.Second
+	clock := NewManualClock()
+	// The safety poll is far away: only the lease's end can wake the heir.
+	opts := Options{Lease: lease, Renew: renew, SafetyPoll: time.Hour, Clock: clock}
 	first := open(t, "", opts)
 	second := open(t, first.Location(), opts)
 
@@ -607,20 +618,82 @@ func testCloseKeepsClaimsUntilLeaseRunsOut(t *testing.T, open Opener) {
 	a := post(t, second, "user:alice", "", "job")
 	require.Equal(t, a.ID, next(t, first, holder).ID)
 
-	// Renewals keep the claim for several leases.
-	time.Sleep(1500 * time.Millisecond) // lets the lease be renewed several times; no event to wait for
-	nothingFor(t, second, Mint(t, "thief"))
+	// Each tick renews the lease to a full lease from then; four leases
+	// pass, and nobody else can take the claim at any tick. (Each thief is
+	// new: a member's own renewals on the other Board are not what this
+	// test waits for, and may fall behind the clock.)
+	for range 4 * lease / renew {
+		clock.Advance(renew)
+		renewedAt(t, second, holder, clock.Now().Add(lease))
+		nothingFor(t, second, Mint(t, "thief"))
+	}
 
 	// Close ends renewal without departing; the lease then runs out.
 	require.NoError(t, first.Close())
 	require.NoError(t, first.Close(), "Close is idempotent")
-	start := time.Now()
-	p, err := second.Next(t.Context(), Mint(t, "heir"), "", 10*time.Second)
-	require.NoError(t, err)
-	require.Len(t, p.Records, 1)
+	end := leaseUntil(t, second, holder)
+	require.WithinDuration(t, clock.Now().Add(lease), end, 0)
+
+	heir := Mint(t, "heir")
+	join(t, second, heir)
+	armed := clock.Pending()
+	got := make(chan actions.Page, 1)
+	go func() {
+		defer close(got)
+		p, err := second.Next(t.Context(), heir, "", 10*time.Second)
+		if err == nil {
+			got <- p
+		}
+	}()
+	clock.BlockUntil(t, armed+1) // the heir sleeps until the lease's end
+
+	clock.Advance(end.Sub(clock.Now()) - time.Millisecond)
+	nothingFor(t, second, Mint(t, "thief")) // a millisecond before its end the lease holds
+	select {
+	case p := <-got:
+		t.Fatalf("the heir's Next returned %v before the lease ran out", p.Records)
+	default:
+	}
+	clock.Advance(2 * time.Millisecond)
+	p, ok := <-got
+	require.True(t, ok, "the heir's Next failed")
+	require.Len(t, p.Records, 1, "woken by the lease's end, not the safety poll")
 	require.Equal(t, a.ID, p.Records[0].ID)
-	t.Logf("claim reclaimed %v after the holder's board closed", time.Since(start))
-	require.Less(t, time.Since(start), 5*time.Second)
+	require.Equal(t, string(heir), p.Records[0].Holder)
+}
+
+// leaseUntil returns the end of who's lease, as the board lists it.
+func leaseUntil(t *testing.T, b actions.Board, who identity.ID) time.Time {
+	t.Helper()
+	ms, err := b.Members(t.Context())
+	require.NoError(t, err)
+	for _, m := range ms {
+		if m.ID == who {
+			return m.LeaseUntil
+		}
+	}
+	t.Fatalf("%s is not a live member", who)
+	return time.Time{}
+}
+
+// renewedAt waits until who's lease, as b lists it, runs to end: a renewal
+// (on another Board, in another goroutine) has written it.
+func renewedAt(t *testing.T, b actions.Board, who identity.ID, end time.Time) {
+	t.Helper()
+	var last time.Time
+	require.Eventually(t, func() bool {
+		ms, err := b.Members(t.Context())
+		if err != nil {
+			return false
+		}
+		for _, m := range ms {
+			if m.ID == who {
+				last = m.LeaseUntil
+			}
+		}
+		return !last.Before(end)
+	}, 10*time.Second, time.Millisecond, "a renewal extends %s's lease to %v", who, end)
+	require.WithinDuration(t, end, last, 0, "renewed to a lease from the tick, not further")
 }
 
 func testCloseAfterDepart(t *testing.T, open Opener) {

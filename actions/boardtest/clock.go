@@ -21,9 +21,11 @@ type ManualClock struct {
 var _ actions.Clock = (*ManualClock)(nil)
 
 // NewManualClock returns a ManualClock at the wall clock's now, so that
-// times other processes wrote stay sensible beside it.
+// times other processes wrote stay sensible beside it, cut to a whole
+// second in UTC, so that the times a board stores (in milliseconds or
+// microseconds) come back equal.
 func NewManualClock() *ManualClock {
-	return &ManualClock{now: time.Now(), timers: map[*manualTimer]bool{}, changed: make(chan struct{})}
+	return &ManualClock{now: time.Now().UTC().Truncate(time.Second), timers: map[*manualTimer]bool{}, changed: make(chan struct{})}
 }
 
 // Now implements actions.Clock.

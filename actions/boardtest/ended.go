@@ -272,23 +272,36 @@ func testSetWaiter(t *testing.T, open Opener) {
 // A holder whose lease ran out without its process being seen to die (here
 // its recorded pid is 1, which lives) departs like a clean departure when
 // its claim is reclaimed: what was addressed to it goes to its agent name.
+// A member that stops renewing without departing keeps its claim, and
+// what is addressed to it, until its lease runs out, to the millisecond;
+// then the claim goes back and the addressed action goes to its agent name.
 func testExpiredLeaseReaddresses(t *testing.T, open Opener) {
-	const lease = 300 * time.Millisecond
-	a := open(t, "", Options{Lease: lease})
+	const lease = 3 * time.Second
+	clock := NewManualClock()
+	opts := Options{Lease: lease, Clock: clock}
+	a := open(t, "", opts)
 	stale := Mint(t, "stale")
 	require.NoError(t, a.Join(t.Context(), actions.Member{ID: stale, PID: 1}))
 	job := post(t, a, "user:alice", "", "job")
 	require.Equal(t, job.ID, next(t, a, stale).ID)
 	addressed := post(t, a, "user:alice", string(stale), "for stale exactly")
+	end := leaseUntil(t, a, stale)
 	require.NoError(t, a.Close()) // no departure: the lease is all that is left
 
-	b := open(t, a.Location(), Options{Lease: lease})
+	b := open(t, a.Location(), opts)
 	heir := joinLive(t, b, "heir")
-	p, err := b.Next(t.Context(), heir, "", 10*time.Second)
+	clock.Advance(end.Sub(clock.Now()) - time.Millisecond)
+	nothingFor(t, b, heir)
+	got, err := b.Get(t.Context(), addressed.ID)
+	require.NoError(t, err)
+	require.Equal(t, string(stale), got.To, "still addressed to stale a millisecond before its lease ends")
+
+	clock.Advance(time.Millisecond)
+	p, err := b.Next(t.Context(), heir, "", 0)
 	require.NoError(t, err)
 	require.Len(t, p.Records, 1)
 	require.Equal(t, job.ID, p.Records[0].ID, "reclaimed once the lease ran out")
-	got, err := b.Get(t.Context(), addressed.ID)
+	got, err = b.Get(t.Context(), addressed.ID)
 	require.NoError(t, err)
 	require.Equal(t, "stale", got.To, "re-addressed to the agent name")
 	_, err = b.Post(t.Context(), "user:alice", actions.Draft{To: string(stale), Title: "more"})

@@ -27,6 +27,6 @@ func openTest(t testing.TB, location string, opts *Options) *Board {
 // The contract suite every board runs, on databases of a PostgreSQL server.
 func TestContract(t *testing.T) {
 	boardtest.Run(t, func(t *testing.T, location string, o boardtest.Options) actions.Board {
-		return openTest(t, location, &Options{Lease: o.Lease, Renew: o.Renew, SafetyPoll: o.SafetyPoll, PageSize: o.PageSize})
+		return openTest(t, location, &Options{Lease: o.Lease, Renew: o.Renew, SafetyPoll: o.SafetyPoll, PageSize: o.PageSize, Clock: o.Clock})
 	})
 }
