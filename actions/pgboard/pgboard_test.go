@@ -212,16 +212,18 @@ func TestBoard_ConnectionDroppedMidClaim(t *testing.T) {
 
 // Members on other machines are judged by their lease alone: their pids
 // mean nothing here. A live one renews even while idle; one that stops
-// renewing (its bridge died) loses its claims once its lease runs out.
+// renewing (its bridge died) loses its claims, and its liveness, once its
+// lease runs out, to the millisecond. Time is a manual clock.
 func TestBoard_OtherMachinesJudgedByLease(t *testing.T) {
 	c := pgtest.Shared(t)
 	url := c.URL(c.NewDB(t))
+	const lease, renew = 3 * time.Second, time.Second
+	clock := boardtest.NewManualClock()
 	opts := func(host string) *Options {
-		return &Options{Lease: time.Second, Renew: 300 * time.Millisecond, hostKey: host}
+		return &Options{Lease: lease, Renew: renew, SafetyPoll: time.Hour, Clock: clock, hostKey: host}
 	}
 	here := openTest(t, url, opts(""))
-	there, err := Open(url, opts("elsewhere"))
-	require.NoError(t, err)
+	there := openTest(t, url, opts("elsewhere"))
 	idle := mint(t, "idle")
 	holder := mint(t, "holder")
 	// Their pid is this process's, which runs; but "here" must not look
@@ -231,24 +233,67 @@ func TestBoard_OtherMachinesJudgedByLease(t *testing.T) {
 	a := post(t, here, "job")
 	require.Equal(t, a.ID, nextOne(t, there, holder).ID)
 
-	time.Sleep(2500 * time.Millisecond) // more than two leases: renewals must have kept both; no event to wait for
-	ms, err := here.Members(t.Context())
-	require.NoError(t, err)
-	require.Len(t, ms, 2, "both live: their leases are renewed, idle or not")
-	nothingNow(t, here, mint(t, "thief"))
-	_, err = here.Post(t.Context(), "user:alice", actions.Draft{To: string(idle), Title: "for the idle one"})
+	// leases returns the lease ends "here" lists for idle and holder.
+	leases := func() (idleEnd, holderEnd time.Time) {
+		ms, err := here.Members(t.Context())
+		if err != nil {
+			return
+		}
+		for _, m := range ms {
+			switch m.ID {
+			case idle:
+				idleEnd = m.LeaseUntil
+			case holder:
+				holderEnd = m.LeaseUntil
+			}
+		}
+		return
+	}
+	// Four leases pass; each tick renews both, idle or not, and nobody
+	// here can take the claim.
+	for range 4 * lease / renew {
+		clock.Advance(renew)
+		want := clock.Now().Add(lease)
+		require.Eventually(t, func() bool {
+			i, h := leases()
+			return i.Equal(want) && h.Equal(want)
+		}, 10*time.Second, time.Millisecond, "both renewed to %v", want)
+		nothingNow(t, here, mint(t, "thief"))
+	}
+	_, err := here.Post(t.Context(), "user:alice", actions.Draft{To: string(idle), Title: "for the idle one"})
 	require.NoError(t, err, "an idle member elsewhere is live")
 
 	require.NoError(t, there.Close()) // its machine goes away without a word
+	_, end := leases()
 	heir := mint(t, "heir")
-	p, err := here.Next(t.Context(), heir, "", 10*time.Second)
-	require.NoError(t, err)
-	require.Len(t, p.Records, 1)
+	require.NoError(t, here.Join(t.Context(), actions.Member{ID: heir, PID: os.Getpid()}))
+	armed := clock.Pending()
+	got := make(chan actions.Page, 1)
+	go func() {
+		defer close(got)
+		p, err := here.Next(t.Context(), heir, "", 10*time.Second)
+		if err == nil {
+			got <- p
+		}
+	}()
+	clock.BlockUntil(t, armed+1) // the heir sleeps until the leases' end
+
+	clock.Advance(end.Sub(clock.Now()) - time.Millisecond)
+	nothingNow(t, here, mint(t, "thief"))
+	_, err = here.Post(t.Context(), "user:alice", actions.Draft{To: string(idle), Title: "still live"})
+	require.NoError(t, err, "live until its lease's last millisecond")
+	clock.Advance(2 * time.Millisecond)
+	p, ok := <-got
+	require.True(t, ok, "the heir's Next failed")
+	require.Len(t, p.Records, 1, "woken by the lease's end, not the safety poll")
 	require.Equal(t, a.ID, p.Records[0].ID, "reclaimed once the lease ran out")
-	ms, err = here.Members(t.Context())
+	ms, err := here.Members(t.Context())
 	require.NoError(t, err)
-	require.Len(t, ms, 1, "only the heir is live")
-	require.Equal(t, heir, ms[0].ID)
+	for _, m := range ms {
+		require.NotContains(t, []identity.ID{idle, holder}, m.ID, "departed when their leases ran out")
+	}
+	_, err = here.Post(t.Context(), "user:alice", actions.Draft{To: string(idle), Title: "too late"})
+	require.ErrorIs(t, err, actions.ErrNotLive)
 }
 
 func nextOne(t *testing.T, b *Board, who identity.ID) actions.Record {
@@ -313,7 +358,13 @@ func TestBoard_ServerRestart(t *testing.T) {
 	}
 	defer c.Stop()
 	url := c.URL(c.NewDB(t))
-	b := openTest(t, url, &Options{SafetyPoll: 30 * time.Second})
+	sleeping := make(chan struct{}, 1)
+	b := openTest(t, url, &Options{SafetyPoll: 30 * time.Second, beforeSleep: func() {
+		select {
+		case sleeping <- struct{}{}:
+		default:
+		}
+	}})
 	total := 600
 	const procs = 3
 	workers := make([]*proc, procs)
@@ -387,7 +438,11 @@ func TestBoard_ServerRestart(t *testing.T) {
 		}
 		close(ch)
 	}()
-	time.Sleep(50 * time.Millisecond) // let the waiter sleep; it must be woken either way
+	select {
+	case <-sleeping: // the post must wake it: the safety poll is 30 s away
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter never went to sleep")
+	}
 	start = time.Now()
 	late := post(t, b, "after the restart")
 	p := <-ch
