@@ -84,6 +84,7 @@ func (m *machines) in(i int) []string { return []string{"ip", "netns", "exec", m
 // (its lease ran out), and is finished by the identity that claimed it
 // last.
 func TestMachines_ExactlyOnceWithKills(t *testing.T) {
+	t.Parallel()
 	m := newMachines(t, 3)
 	c, err := pgtest.Start(&pgtest.Options{Listen: []string{m.server}})
 	if err != nil {
@@ -172,6 +173,7 @@ func TestMachines_ExactlyOnceWithKills(t *testing.T) {
 // milliseconds, through NOTIFY over the virtual link (the waiter's safety
 // poll is 30 s).
 func TestMachines_PostToWake(t *testing.T) {
+	t.Parallel()
 	m := newMachines(t, 2)
 	c, err := pgtest.Start(&pgtest.Options{Listen: []string{m.server}})
 	if err != nil {

@@ -29,6 +29,7 @@ func post(t *testing.T, b *Board, title string) actions.Record {
 }
 
 func TestOpen_Location(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string][2]string{
 		"postgres://bee:s3cret@db.example:5432/bee?sslmode=require": {"postgres://bee@db.example:5432/bee?sslmode=require", "s3cret"},
 		"postgresql://bee@db/bee":                                   {"postgresql://bee@db/bee", ""},
@@ -54,6 +55,7 @@ func TestOpen_Location(t *testing.T) {
 // server and never the password; the right one opens the board, whose
 // Location has no password either.
 func TestOpen_WrongPassword(t *testing.T) {
+	t.Parallel()
 	c := pgtest.Shared(t)
 	if !c.Owned() {
 		t.Skip("needs the password role of a cluster the test started") // an external server's roles are unknown
@@ -82,6 +84,7 @@ func TestOpen_WrongPassword(t *testing.T) {
 // A server that is not there is reported within the connect timeout, with
 // the address tried, and never the password.
 func TestOpen_Unreachable(t *testing.T) {
+	t.Parallel()
 	// A port nobody listens on: connections are refused at once.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -130,6 +133,7 @@ func TestOpen_Unreachable(t *testing.T) {
 // A database migrated by a newer bee is refused with what to do; one with
 // a bee_actions table but no version is not taken for a board.
 func TestOpen_SchemaRefusals(t *testing.T) {
+	t.Parallel()
 	c := pgtest.Shared(t)
 	db := c.NewDB(t)
 	b := openTest(t, c.URL(db), nil)
@@ -152,6 +156,7 @@ func TestOpen_SchemaRefusals(t *testing.T) {
 
 // Bridges starting together on a new database migrate it once.
 func TestOpen_ConcurrentMigration(t *testing.T) {
+	t.Parallel()
 	c := pgtest.Shared(t)
 	url := c.URL(c.NewDB(t))
 	var wg sync.WaitGroup
@@ -178,6 +183,7 @@ func TestOpen_ConcurrentMigration(t *testing.T) {
 // between locking the row and committing) loses nothing: the transaction is
 // retried on another connection and the action is claimed once.
 func TestBoard_ConnectionDroppedMidClaim(t *testing.T) {
+	t.Parallel()
 	c := pgtest.Shared(t)
 	url := c.URL(c.NewDB(t))
 	var once sync.Once
@@ -215,6 +221,7 @@ func TestBoard_ConnectionDroppedMidClaim(t *testing.T) {
 // renewing (its bridge died) loses its claims, and its liveness, once its
 // lease runs out, to the millisecond. Time is a manual clock.
 func TestBoard_OtherMachinesJudgedByLease(t *testing.T) {
+	t.Parallel()
 	c := pgtest.Shared(t)
 	url := c.URL(c.NewDB(t))
 	const lease, renew = 3 * time.Second, time.Second
@@ -314,6 +321,7 @@ func nothingNow(t *testing.T, b *Board, who identity.ID) {
 // A change committed while an older transaction still runs is reported
 // once that transaction ends, not skipped.
 func TestBoard_ChangesWaitForOlderTransactions(t *testing.T) {
+	t.Parallel()
 	c := pgtest.Shared(t)
 	url := c.URL(c.NewDB(t))
 	b := openTest(t, url, nil)
@@ -352,6 +360,7 @@ func TestBoard_ChangesWaitForOlderTransactions(t *testing.T) {
 // lost and nothing is claimed twice, and a waiter is woken by a post after
 // the restart without waiting for its safety poll.
 func TestBoard_ServerRestart(t *testing.T) {
+	t.Parallel()
 	c, err := pgtest.Start(nil)
 	if err != nil {
 		pgtest.Unavailable(t, err)
