@@ -181,8 +181,10 @@ type Board struct {
 	// else the wall clock (see now for the times).
 	clock actions.Clock
 	// skew is how far Options.Clock is ahead of the server's clock,
-	// measured at Open; 0 without one. It puts the server's start on the
-	// board's clock (see leaseEnd).
+	// measured once, at Open; 0 without one. It puts the server's start on
+	// the board's clock (see leaseEnd). A clock that does not follow the
+	// wall clock (a test's manual one) thus sees a later restart where the
+	// wall clock would have put it, counted from Open.
 	skew time.Duration
 
 	// ctx is the Board's lifetime: cancelled by Close, it ends renewals,
