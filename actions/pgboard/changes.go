@@ -100,10 +100,13 @@ func (b *Board) Changes(ctx context.Context, after actions.Cursor, timeout time.
 		}
 		// A change that has committed but waits behind an older
 		// transaction still running shows once that ends: look again soon.
+		// Any change after the cursor counts, not only one still behind the
+		// horizon: the horizon may have passed it since the look, whose
+		// wake-up is spent.
 		d := b.opts.SafetyPoll
 		var pending bool
 		_ = b.read(wctx, "changes", func(ctx context.Context) error {
-			return b.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM bee_actions WHERE (rev, seq) > ($1, $2) AND rev >= `+horizon+`)`,
+			return b.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM bee_actions WHERE (rev, seq) > ($1, $2))`,
 				rev, seq).Scan(&pending)
 		})
 		if pending {

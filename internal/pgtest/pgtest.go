@@ -3,7 +3,7 @@
 // from an installed PostgreSQL (Debian's postgresql package puts initdb in
 // /usr/lib/postgresql/<version>/bin), in a temporary directory, on a free
 // port, with its unix socket in that directory. Each test gets a database
-// of its own, dropped when it ends.
+// of its own, empty, which no other test uses until it ends.
 //
 // Without a server the tests that need one are skipped, except under
 // CI=true, where they fail: CI must never report a skipped suite as green.
@@ -66,6 +66,9 @@ type Cluster struct {
 	mu     sync.Mutex // guards proc
 	proc   *postmaster
 	listen []string // listen addresses
+
+	freeMu sync.Mutex          // guards free
+	free   map[string][]string // owner role ("" for admin) -> emptied databases to hand out again
 }
 
 // Owned reports whether the cluster was started here, so that a test may
@@ -377,8 +380,8 @@ func (c *Cluster) URLFor(db, role, password, host string) string {
 	return u.String()
 }
 
-// NewDB creates a fresh database on c and returns its name; it is dropped
-// when tb ends.
+// NewDB returns the name of a database of c, empty, for tb alone until tb
+// ends.
 func (c *Cluster) NewDB(tb testing.TB) string {
 	tb.Helper()
 	return c.NewDBFor(tb, "")
@@ -386,26 +389,96 @@ func (c *Cluster) NewDB(tb testing.TB) string {
 
 // NewDBFor is NewDB for a database owned by role (which may then create
 // tables in its public schema); "" is the admin role.
+//
+// On a cluster started here a database is emptied when its test ends and
+// handed to the next test that asks, since making one (copying template1)
+// costs far more than emptying one. An external server's databases are
+// dropped, so that none is left behind on it.
 func (c *Cluster) NewDBFor(tb testing.TB, role string) string {
 	tb.Helper()
-	name := "bee_test_" + randHex(6)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	create := "CREATE DATABASE " + name
-	if role != "" {
-		create += " OWNER " + role
-	}
-	if err := c.Exec(ctx, "postgres", create); err != nil {
-		tb.Fatal(err)
+	name := c.takeFree(role)
+	if name == "" {
+		name = "bee_test_" + randHex(6)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		create := "CREATE DATABASE " + name
+		if role != "" {
+			create += " OWNER " + role
+		}
+		if err := c.Exec(ctx, "postgres", create); err != nil {
+			tb.Fatal(err)
+		}
 	}
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
+		if c.Owned() {
+			c.mu.Lock()
+			down := c.proc == nil
+			c.mu.Unlock()
+			if down {
+				return // stopped (its directory goes with it) or shut down by the test
+			}
+			err := c.empty(ctx, name)
+			if err == nil {
+				c.freeMu.Lock()
+				defer c.freeMu.Unlock()
+				if c.free == nil {
+					c.free = map[string][]string{}
+				}
+				c.free[role] = append(c.free[role], name)
+				return
+			}
+			tb.Logf("empty test database %s (dropping it instead): %v", name, err)
+		}
 		if err := c.Exec(ctx, "postgres", "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
 			tb.Logf("drop test database: %v", err)
 		}
 	})
 	return name
+}
+
+// takeFree returns an emptied database owned by role, or "".
+func (c *Cluster) takeFree(role string) string {
+	c.freeMu.Lock()
+	defer c.freeMu.Unlock()
+	free := c.free[role]
+	if len(free) == 0 {
+		return ""
+	}
+	name := free[len(free)-1]
+	c.free[role] = free[:len(free)-1]
+	return name
+}
+
+// emptySQL leaves a database as CREATE DATABASE makes it from template1 on
+// PostgreSQL 15 and later: every schema a test made is dropped with what it
+// holds, and the public schema is made again, owned by the database's
+// owner, usable by everyone.
+const emptySQL = `DO $$
+DECLARE s text;
+BEGIN
+	IF current_setting('server_version_num')::int < 150000 THEN
+		RAISE EXCEPTION 'PostgreSQL before 15 has another public schema';
+	END IF;
+	FOR s IN SELECT nspname FROM pg_namespace
+		WHERE nspname NOT LIKE 'pg\_%' AND nspname <> 'information_schema'
+	LOOP
+		EXECUTE format('DROP SCHEMA %I CASCADE', s);
+	END LOOP;
+	CREATE SCHEMA public AUTHORIZATION pg_database_owner;
+	GRANT USAGE ON SCHEMA public TO PUBLIC;
+	COMMENT ON SCHEMA public IS 'standard public schema';
+END $$`
+
+// empty ends every other session on database db and drops what its test
+// made there.
+func (c *Cluster) empty(ctx context.Context, db string) error {
+	if err := c.Exec(ctx, "postgres", `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE datname = $1 AND pid <> pg_backend_pid()`, db); err != nil {
+		return err
+	}
+	return c.Exec(ctx, db, emptySQL)
 }
 
 var shared struct {
