@@ -25,10 +25,9 @@ func openTest(t testing.TB, location string, opts *Options) *Board {
 }
 
 // The contract suite every board runs, on databases of a PostgreSQL server.
-// Every test here has a database of its own (or a server), so they run in
-// parallel.
+// Its cases run in parallel with each other; the suite does not run beside
+// this package's other tests, so that the cases it runs alone are alone.
 func TestContract(t *testing.T) {
-	t.Parallel()
 	boardtest.Run(t, func(t *testing.T, location string, o boardtest.Options) actions.Board {
 		return openTest(t, location, &Options{Lease: o.Lease, Renew: o.Renew, SafetyPoll: o.SafetyPoll, PageSize: o.PageSize, Clock: o.Clock})
 	})
