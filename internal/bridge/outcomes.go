@@ -61,26 +61,19 @@ func addOutcomeTools(srv *mcp.Server, t *tools) {
 }
 
 func (t *tools) fail(ctx context.Context, s *Session, req *mcp.CallToolRequest, _ time.Time) (*mcp.CallToolResult, error) {
-	a, err := parseArgs(req.Params.Arguments, "id", "reason")
-	if err != nil {
-		return toolError(err), nil
+	c, refused := parseActionCall(s, req, "reason")
+	if refused != nil {
+		return refused, nil
 	}
-	id, err := a.str("id")
-	if err != nil {
-		return toolError(err), nil
-	}
-	reason, err := a.str("reason")
+	reason, err := c.str("reason")
 	if err != nil {
 		return toolError(err), nil
 	}
 	if strings.TrimSpace(reason) == "" {
 		return toolError(&argError{name: "reason", msg: "must say why the action cannot be done"}), nil
 	}
-	who, _, err := s.current()
-	if err != nil {
-		return sourceError(err), nil
-	}
-	rec, err := s.source.Fail(ctx, who, id, reason)
+	who := c.who
+	rec, err := s.source.Fail(ctx, who, c.id, reason)
 	if err != nil {
 		return sourceError(err), nil
 	}
@@ -89,23 +82,16 @@ func (t *tools) fail(ctx context.Context, s *Session, req *mcp.CallToolRequest, 
 }
 
 func (t *tools) cancel(ctx context.Context, s *Session, req *mcp.CallToolRequest, _ time.Time) (*mcp.CallToolResult, error) {
-	a, err := parseArgs(req.Params.Arguments, "id", "reason")
+	c, refused := parseActionCall(s, req, "reason")
+	if refused != nil {
+		return refused, nil
+	}
+	reason, err := c.optString("reason")
 	if err != nil {
 		return toolError(err), nil
 	}
-	id, err := a.str("id")
-	if err != nil {
-		return toolError(err), nil
-	}
-	reason, err := a.optString("reason")
-	if err != nil {
-		return toolError(err), nil
-	}
-	who, _, err := s.current()
-	if err != nil {
-		return sourceError(err), nil
-	}
-	rec, err := s.source.Cancel(ctx, actions.Agent(who), id, reason)
+	who := c.who
+	rec, err := s.source.Cancel(ctx, actions.Agent(who), c.id, reason)
 	if err != nil {
 		return sourceError(err), nil
 	}
