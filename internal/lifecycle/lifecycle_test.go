@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -188,10 +189,8 @@ func TestRun_LateCancelGivesTheClaimBack(t *testing.T) {
 	rec := b.claimOne() // the answer to id 3 has been read
 	require.Equal(t, actions.Claimed, b.state(rec.ID))
 	b.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3,"reason":"AbortError: user-cancel"}}`)
-	deadline := time.Now().Add(5 * time.Second)
-	for b.state(rec.ID) != actions.Open {
-		require.True(t, time.Now().Before(deadline), "the claim was not given back\nlog:\n%s", b.logBuf)
-		time.Sleep(10 * time.Millisecond)
+	if !assert.Eventually(t, func() bool { return b.state(rec.ID) == actions.Open }, 5*time.Second, 10*time.Millisecond) {
+		t.Fatalf("the claim was not given back\nlog:\n%s", b.logBuf)
 	}
 	b.sigs <- syscall.SIGTERM
 	b.ended()
