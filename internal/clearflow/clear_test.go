@@ -27,14 +27,7 @@ import (
 // bin holds the binaries built for this package's tests.
 var bin string
 
-// TestMain builds bee-mcp and bee-hook, copies the test binary to a file
-// named claude, and, when run as that stand-in, plays Claude Code's part.
-func TestMain(m *testing.M) {
-	if si, ok := bridgetest.StandInFromEnv(); ok {
-		os.Exit(standInClaude(si))
-	}
-	os.Exit(bridgetest.RunWithClaude(m, &bin, versionedClaude))
-}
+func TestMain(m *testing.M) { bridgetest.Main(m, &bin, standInClaude, versionedClaude) }
 
 // versionedClaude is the stand-in claude's other command name.
 const versionedClaude = "claude-2.1.328"
