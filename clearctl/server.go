@@ -66,9 +66,7 @@ type Server struct {
 	waker        Waker // nil: no /wait-for-work
 	logger       *slog.Logger
 	answerWithin time.Duration
-	readTimeout  time.Duration // readTimeout, or shorter in tests
-	writeTimeout time.Duration // answerWithin + writeSlack, or shorter in tests
-	handler      http.Handler  // the whole request path: Origin/Host guard, mux, auth, body, retire
+	handler      http.Handler // the whole request path: Origin/Host guard, mux, auth, body, retire
 	// listen makes the listener Start serves on: listenLoopback, or in
 	// tests an in-memory listener whose connections' deadlines run on a
 	// synctest bubble's clock. Its Addr must be a *net.TCPAddr.
@@ -138,8 +136,6 @@ func New(token string, r Retirer, opts *Options) *Server {
 		waker:        o.Waker,
 		logger:       o.Logger,
 		answerWithin: o.AnswerWithin,
-		readTimeout:  readTimeout,
-		writeTimeout: o.AnswerWithin + writeSlack,
 		listen:       listenLoopback,
 		ctx:          ctx,
 		cancel:       cancel,
@@ -176,8 +172,8 @@ func (s *Server) Start() error {
 	srv := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       s.readTimeout,
-		WriteTimeout:      s.writeTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      s.answerWithin + writeSlack,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		// Without this, "OPTIONS *" would get a 200 from net/http itself,

@@ -72,12 +72,11 @@ func (t *tools) fail(ctx context.Context, s *Session, req *mcp.CallToolRequest, 
 	if strings.TrimSpace(reason) == "" {
 		return toolError(&argError{name: "reason", msg: "must say why the action cannot be done"}), nil
 	}
-	who := c.who
-	rec, err := s.source.Fail(ctx, who, c.id, reason)
+	rec, err := s.source.Fail(ctx, c.who, c.id, reason)
 	if err != nil {
 		return sourceError(err), nil
 	}
-	t.log.Info("action failed", logkey.Identity, who, logkey.ActionID, rec.ID)
+	t.log.Info("action failed", logkey.Identity, c.who, logkey.ActionID, rec.ID)
 	return result(actionResult{rec}, fmt.Sprintf("Action %s is failed; %s will be told why.", rec.ID, rec.From)), nil
 }
 
@@ -90,12 +89,11 @@ func (t *tools) cancel(ctx context.Context, s *Session, req *mcp.CallToolRequest
 	if err != nil {
 		return toolError(err), nil
 	}
-	who := c.who
-	rec, err := s.source.Cancel(ctx, actions.Agent(who), c.id, reason)
+	rec, err := s.source.Cancel(ctx, actions.Agent(c.who), c.id, reason)
 	if err != nil {
 		return sourceError(err), nil
 	}
-	t.log.Info("action cancelled", logkey.Identity, who, logkey.ActionID, rec.ID)
+	t.log.Info("action cancelled", logkey.Identity, c.who, logkey.ActionID, rec.ID)
 	text := fmt.Sprintf("Action %s is cancelled.", rec.ID)
 	if rec.Holder != "" {
 		text += fmt.Sprintf(" Its holder %s is told when it next tries to finish it.", rec.Holder)

@@ -536,12 +536,11 @@ func (t *tools) finish(ctx context.Context, s *Session, req *mcp.CallToolRequest
 	if err != nil {
 		return toolError(err), nil
 	}
-	who := c.who
-	rec, err := s.source.Finish(ctx, who, c.id, res)
+	rec, err := s.source.Finish(ctx, c.who, c.id, res)
 	if err != nil {
 		return sourceError(err), nil
 	}
-	t.log.Info("action finished", logkey.Identity, who, logkey.ActionID, rec.ID)
+	t.log.Info("action finished", logkey.Identity, c.who, logkey.ActionID, rec.ID)
 	return result(actionResult{rec}, fmt.Sprintf("Action %s is done.", rec.ID)), nil
 }
 
@@ -550,12 +549,11 @@ func (t *tools) release(ctx context.Context, s *Session, req *mcp.CallToolReques
 	if refused != nil {
 		return refused, nil
 	}
-	who := c.who
-	rec, err := s.source.Release(ctx, who, c.id)
+	rec, err := s.source.Release(ctx, c.who, c.id)
 	if err != nil {
 		return sourceError(err), nil
 	}
-	t.log.Info("action released", logkey.Identity, who, logkey.ActionID, rec.ID)
+	t.log.Info("action released", logkey.Identity, c.who, logkey.ActionID, rec.ID)
 	return result(actionResult{rec}, fmt.Sprintf("Action %s is open again for others.", rec.ID)), nil
 }
 
