@@ -94,6 +94,18 @@ func armedOnBoard(t *testing.T, b *board.Board, who identity.ID) {
 		"bee agents shows the waiter armed")
 }
 
+// wakesFirstFor posts an action for anyone and requires the waiter's
+// answer to be a wake for it: a wake it had been given before would be its
+// answer instead. It proves, without waiting on the clock, that the waiter
+// stayed quiet until now.
+func (a *armed) wakesFirstFor(t *testing.T, b actions.Source, title string) {
+	t.Helper()
+	rec := post(t, b, "user:alice", "", title)
+	resp := a.answer(t)
+	require.True(t, resp.Wake, "%+v", resp)
+	require.Contains(t, resp.Line, rec.ID)
+}
+
 func post(t *testing.T, b actions.Source, from identity.ID, to, title string) actions.Record {
 	t.Helper()
 	r, err := b.Post(t.Context(), actions.Agent(from), actions.Draft{To: to, Title: title, Body: "body of " + title})
@@ -265,12 +277,7 @@ func TestWaitForWork_SilentWhileAWaitRuns(t *testing.T) {
 	}
 	require.Len(t, page.Records, 1)
 	require.Equal(t, rec.ID, page.Records[0].ID)
-	// The waiter's first wake is for the next action, not the one the
-	// wait took.
-	next := post(t, b, "user:alice", "", "after the wait")
-	resp := a.answer(t)
-	require.True(t, resp.Wake)
-	require.Contains(t, resp.Line, next.ID)
+	a.wakesFirstFor(t, b, "after the wait") // not for the one the wait took
 }
 
 // Of two idle sessions, one action for anyone wakes exactly one.
@@ -280,9 +287,8 @@ func TestWaitForWork_ClaimBeforeWake(t *testing.T) {
 	s2 := newWakeSession(t, b, time.Minute)
 	a1 := arm(t, s1, WaitRequest{})
 	a2 := arm(t, s2, WaitRequest{})
-	require.Eventually(t, func() bool {
-		return waiterSince(t, b, s1.Identity()) != nil && waiterSince(t, b, s2.Identity()) != nil
-	}, 5*time.Second, 5*time.Millisecond)
+	armedOnBoard(t, b, s1.Identity())
+	armedOnBoard(t, b, s2.Identity())
 	rec := post(t, b, "user:alice", "", "for one of you")
 	var woke, quiet *armed
 	select {
@@ -297,12 +303,7 @@ func TestWaitForWork_ClaimBeforeWake(t *testing.T) {
 	}
 	require.True(t, woke.answer(t).Wake)
 	require.Contains(t, woke.answer(t).Line, rec.ID)
-	// The other one's first wake is for the next action: it was not woken
-	// for the one its peer claimed.
-	next := post(t, b, "user:alice", "", "for the other")
-	resp := quiet.answer(t)
-	require.True(t, resp.Wake)
-	require.Contains(t, resp.Line, next.ID)
+	quiet.wakesFirstFor(t, b, "for the other") // not for the one its peer claimed
 }
 
 // /clear while armed: the old identity's watch ends and the waiter carries
