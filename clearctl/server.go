@@ -255,7 +255,7 @@ func (s *Server) close() error {
 func (s *Server) guard(mux http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if reason := s.refusal(r); reason != "" {
-			s.logger.Warn("clearctl request refused", logkey.Reason, reason, logKeyRemote, r.RemoteAddr)
+			s.logger.Warn("clearctl request refused", logkey.Reason, reason, logkey.Remote, r.RemoteAddr)
 			w.WriteHeader(http.StatusForbidden)
 			return
 		}
@@ -318,7 +318,7 @@ type statusBody struct {
 // reports whether the route may go on.
 func (s *Server) admit(w http.ResponseWriter, r *http.Request, req interface{ Validate() error }) bool {
 	if !s.authorized(r) {
-		s.logger.Warn("clearctl request refused", logkey.Reason, "token", logKeyRemote, r.RemoteAddr)
+		s.logger.Warn("clearctl request refused", logkey.Reason, "token", logkey.Remote, r.RemoteAddr)
 		w.Header().Set("WWW-Authenticate", "Bearer")
 		w.WriteHeader(http.StatusUnauthorized)
 		return false
@@ -438,7 +438,7 @@ func (s *Server) retire(req RetireRequest) (res retireResult) {
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			s.logger.Error("retire panicked", logKeyPanic, fmt.Sprint(p), logKeyStack, string(debug.Stack()))
+			s.logger.Error("retire panicked", logkey.Panic, fmt.Sprint(p), logkey.Stack, string(debug.Stack()))
 			res = retireResult{err: fmt.Errorf("retire panicked: %v", p)}
 		}
 	}()

@@ -148,7 +148,7 @@ func (s *Server) handleWait(w http.ResponseWriter, r *http.Request) {
 func (s *Server) wait(ctx context.Context, req WaitRequest) (resp WaitResponse) {
 	defer func() {
 		if p := recover(); p != nil {
-			s.logger.Error("wait-for-work panicked", logKeyPanic, fmt.Sprint(p), logKeyStack, string(debug.Stack()))
+			s.logger.Error("wait-for-work panicked", logkey.Panic, fmt.Sprint(p), logkey.Stack, string(debug.Stack()))
 			resp = WaitResponse{Reason: "bridge error"}
 		}
 	}()

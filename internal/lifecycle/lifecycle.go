@@ -98,14 +98,6 @@ func within(done <-chan struct{}, d time.Duration) bool {
 
 const defaultWatchEvery = 2 * time.Second
 
-// Log attribute keys that package logkey does not (yet) name.
-const (
-	logKeyComm      = "comm"       // a process's command name
-	logKeyRule      = "rule"       // how the claude process was found
-	logKeyBridgePID = "bridge_pid" // another bridge's process
-	logKeyDiffers   = "differs"    // how two bridges' launches differ
-)
-
 // openSource opens the action source cfg names: the shared board (the
 // default, a file or a server) or NoActions.
 func openSource(cfg Config, log *slog.Logger) (actions.Source, error) {
@@ -160,7 +152,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		log.Warn("no claude process above this bridge; serving without the control channel, so /clear cannot retire this identity and no waiter can wake the session")
 	case claude.Rule != ancestry.ByName:
 		log.Warn("claude runs under another command name; taking this bridge's parent as the claude process because CLAUDECODE=1 (the /clear hook finds the same one through $CLAUDE_PID)",
-			logkey.ClaudePID, claudePID, logKeyComm, claude.Comm, logKeyRule, string(claude.Rule))
+			logkey.ClaudePID, claudePID, logkey.Comm, claude.Comm, logkey.Rule, string(claude.Rule))
 	}
 	log = log.With(logkey.ClaudePID, claudePID)
 
