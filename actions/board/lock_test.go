@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/boardtest"
 )
 
 // stopped waits until process pid is stopped.
@@ -27,13 +28,13 @@ func stopped(t *testing.T, pid int) {
 func TestBoard_StoppedLockHolder(t *testing.T) {
 	const busy = time.Second
 	path := filepath.Join(t.TempDir(), "board.db")
-	staller := startProc(t, "staller", path)
-	staller.expect("ready", 30*time.Second)
-	staller.send("post before")
-	staller.expect("posted a-1", 30*time.Second)
-	staller.send("stall held")
-	staller.expect("holding", 30*time.Second)
-	pid := staller.cmd.Process.Pid
+	staller := boardtest.StartProc(t, "staller", path)
+	staller.Expect("ready", 30*time.Second)
+	staller.Send("post before")
+	staller.Expect("posted a-1", 30*time.Second)
+	staller.Send("stall held")
+	staller.Expect("holding", 30*time.Second)
+	pid := staller.Pid()
 	stopped(t, pid)
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
 
@@ -65,10 +66,10 @@ func TestBoard_StoppedLockHolder(t *testing.T) {
 	_, err = b2.Post(t.Context(), "user:alice", actions.Draft{Title: "blocked"})
 	require.ErrorIs(t, err, ErrLocked)
 	require.NoError(t, syscall.Kill(pid, syscall.SIGCONT))
-	staller.expect("posted a-2", 30*time.Second)
+	staller.Expect("posted a-2", 30*time.Second)
 	rec := post(t, b2, "user:alice", "", "after")
 	require.Equal(t, "a-3", rec.ID)
-	staller.finish(30 * time.Second)
+	staller.Finish(30 * time.Second)
 }
 
 // Calls that give up one after another while another holder keeps the lock

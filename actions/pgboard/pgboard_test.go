@@ -316,12 +316,12 @@ func TestBoard_ServerRestart(t *testing.T) {
 	b := openTest(t, url, &Options{SafetyPoll: 30 * time.Second})
 	total := 600
 	const procs = 3
-	workers := make([]*proc, procs)
+	workers := make([]*boardtest.Proc, procs)
 	for i := range workers {
-		workers[i] = startProc(t, "claimer", url, nil, envWaiters+"=2")
+		workers[i] = boardtest.StartProc(t, "claimer", url, boardtest.EnvWaiters+"=2")
 	}
 	for _, w := range workers {
-		w.expect("ready", 30*time.Second)
+		w.Expect("ready", 30*time.Second)
 	}
 	posted := 0
 	postSome := func(n int) {
@@ -351,7 +351,7 @@ func TestBoard_ServerRestart(t *testing.T) {
 
 	gotBy := map[string]string{}
 	for _, w := range workers {
-		for _, line := range w.finish(30 * time.Second) {
+		for _, line := range w.Finish(30 * time.Second) {
 			f := strings.Fields(line)
 			if len(f) != 3 || f[0] != "got" {
 				continue
