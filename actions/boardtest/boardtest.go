@@ -1,8 +1,16 @@
-// Package boardtest is the contract suite every actions.Board runs: the
-// same tests, not copies, for the embedded board (actions/board) and the
-// PostgreSQL board (actions/pgboard). A board's own package calls Run with
-// a function that opens a board; tests of what only one board has (its
-// files, its server, its hooks) stay in that board's package.
+// Package boardtest is what the tests of every actions.Board share: the
+// same code, not copies, for the embedded board (actions/board), the
+// PostgreSQL board (actions/pgboard) and their side-by-side benchmarks
+// (actions/boards).
+//
+//   - The contract suite: a board's own package calls Run with a function
+//     that opens a board; tests of what only one board has (its files, its
+//     server, its hooks) stay in that board's package.
+//   - Worker roles across processes: TestMain calls RunRole, and a test
+//     starts the test binary again as a role with StartProc, then talks to
+//     it over lines (Proc).
+//   - Measures for benchmarks (CPUTime, ReportLatency) and waits on wake-up
+//     channels (WaitClosed).
 package boardtest
 
 import (
