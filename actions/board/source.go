@@ -599,95 +599,141 @@ func (b *Board) Next(ctx context.Context, who identity.ID, after actions.Cursor,
 	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	// timedOut is the empty page Next returns at its deadline.
-	timedOut := func() (actions.Page, error) {
-		return actions.Page{Records: []actions.Record{}, Cursor: b.seqCursor(head)}, nil
-	}
-	// fail maps an error of an attempt to Next's answer.
-	fail := func(err error) (actions.Page, error) {
-		switch {
-		case ctx.Err() != nil:
-			return actions.Page{}, ctx.Err()
-		case b.ctx.Err() != nil:
-			return actions.Page{}, b.closed()
-		case wctx.Err() != nil:
-			return timedOut()
-		}
-		return actions.Page{}, fmt.Errorf("next for %s: %w", who, err)
-	}
+	n := &nextCall{b: b, ctx: ctx, wctx: wctx, who: who, head: head, once: once}
 
-	// claimed answers with a claim, or gives it back if nobody is left to
-	// receive it.
-	claimed := func(rec actions.Record) (actions.Page, error) {
-		b.addHeld(who, 1)
-		if b.opts.afterClaim != nil {
-			b.opts.afterClaim(rec)
-		}
-		if ctx.Err() != nil {
-			return actions.Page{}, b.giveBack(ctx, who, rec)
-		}
-		return actions.Page{Records: []actions.Record{rec}, Cursor: b.seqCursor(max(head, rec.Seq))}, nil
+	if c, err := n.claimHot(); err != nil || c.ok {
+		return n.answer(c, err)
 	}
-
-	// An identity that claimed through this Board a moment ago is likely
-	// draining a queue: it claims at once, without looking first. Idle
-	// waiters look first, so that a post waking them all does not send
-	// them all to the write lock.
-	if h, ok := b.hotLook(who); ok {
-		c, err := b.claim(wctx, who, peekResult{member: true, lease: h.lease, expiry: h.expiry}, noSkip)
-		switch {
-		case errors.Is(err, ErrDeparted):
-			return actions.Page{}, err
-		case err != nil:
-			return fail(err)
-		case c.ok:
-			b.markHot(who, c.lease, h.expiry, false)
-			return claimed(c.rec)
-		}
-	}
-
 	for {
 		wake := b.notify.wakeCh(who.Agent()) // before looking, so no wake-up is missed
-		b.reap(wctx)
-		p, err := b.peek(wctx, who, noSkip)
-		if err != nil {
-			return fail(err)
+		c, err := n.lookAndClaim()
+		if err != nil || c.ok {
+			return n.answer(c, err)
 		}
-		head = max(head, p.head)
-		if p.departed {
-			return actions.Page{}, fmt.Errorf("next for %s: %w; join it again or use a new identity", who, ErrDeparted)
+		if !n.rest(c.leaseEnd, wake) {
+			return n.timedOut()
 		}
-		if p.claimable || (p.expiry != 0 && p.expiry <= b.nowMS()) {
-			c, err := b.claim(wctx, who, p, noSkip)
-			if err != nil {
-				if errors.Is(err, ErrDeparted) {
-					return actions.Page{}, err
-				}
-				return fail(err)
-			}
-			if c.ok {
-				b.markHot(who, c.lease, p.expiry, true)
-				return claimed(c.rec)
-			}
-			// Someone else was faster. The transaction has just looked, so
-			// sleep; a change since the look has already closed wake.
-			p.expiry = c.leaseEnd
-		}
-		if once {
-			return timedOut()
-		}
-		d := time.Until(deadlineOf(wctx))
-		if d <= 0 {
-			return timedOut()
-		}
-		if b.opts.beforeSleep != nil {
-			b.opts.beforeSleep()
-		}
-		b.sleep(wctx, min(d, b.opts.SafetyPoll), p.expiry, wake, nil)
 		if wctx.Err() != nil || b.ctx.Err() != nil {
-			return fail(wctx.Err())
+			return n.fail(wctx.Err())
 		}
 	}
+}
+
+// A nextCall is one call of Next, which runs in named steps: claimHot,
+// then lookAndClaim and rest until a claim, an error or the deadline; its
+// answer comes from answer, timedOut or fail.
+type nextCall struct {
+	b    *Board
+	ctx  context.Context // the caller's
+	wctx context.Context // ctx bounded by the call's timeout
+	who  identity.ID
+	head int64 // how far the posting order had reached, for the cursor
+	once bool  // look once, without waiting
+}
+
+// claimHot claims at once, without looking first, for an identity that
+// claimed through this Board a moment ago: it is likely draining a queue.
+// Idle waiters look first, so that a post waking them all does not send
+// them all to the write lock. For an identity not hot it claims nothing.
+func (n *nextCall) claimHot() (claimResult, error) {
+	h, ok := n.b.hotLook(n.who)
+	if !ok {
+		return claimResult{}, nil
+	}
+	c, err := n.b.claim(n.wctx, n.who, peekResult{member: true, lease: h.lease, expiry: h.expiry}, noSkip)
+	if err == nil && c.ok {
+		n.b.markHot(n.who, c.lease, h.expiry, false)
+	}
+	return c, err
+}
+
+// lookAndClaim reaps, looks and, when the look found an action who may
+// take or a lease run out, claims. When it claims nothing, c.leaseEnd is
+// the earliest lease end (ms) among others' claims, 0 when none is known:
+// when to look again.
+func (n *nextCall) lookAndClaim() (claimResult, error) {
+	b := n.b
+	b.reap(n.wctx)
+	p, err := b.peek(n.wctx, n.who, noSkip)
+	if err != nil {
+		return claimResult{}, err
+	}
+	n.head = max(n.head, p.head)
+	if p.departed {
+		return claimResult{}, fmt.Errorf("next for %s: %w; join it again or use a new identity", n.who, ErrDeparted)
+	}
+	if !p.claimable && (p.expiry == 0 || p.expiry > b.nowMS()) {
+		return claimResult{leaseEnd: p.expiry}, nil
+	}
+	// When someone else is faster, the claim's transaction has just looked:
+	// its leaseEnd is when to look again, and a change since has already
+	// closed the caller's wake channel.
+	c, err := b.claim(n.wctx, n.who, p, noSkip)
+	if err == nil && c.ok {
+		b.markHot(n.who, c.lease, p.expiry, true)
+	}
+	return c, err
+}
+
+// rest sleeps after a look that claimed nothing, until wake closes, a lease
+// ending at expiry (ms; 0 for none) runs out, the safety poll or the
+// deadline passes, or the call or the Board ends. It returns false, without
+// sleeping, when the call may not wait (once, or past its deadline).
+func (n *nextCall) rest(expiry int64, wake <-chan struct{}) bool {
+	d := time.Until(deadlineOf(n.wctx))
+	if n.once || d <= 0 {
+		return false
+	}
+	if n.b.opts.beforeSleep != nil {
+		n.b.opts.beforeSleep()
+	}
+	n.b.sleep(n.wctx, min(d, n.b.opts.SafetyPoll), expiry, wake, nil)
+	return true
+}
+
+// answer is Next's answer to a claim attempt that claimed or failed:
+// ErrDeparted as it is, another error through fail, a claim through
+// claimed.
+func (n *nextCall) answer(c claimResult, err error) (actions.Page, error) {
+	switch {
+	case errors.Is(err, ErrDeparted):
+		return actions.Page{}, err
+	case err != nil:
+		return n.fail(err)
+	}
+	return n.claimed(c.rec)
+}
+
+// claimed answers with a claim, or gives it back if nobody is left to
+// receive it.
+func (n *nextCall) claimed(rec actions.Record) (actions.Page, error) {
+	n.b.addHeld(n.who, 1)
+	if n.b.opts.afterClaim != nil {
+		n.b.opts.afterClaim(rec)
+	}
+	if n.ctx.Err() != nil {
+		return actions.Page{}, n.b.giveBack(n.ctx, n.who, rec)
+	}
+	return actions.Page{Records: []actions.Record{rec}, Cursor: n.b.seqCursor(max(n.head, rec.Seq))}, nil
+}
+
+// timedOut is the empty page Next returns at its deadline.
+func (n *nextCall) timedOut() (actions.Page, error) {
+	return actions.Page{Records: []actions.Record{}, Cursor: n.b.seqCursor(n.head)}, nil
+}
+
+// fail maps an error of an attempt to Next's answer: the caller's context
+// ended, the Board closed, the deadline passed (an empty page), or err.
+func (n *nextCall) fail(err error) (actions.Page, error) {
+	switch {
+	case n.ctx.Err() != nil:
+		return actions.Page{}, n.ctx.Err()
+	case n.b.ctx.Err() != nil:
+		return actions.Page{}, n.b.closed()
+	case n.wctx.Err() != nil:
+		return n.timedOut()
+	}
+	return actions.Page{}, fmt.Errorf("next for %s: %w", n.who, err)
 }
 
 // sleep waits until wake or also closes (also may be nil), d (a real
