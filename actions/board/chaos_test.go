@@ -33,6 +33,7 @@ const envChaos = "BEE_BOARD_CHAOS"
 // under a new one); a killed claimant's claims go to others at the next
 // look.
 func TestBoard_Chaos(t *testing.T) {
+	t.Parallel()
 	// Posts are paced, so that the blows fall while there is work.
 	total, procs, per, rate := 600, 4, 2, 200.0
 	if raceEnabled {

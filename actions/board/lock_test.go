@@ -26,6 +26,7 @@ func stopped(t *testing.T, pid int) {
 // busy timeout with an error that names the holder, Close does not wait
 // for it, and once the holder continues the board works again.
 func TestBoard_StoppedLockHolder(t *testing.T) {
+	t.Parallel()
 	const busy = time.Second
 	path := filepath.Join(t.TempDir(), "board.db")
 	staller := boardtest.StartProc(t, "staller", path)
@@ -76,6 +77,7 @@ func TestBoard_StoppedLockHolder(t *testing.T) {
 // share one request queued in the kernel, which hands the lock to the next
 // caller once the holder lets go.
 func TestBoard_GaveUpCallsShareOneQueuedRequest(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "board.db")
 	b := openTest(t, path, &Options{BusyTimeout: 100 * time.Millisecond})
 	other := openTest(t, path, nil)
@@ -115,6 +117,7 @@ func TestBoard_GaveUpCallsShareOneQueuedRequest(t *testing.T) {
 // process closes at once; the request gives the lock straight back when
 // granted, so the board is not wedged afterwards.
 func TestBoard_CloseWhileQueued(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "board.db")
 	holder := openTest(t, path, nil)
 	release, err := holder.lock.acquire(t.Context())
@@ -140,6 +143,7 @@ func TestBoard_CloseWhileQueued(t *testing.T) {
 // The lock file's record says who took the lock last; a reader tolerates
 // a file older bees left empty, and garbage.
 func TestWriteLock_Record(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "board.db")
 	b := openTest(t, path, nil)
 	post(t, b, "user:alice", "", "job")
@@ -160,6 +164,7 @@ func TestWriteLock_Record(t *testing.T) {
 }
 
 func TestReadProcLocks(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "board.db")
 	b := openTest(t, path, nil)
 	release, err := b.lock.acquire(t.Context())

@@ -17,6 +17,7 @@ import (
 // files' events in order, so once a later event has reached it, an earlier
 // one that should have woken a waiter has too.
 func TestNotifier_WakesOnlyWhomItConcerns(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "board.db")
 	writer := openTest(t, path, nil)
 	reader := openTest(t, path, nil)
@@ -47,6 +48,7 @@ func TestNotifier_WakesOnlyWhomItConcerns(t *testing.T) {
 // Next across Boards wakes for an action addressed to its agent name or
 // its identity, and a waiter of another agent sleeps on.
 func TestBoard_WakeForAgentAcrossBoards(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "board.db")
 	hook, sleeping := sleepSignal()
 	bystander := make(chan struct{}, 16) // one per sleep of the bystander

@@ -28,6 +28,7 @@ func joinLive(t *testing.T, b *Board, name string) identity.ID {
 // claim is open again and what was addressed to it goes to its agent name,
 // without waiting for its lease or for another bridge to look.
 func TestBoard_KilledHolderDepartsAtOnce(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "board.db")
 	b := openTest(t, path, nil) // the default 60 s lease: the test must not wait for it
 	job := post(t, b, "user:alice", "", "job")
@@ -56,6 +57,7 @@ func TestBoard_KilledHolderDepartsAtOnce(t *testing.T) {
 // given back (here: the member row says the holder's process is gone but
 // the departure has not been written yet).
 func TestBoard_HolderGoneMarked(t *testing.T) {
+	t.Parallel()
 	b := openTest(t, "", nil)
 	who := joinLive(t, b, "w")
 	r := post(t, b, "user:alice", "", "job")
@@ -69,6 +71,7 @@ func TestBoard_HolderGoneMarked(t *testing.T) {
 // Await in one process is woken by a fail in another, and returns the
 // outcome; the poster has then heard, so its waiter is not woken for it.
 func TestBoard_AwaitWokenAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "board.db")
 	b := openTest(t, path, &Options{SafetyPoll: 30 * time.Second})
 	poster := joinLive(t, b, "lead")
@@ -118,6 +121,7 @@ func TestBoard_AwaitWokenAcrossProcesses(t *testing.T) {
 // opens, keeps every action and member as they were, and takes the new
 // states; ids are never reused.
 func TestBoard_MigratesSchema1(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "old.db")
 	db, err := sql.Open("sqlite", "file:"+path)
 	require.NoError(t, err)

@@ -16,6 +16,7 @@ import (
 // Several processes share one board file: every action posted is claimed
 // exactly once and finished by the identity that claimed it, none lost.
 func TestBoard_ManyProcesses(t *testing.T) {
+	t.Parallel()
 	const (
 		procs   = 5
 		waiters = 4 // identities per process, each waiting concurrently
@@ -123,6 +124,7 @@ func TestBoard_ManyProcesses(t *testing.T) {
 // A claimant killed with SIGKILL never departs; its claim goes to another
 // identity once its lease runs out.
 func TestBoard_KilledClaimantLosesClaimAfterLease(t *testing.T) {
+	t.Parallel()
 	const lease = 300 * time.Millisecond
 	path := filepath.Join(t.TempDir(), "board.db")
 	b := openTest(t, path, &Options{Lease: lease})
@@ -167,6 +169,7 @@ func TestBoard_KilledClaimantLosesClaimAfterLease(t *testing.T) {
 // A post by another process wakes a waiting Next long before the safety
 // poll.
 func TestBoard_WakeAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "board.db")
 	hook, sleeping := sleepSignal()
 	b := openTest(t, path, &Options{SafetyPoll: 10 * time.Second, beforeSleep: hook})

@@ -17,6 +17,7 @@ import (
 // board), lets go of the old file's siblings at once, and a new board at
 // the path works, so the board never splits.
 func TestBoard_FileMovedUnderAProcess(t *testing.T) {
+	t.Parallel()
 	for _, how := range []string{"moved", "deleted", "replaced"} {
 		t.Run(how, func(t *testing.T) {
 			dir := t.TempDir()
@@ -100,6 +101,7 @@ func TestBoard_FileMovedUnderAProcess(t *testing.T) {
 // timeout, then says who holds them, and the bridge-style retry succeeds
 // once it continues and lets go.
 func TestBoard_FileMovedUnderAStoppedProcess(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "board.db")
 	staller := boardtest.StartProc(t, "staller", path)
@@ -139,6 +141,7 @@ func TestBoard_FileMovedUnderAStoppedProcess(t *testing.T) {
 // open, then the file moved away, is set aside rather than applied to the
 // new board.
 func TestBoard_OrphanedWALSetAside(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "board.db")
 	poster := boardtest.StartProc(t, "poster", path)

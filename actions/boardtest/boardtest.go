@@ -43,11 +43,15 @@ type Options struct {
 // a test may close it earlier (Close may be called more than once).
 type Opener func(t *testing.T, location string, o Options) actions.Board
 
-// Run runs the contract suite, each test as a subtest, on boards open
-// makes.
+// Run runs the contract suite, each test as a parallel subtest on boards
+// of its own, on boards open makes (so open must be safe for concurrent
+// use).
 func Run(t *testing.T, open Opener) {
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.fn(t, open)
+		})
 	}
 }
 
