@@ -16,6 +16,7 @@ import (
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/boardtest"
+	"github.com/tractat-us/bee/actions/internal/position"
 )
 
 // envChaos, set to a number of actions, runs the chaos test at that size
@@ -190,7 +191,7 @@ func TestBoard_Chaos(t *testing.T) {
 		var seq int64
 		var state, holder, result string
 		require.NoError(t, rows.Scan(&seq, &state, &holder, &result))
-		id := actionID(seq)
+		id := position.ActionID(seq)
 		require.True(t, ids[id], id)
 		if state != "done" {
 			lost++

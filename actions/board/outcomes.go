@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/internal/position"
 	"github.com/tractat-us/bee/actions/internal/wakeup"
 	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/internal/logkey"
@@ -61,10 +62,10 @@ func mayManage(who identity.ID, from string) bool {
 // poster's waiter.
 func (b *Board) Cancel(ctx context.Context, by actions.Poster, id, reason string) (actions.Record, error) {
 	who := identity.ID(by)
-	if err := checkPoster(who); err != nil {
+	if err := actions.CheckPoster(who); err != nil {
 		return actions.Record{}, fmt.Errorf("cancel %s: %w", id, err)
 	}
-	if err := checkText("reason", reason, MaxResultLen); err != nil {
+	if err := actions.CheckText("reason", reason, MaxResultLen); err != nil {
 		return actions.Record{}, fmt.Errorf("cancel %s: %w", id, err)
 	}
 	rec, err := b.manage(ctx, "cancel", who, id, func(t wtx, cur actions.Record) (actions.Record, error) {
@@ -90,10 +91,10 @@ func (b *Board) Cancel(ctx context.Context, by actions.Poster, id, reason string
 // who is a person or an identity of the poster's agent.
 func (b *Board) Readdress(ctx context.Context, by actions.Poster, id, to string) (actions.Record, error) {
 	who := identity.ID(by)
-	if err := checkPoster(who); err != nil {
+	if err := actions.CheckPoster(who); err != nil {
 		return actions.Record{}, fmt.Errorf("readdress %s: %w", id, err)
 	}
-	if err := checkRecipient(to); err != nil {
+	if err := actions.CheckRecipient(to); err != nil {
 		return actions.Record{}, fmt.Errorf("readdress %s: %w", id, err)
 	}
 	if err := b.checkLive(ctx, to); err != nil {
@@ -120,7 +121,7 @@ func (b *Board) Readdress(ctx context.Context, by actions.Poster, id, to string)
 // it. Its errors name op and the action.
 func (b *Board) manage(ctx context.Context, op string, who identity.ID, id string,
 	change func(t wtx, cur actions.Record) (actions.Record, error)) (actions.Record, error) {
-	seq, ok := parseActionID(id)
+	seq, ok := position.ParseActionID(id)
 	if !ok {
 		return actions.Record{}, fmt.Errorf("%s action %q: %w", op, id, actions.ErrUnknownAction)
 	}
@@ -211,19 +212,7 @@ func (b *Board) checkLive(ctx context.Context, to string) error {
 	if found && self.live(b.nowMS()) {
 		return nil
 	}
-	why := "it never joined this board"
-	switch {
-	case found && self.departed:
-		why = "it has departed (its session ended, was cleared or reconnected)"
-	case found:
-		why = "its bridge process is gone"
-	}
-	hint := fmt.Sprintf("agent %q has no live identity; post to the agent name %q and its next session takes it", agent, agent)
-	if len(alive) > 0 {
-		hint = fmt.Sprintf("live identities of agent %q: %s; or post to the agent name %q so whichever is free takes it",
-			agent, strings.Join(alive, ", "), agent)
-	}
-	return fmt.Errorf("to %s: %s; %s: %w", to, why, hint, actions.ErrNotLive)
+	return actions.NotLiveErr(to, found, self.departed, alive)
 }
 
 // reap departs the members whose bridge process has died without a word
@@ -309,7 +298,7 @@ func (b *Board) SetWaiter(ctx context.Context, who identity.ID, armed bool) erro
 func seqsJSON(ids []string) (string, []int64, error) {
 	seqs := make([]int64, 0, len(ids))
 	for _, id := range ids {
-		seq, ok := parseActionID(id)
+		seq, ok := position.ParseActionID(id)
 		if !ok {
 			return "", nil, fmt.Errorf("action %q: %w", id, actions.ErrUnknownAction)
 		}
@@ -480,7 +469,7 @@ func (b *Board) Notice(ctx context.Context, who identity.ID, skip []string, time
 	}
 	skipSeqs := make([]int64, 0, len(skip))
 	for _, id := range skip {
-		if seq, ok := parseActionID(id); ok {
+		if seq, ok := position.ParseActionID(id); ok {
 			skipSeqs = append(skipSeqs, seq)
 		}
 	}

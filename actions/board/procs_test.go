@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/boardtest"
+	"github.com/tractat-us/bee/actions/internal/position"
 )
 
 // Several processes share one board file: every action posted is claimed
@@ -106,7 +107,7 @@ func TestBoard_ManyProcesses(t *testing.T) {
 		var seq int64
 		var state, holder, result string
 		require.NoError(t, rows.Scan(&seq, &state, &holder, &result))
-		id := actionID(seq)
+		id := position.ActionID(seq)
 		require.True(t, ids[id], id)
 		require.Equal(t, "done", state, id)
 		require.Equal(t, gotBy[id], holder, "%s finished by the identity that logged it", id)

@@ -10,9 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/internal/position"
 	"github.com/tractat-us/bee/actions/internal/wakeup"
 	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/internal/logkey"
@@ -45,7 +45,7 @@ func scanRecord(s scanner, extra ...any) (actions.Record, error) {
 	if err := s.Scan(dest...); err != nil {
 		return actions.Record{}, err
 	}
-	r.ID = actionID(r.Seq)
+	r.ID = position.ActionID(r.Seq)
 	r.State = actions.State(state)
 	r.PostedAt = fromMS(posted)
 	if claimedAt.Valid {
@@ -216,42 +216,6 @@ func (b *Board) read(ctx context.Context, op string, fn func(ctx context.Context
 // changes in (rev, seq) order, so each change is reported once.
 const nextRev = `(SELECT coalesce(max(rev), 0) + 1 FROM actions)`
 
-// checkPoster accepts an identity or a person ("user:<name>").
-func checkPoster(who identity.ID) error {
-	if identity.IsID(string(who)) {
-		return nil
-	}
-	if name, ok := strings.CutPrefix(string(who), UserPrefix); ok && identity.CheckName(name) == nil {
-		return nil
-	}
-	return fmt.Errorf("poster %q is neither an identity (agent:<name>#<8 hex>) nor a person (%s<name>): %w", string(who), UserPrefix, ErrBadPoster)
-}
-
-// checkRecipient accepts "", an agent name or an identity.
-func checkRecipient(to string) error {
-	if to == "" || identity.IsID(to) {
-		return nil
-	}
-	if strings.HasPrefix(to, identity.Prefix) {
-		_, err := identity.Parse(to)
-		return fmt.Errorf("to %q: %w: %w", to, ErrBadRecipient, err)
-	}
-	if err := identity.CheckName(to); err != nil {
-		return fmt.Errorf("to %q is neither empty (anyone), an agent name nor an identity (agent:<name>#<8 hex>): %w: %w", to, ErrBadRecipient, err)
-	}
-	return nil
-}
-
-func checkText(field, s string, limit int) error {
-	if len(s) > limit {
-		return fmt.Errorf("%s is %d bytes, more than %d: %w", field, len(s), limit, ErrTooLong)
-	}
-	if !utf8.ValidString(s) {
-		return fmt.Errorf("%s is not valid UTF-8: %w", field, ErrBadText)
-	}
-	return nil
-}
-
 // Post adds an open action from who, which is an identity or a person
 // ("user:<name>", see User). to is "" (anyone), an agent name (any identity
 // of that agent) or one identity. The title is trimmed; it must then be
@@ -262,39 +226,21 @@ func checkText(field, s string, limit int) error {
 // of its agent. Posting wakes the waiters that may take the action, in every
 // process.
 func (b *Board) Post(ctx context.Context, by actions.Poster, d actions.Draft) (actions.Record, error) {
-	who, to, title, body := identity.ID(by), d.To, d.Title, d.Body
-	title = strings.TrimSpace(title)
-	switch {
-	case title == "":
-		return actions.Record{}, fmt.Errorf("post: %w", actions.ErrEmptyTitle)
-	case utf8.RuneCountInString(title) > MaxTitleLen:
-		return actions.Record{}, fmt.Errorf("post: title is %d characters, more than %d (put the detail in the body): %w",
-			utf8.RuneCountInString(title), MaxTitleLen, ErrTooLong)
-	case strings.ContainsAny(title, "\r\n"):
-		return actions.Record{}, fmt.Errorf("post: title must be one line (put the rest in the body): %w", ErrBadText)
-	}
-	if err := checkText("title", title, 4*MaxTitleLen); err != nil {
-		return actions.Record{}, fmt.Errorf("post: %w", err)
-	}
-	if err := checkText("body", body, MaxBodyLen); err != nil {
-		return actions.Record{}, fmt.Errorf("post: %w", err)
-	}
-	if err := checkPoster(who); err != nil {
-		return actions.Record{}, fmt.Errorf("post: %w", err)
-	}
-	if err := checkRecipient(to); err != nil {
+	who, to := identity.ID(by), d.To
+	title, err := actions.CheckPost(who, to, d.Title, d.Body)
+	if err != nil {
 		return actions.Record{}, fmt.Errorf("post: %w", err)
 	}
 	if err := b.checkLive(ctx, to); err != nil {
 		return actions.Record{}, fmt.Errorf("post: %w", err)
 	}
 	var rec actions.Record
-	err := b.write(ctx, "post", func(t wtx) error {
+	err = b.write(ctx, "post", func(t wtx) error {
 		var err error
 		rec, err = scanRecord(t.row(
 			`INSERT INTO actions (to_whom, from_whom, title, body, state, posted_at, rev)
 			 VALUES (?, ?, ?, ?, 'open', ?, `+nextRev+`) RETURNING `+recordCols,
-			to, string(who), title, body, b.nowMS()))
+			to, string(who), title, d.Body, b.nowMS()))
 		return err
 	})
 	if err != nil {
@@ -308,9 +254,9 @@ func (b *Board) Post(ctx context.Context, by actions.Poster, d actions.Draft) (a
 // Get implements actions.Source: the action with the given id, or
 // actions.ErrUnknownAction. Members whose process died depart first.
 func (b *Board) Get(ctx context.Context, id string) (actions.Record, error) {
-	seq, ok := parseActionID(id)
+	seq, ok := position.ParseActionID(id)
 	if !ok {
-		return actions.Record{}, fmt.Errorf("action %q: %w", id, unknownHint(id))
+		return actions.Record{}, fmt.Errorf("action %q: %w", id, position.UnknownHint(id))
 	}
 	b.reap(ctx)
 	var rec actions.Record
@@ -328,15 +274,6 @@ func (b *Board) Get(ctx context.Context, id string) (actions.Record, error) {
 	recs := []actions.Record{rec}
 	b.markGone(ctx, recs)
 	return recs[0], nil
-}
-
-// unknownHint is ErrUnknownAction for an id no board makes, suggesting the
-// id meant ("7" -> "a-7").
-func unknownHint(id string) error {
-	if _, ok := parseCount(strings.TrimSpace(id)); ok {
-		return fmt.Errorf("%w (ids look like a-%s)", actions.ErrUnknownAction, strings.TrimSpace(id))
-	}
-	return actions.ErrUnknownAction
 }
 
 // List implements actions.Source: the actions posted after since, oldest
@@ -359,7 +296,7 @@ func (b *Board) ListFiltered(ctx context.Context, since actions.Cursor, f action
 }
 
 func (b *Board) list(ctx context.Context, since actions.Cursor, states []actions.State) (actions.Page, error) {
-	after, err := b.parseSeqCursor(since)
+	after, err := b.cursors().ParseSeq(since)
 	if err != nil {
 		return actions.Page{}, fmt.Errorf("list: %w", err)
 	}
@@ -376,7 +313,7 @@ func (b *Board) list(ctx context.Context, since actions.Cursor, states []actions
 		args = append(args, b.opts.PageSize)
 	}
 	b.reap(ctx)
-	page := actions.Page{Records: []actions.Record{}, Cursor: b.seqCursor(after)}
+	page := actions.Page{Records: []actions.Record{}, Cursor: b.cursors().Seq(after)}
 	err = b.read(ctx, "list", func(ctx context.Context) error {
 		rows, err := b.rows(ctx, query, args...)
 		if err != nil {
@@ -390,7 +327,7 @@ func (b *Board) list(ctx context.Context, since actions.Cursor, states []actions
 				return err
 			}
 			page.Records = append(page.Records, rec)
-			page.Cursor = b.seqCursor(rec.Seq)
+			page.Cursor = b.cursors().Seq(rec.Seq)
 			size += recordSize(rec)
 		}
 		return rows.Err()
@@ -409,7 +346,7 @@ func (b *Board) list(ctx context.Context, since actions.Cursor, states []actions
 // actions.ErrEnded (naming who ended it, and why when it was failed or
 // cancelled).
 func (b *Board) Finish(ctx context.Context, who identity.ID, id, result string) (actions.Record, error) {
-	if err := checkText("result", result, MaxResultLen); err != nil {
+	if err := actions.CheckText("result", result, MaxResultLen); err != nil {
 		return actions.Record{}, fmt.Errorf("finish %s: %w", id, err)
 	}
 	return b.end(ctx, "finish", who, id, `state = 'done', result = ?`, result)
@@ -423,7 +360,7 @@ func (b *Board) Fail(ctx context.Context, who identity.ID, id, reason string) (a
 	if strings.TrimSpace(reason) == "" {
 		return actions.Record{}, fmt.Errorf("fail %s: %w: say why it could not be done", id, actions.ErrEmptyReason)
 	}
-	if err := checkText("reason", reason, MaxResultLen); err != nil {
+	if err := actions.CheckText("reason", reason, MaxResultLen); err != nil {
 		return actions.Record{}, fmt.Errorf("fail %s: %w", id, err)
 	}
 	return b.end(ctx, "fail", who, id, `state = 'failed', reason = ?`, reason)
@@ -467,7 +404,7 @@ func (b *Board) Release(ctx context.Context, who identity.ID, id string) (action
 // settle changes an action who holds with the SET clause set (its
 // arguments args), after checking that who holds it.
 func (b *Board) settle(ctx context.Context, op string, who identity.ID, id, set string, args ...any) (actions.Record, error) {
-	seq, ok := parseActionID(id)
+	seq, ok := position.ParseActionID(id)
 	if !ok {
 		return actions.Record{}, fmt.Errorf("%s action %q: %w", op, id, actions.ErrUnknownAction)
 	}
@@ -589,7 +526,7 @@ func (b *Board) Next(ctx context.Context, who identity.ID, after actions.Cursor,
 	if _, err := identity.Parse(string(who)); err != nil {
 		return actions.Page{}, fmt.Errorf("next: %w", err)
 	}
-	head, err := b.parseSeqCursor(after)
+	head, err := b.cursors().ParseSeq(after)
 	if err != nil {
 		return actions.Page{}, fmt.Errorf("next: %w", err)
 	}
@@ -714,12 +651,12 @@ func (n *nextCall) claimed(rec actions.Record) (actions.Page, error) {
 	if n.ctx.Err() != nil {
 		return actions.Page{}, n.b.giveBack(n.ctx, n.who, rec)
 	}
-	return actions.Page{Records: []actions.Record{rec}, Cursor: n.b.seqCursor(max(n.head, rec.Seq))}, nil
+	return actions.Page{Records: []actions.Record{rec}, Cursor: n.b.cursors().Seq(max(n.head, rec.Seq))}, nil
 }
 
 // timedOut is the empty page Next returns at its deadline.
 func (n *nextCall) timedOut() (actions.Page, error) {
-	return actions.Page{Records: []actions.Record{}, Cursor: n.b.seqCursor(n.head)}, nil
+	return actions.Page{Records: []actions.Record{}, Cursor: n.b.cursors().Seq(n.head)}, nil
 }
 
 // fail maps an error of an attempt to Next's answer: the caller's context
@@ -948,7 +885,7 @@ func reclaimExpired(t wtx, who identity.ID, now int64) (reclaimed, holders []str
 			rows.Close()
 			return nil, nil, err
 		}
-		reclaimed = append(reclaimed, actionID(seq))
+		reclaimed = append(reclaimed, position.ActionID(seq))
 		holders = append(holders, holder)
 	}
 	if err := rows.Close(); err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/internal/position"
 )
 
 // Head returns the change cursor of the board as it is now: Wait from it
@@ -18,7 +19,7 @@ func (b *Board) Head(ctx context.Context) (actions.Cursor, error) {
 	if err != nil {
 		return "", fmt.Errorf("head: %w", err)
 	}
-	return b.revCursor(rev, -1), nil
+	return b.cursors().Rev(rev, -1), nil
 }
 
 // Changes implements actions.Board: the actions that changed after the change cursor after (made
@@ -34,7 +35,7 @@ func (b *Board) Head(ctx context.Context) (actions.Cursor, error) {
 // open again at once; a claim whose holder is gone otherwise is marked
 // HolderGone.
 func (b *Board) Changes(ctx context.Context, after actions.Cursor, timeout time.Duration) (actions.Page, error) {
-	rev, seq, err := b.parseRevCursor(after)
+	rev, seq, err := b.cursors().ParseRev(after)
 	if err != nil {
 		return actions.Page{}, fmt.Errorf("wait: %w", err)
 	}
@@ -44,9 +45,9 @@ func (b *Board) Changes(ctx context.Context, after actions.Cursor, timeout time.
 	b.notify.watch()
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cursor := b.revCursor(rev, seq)
-	if seq == maxSeq {
-		cursor = b.revCursor(rev, -1)
+	cursor := b.cursors().Rev(rev, seq)
+	if seq == position.MaxSeq {
+		cursor = b.cursors().Rev(rev, -1)
 	}
 	for {
 		changed := b.notify.changeCh() // before looking, so no change is missed
@@ -67,7 +68,7 @@ func (b *Board) Changes(ctx context.Context, after actions.Cursor, timeout time.
 					return err
 				}
 				page.Records = append(page.Records, rec)
-				page.Cursor = b.revCursor(r, rec.Seq)
+				page.Cursor = b.cursors().Rev(r, rec.Seq)
 				size += recordSize(rec)
 			}
 			return rows.Err()

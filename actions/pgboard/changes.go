@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/internal/position"
 	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/internal/logkey"
 )
@@ -30,7 +31,7 @@ func (b *Board) Head(ctx context.Context) (actions.Cursor, error) {
 	if err != nil {
 		return "", fmt.Errorf("head: %w", err)
 	}
-	return b.revCursor(max(h-1, 0), -1), nil
+	return b.cursors().Rev(max(h-1, 0), -1), nil
 }
 
 // Changes implements actions.Board: the actions that changed after the
@@ -46,7 +47,7 @@ func (b *Board) Head(ctx context.Context) (actions.Cursor, error) {
 // ended, so one committed late under a lower number is never skipped; a
 // long transaction elsewhere on the server delays the report, not loses it.
 func (b *Board) Changes(ctx context.Context, after actions.Cursor, timeout time.Duration) (actions.Page, error) {
-	rev, seq, err := b.parseRevCursor(after)
+	rev, seq, err := b.cursors().ParseRev(after)
 	if err != nil {
 		return actions.Page{}, fmt.Errorf("changes: %w", err)
 	}
@@ -56,9 +57,9 @@ func (b *Board) Changes(ctx context.Context, after actions.Cursor, timeout time.
 	b.listen.watchChanges()
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cursor := b.revCursor(rev, seq)
-	if seq == maxSeq {
-		cursor = b.revCursor(rev, -1)
+	cursor := b.cursors().Rev(rev, seq)
+	if seq == position.MaxSeq {
+		cursor = b.cursors().Rev(rev, -1)
 	}
 	for {
 		changed := b.listen.changeCh() // before looking, so no change is missed
@@ -80,7 +81,7 @@ func (b *Board) Changes(ctx context.Context, after actions.Cursor, timeout time.
 					return err
 				}
 				page.Records = append(page.Records, rec)
-				page.Cursor = b.revCursor(r, rec.Seq)
+				page.Cursor = b.cursors().Rev(r, rec.Seq)
 				size += recordSize(rec)
 			}
 			return rows.Err()
@@ -135,7 +136,7 @@ func (b *Board) Await(ctx context.Context, by actions.Poster, ids []string, time
 	}
 	seqs := make([]int64, 0, len(ids))
 	for _, id := range ids {
-		seq, ok := parseActionID(id)
+		seq, ok := position.ParseActionID(id)
 		if !ok {
 			return nil, fmt.Errorf("await: action %q: %w", id, actions.ErrUnknownAction)
 		}

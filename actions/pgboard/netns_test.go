@@ -16,6 +16,7 @@ import (
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/boardtest"
+	"github.com/tractat-us/bee/actions/internal/position"
 	"github.com/tractat-us/bee/internal/pgtest"
 )
 
@@ -151,7 +152,7 @@ func TestMachines_ExactlyOnceWithKills(t *testing.T) {
 		var seq int64
 		var state, holder, result string
 		require.NoError(t, rows.Scan(&seq, &state, &holder, &result))
-		id := actionID(seq)
+		id := position.ActionID(seq)
 		require.Equal(t, "done", state, id)
 		require.Equal(t, holder, result, "%s finished once, by its holder", id)
 		got := claims[id]

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/boardtest"
+	"github.com/tractat-us/bee/actions/internal/position"
 	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/internal/pgtest"
 )
@@ -369,7 +370,7 @@ func TestBoard_ServerRestart(t *testing.T) {
 		var seq int64
 		var holder, result string
 		require.NoError(t, rows.Scan(&seq, &holder, &result))
-		id := actionID(seq)
+		id := position.ActionID(seq)
 		require.Equal(t, gotBy[id], holder, "%s finished by the identity that claimed it", id)
 		require.Equal(t, holder, result)
 		n++
