@@ -335,53 +335,45 @@ func (b *Board) Await(ctx context.Context, by actions.Poster, ids []string, time
 			}
 		}
 	}
-	wctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for {
-		ended := b.notify.endedCh("", true) // before looking, so no end is missed
-		b.reap(wctx)
-		var recs []actions.Record
-		err := b.read(wctx, "await", func(ctx context.Context) error {
-			rows, err := b.rows(ctx, `SELECT `+recordCols+` FROM actions WHERE seq IN (SELECT value FROM json_each(?))
-				AND state IN ('done', 'failed', 'cancelled') ORDER BY seq`, list)
+	w := b.waiter()
+	w.BeforeSleep = b.opts.beforeSleep
+	recs, found, err := wakeup.Wait(ctx, w, "await", timeout, func() <-chan struct{} { return b.notify.endedCh("", true) },
+		func(ctx context.Context) ([]actions.Record, bool, time.Duration, error) {
+			recs, err := b.ended(ctx, list)
+			return recs, len(recs) > 0, 0, err
+		})
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return []actions.Record{}, nil
+	}
+	b.markTold(ctx, who, recs)
+	return recs, nil
+}
+
+// ended is one look of Await: the ended actions among the seqs in list (a
+// JSON array), once the dead members have departed.
+func (b *Board) ended(ctx context.Context, list string) ([]actions.Record, error) {
+	b.reap(ctx)
+	var recs []actions.Record
+	err := b.read(ctx, "await", func(ctx context.Context) error {
+		rows, err := b.rows(ctx, `SELECT `+recordCols+` FROM actions WHERE seq IN (SELECT value FROM json_each(?))
+			AND state IN ('done', 'failed', 'cancelled') ORDER BY seq`, list)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			r, err := scanRecord(rows)
 			if err != nil {
 				return err
 			}
-			defer rows.Close()
-			for rows.Next() {
-				r, err := scanRecord(rows)
-				if err != nil {
-					return err
-				}
-				recs = append(recs, r)
-			}
-			return rows.Err()
-		})
-		switch {
-		case ctx.Err() != nil:
-			return nil, ctx.Err()
-		case b.ctx.Err() != nil:
-			return nil, b.closed()
-		case wctx.Err() != nil:
-			return []actions.Record{}, nil
-		case err != nil:
-			return nil, fmt.Errorf("await: %w", err)
-		case len(recs) > 0:
-			b.markTold(ctx, who, recs)
-			return recs, nil
+			recs = append(recs, r)
 		}
-		if b.opts.beforeSleep != nil {
-			b.opts.beforeSleep()
-		}
-		t := time.NewTimer(b.opts.SafetyPoll)
-		select {
-		case <-ended:
-		case <-t.C:
-		case <-wctx.Done():
-		case <-b.ctx.Done():
-		}
-		t.Stop()
-	}
+		return rows.Err()
+	})
+	return recs, err
 }
 
 func uniq(seqs []int64) map[int64]bool {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/internal/pages"
 	"github.com/tractat-us/bee/actions/internal/position"
 	"github.com/tractat-us/bee/actions/internal/wakeup"
 	"github.com/tractat-us/bee/identity"
@@ -57,11 +58,6 @@ func scanRecord(s scanner, extra ...any) (actions.Record, error) {
 		r.EndedAt = &t
 	}
 	return r, nil
-}
-
-// recordSize estimates the bytes a record carries, for bounding pages.
-func recordSize(r actions.Record) int {
-	return 256 + len(r.To) + len(r.From) + len(r.Title) + len(r.Body) + len(r.Holder) + len(r.Result) + len(r.Reason) + len(r.EndedBy)
 }
 
 // opCtx bounds an operation: it ends at ctx's end, after limit, or when the
@@ -320,17 +316,10 @@ func (b *Board) list(ctx context.Context, since actions.Cursor, states []actions
 			return err
 		}
 		defer rows.Close()
-		size := 0
-		for size < maxPageBytes && rows.Next() {
+		return pages.Fill(&page, rows, func() (actions.Record, actions.Cursor, error) {
 			rec, err := scanRecord(rows)
-			if err != nil {
-				return err
-			}
-			page.Records = append(page.Records, rec)
-			page.Cursor = b.cursors().Seq(rec.Seq)
-			size += recordSize(rec)
-		}
-		return rows.Err()
+			return rec, b.cursors().Seq(rec.Seq), err
+		})
 	})
 	if err != nil {
 		return actions.Page{}, fmt.Errorf("list: %w", err)
