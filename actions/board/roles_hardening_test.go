@@ -112,8 +112,8 @@ func roleFollower(ctx context.Context, b *Board, out *boardtest.Out, _ <-chan st
 	return nil
 }
 
-// roleChaos runs BEE_BOARD_TEST_WAITERS identities, each claiming and
-// finishing (after working on the claim up to BEE_BOARD_TEST_MS) as fast
+// roleChaos runs boardtest.EnvWaiters identities, each claiming and
+// finishing (after working on the claim up to boardtest.EnvMS) as fast
 // as it can while the test kills and stops processes. It reports "ready"
 // once all have joined, then per claim "got <id> <identity> <claimed at,
 // unix ms>", and per finish "done <id> <identity>" or, when the board
