@@ -73,12 +73,12 @@ func RunWithClaude(m *testing.M, bin *string, aliases ...string) int {
 }
 
 func buildClaude(dir string, aliases []string) error {
-	for _, c := range []string{"bee-mcp", "bee-hook"} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, c), "github.com/tractat-us/bee/cmd/"+c)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("build %s: %w", c, err)
-		}
+	// One go build links both at once.
+	cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator),
+		"github.com/tractat-us/bee/cmd/bee-mcp", "github.com/tractat-us/bee/cmd/bee-hook")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("build bee-mcp and bee-hook: %w", err)
 	}
 	self, err := os.ReadFile(os.Args[0])
 	if err == nil {

@@ -209,6 +209,13 @@ func startAs(t testing.TB, source, name string) *session {
 	s.answer(&hello)
 	s.bridgePID = hello.BridgePid
 	s.mcp.Initialize()
+	// The bridge writes its run file while it answers the handshake, as
+	// under Claude Code, where /clear comes long after: a hook run before
+	// the file is there would find no bridge.
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(s.runFile())
+		return err == nil
+	}, 10*time.Second, 2*time.Millisecond, "the bridge writes its run file")
 	return s
 }
 
