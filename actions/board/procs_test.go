@@ -78,14 +78,10 @@ func TestBoard_ManyProcesses(t *testing.T) {
 	gotBy := map[string]string{} // action id -> identity that logged it
 	perProc := make([]int, procs)
 	for i, w := range workers {
-		for _, line := range w.Finish(30 * time.Second) {
-			f := strings.Fields(line)
-			if len(f) != 3 || f[0] != "got" {
-				continue
-			}
-			prev, dup := gotBy[f[1]]
-			require.False(t, dup, "%s claimed twice: by %s and %s", f[1], prev, f[2])
-			gotBy[f[1]] = f[2]
+		for _, c := range boardtest.Claims(w.Finish(30 * time.Second)) {
+			prev, dup := gotBy[c.ID]
+			require.False(t, dup, "%s claimed twice: by %s and %s", c.ID, prev, c.Who)
+			gotBy[c.ID] = c.Who
 			perProc[i]++
 		}
 	}

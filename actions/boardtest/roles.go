@@ -153,6 +153,20 @@ func roleClaimer(ctx context.Context, b actions.Board, out *Out, _ <-chan string
 	return first
 }
 
+// A Claim is one claim a claimer reported: "got <id> <identity>".
+type Claim struct{ ID, Who string }
+
+// Claims returns the claims among a claimer's report lines, in order.
+func Claims(lines []string) []Claim {
+	var cs []Claim
+	for _, line := range lines {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "got" {
+			cs = append(cs, Claim{ID: f[1], Who: f[2]})
+		}
+	}
+	return cs
+}
+
 // claimAll claims and finishes as who until ctx ends.
 func claimAll(ctx context.Context, b actions.Board, out *Out, who identity.ID, work time.Duration) error {
 	cursor := actions.Cursor("")

@@ -128,13 +128,10 @@ func TestMachines_ExactlyOnceWithKills(t *testing.T) {
 	claims := map[string][]string{} // action id -> identities that reported claiming it, in order
 	killed := map[string]bool{}     // identities of killed bridges
 	record := func(lines []string, dead bool) {
-		for _, line := range lines {
-			f := strings.Fields(line)
-			if len(f) == 3 && f[0] == "got" {
-				claims[f[1]] = append(claims[f[1]], f[2])
-				if dead {
-					killed[f[2]] = true
-				}
+		for _, c := range boardtest.Claims(lines) {
+			claims[c.ID] = append(claims[c.ID], c.Who)
+			if dead {
+				killed[c.Who] = true
 			}
 		}
 	}
