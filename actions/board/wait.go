@@ -7,7 +7,6 @@ import (
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/internal/pages"
-	"github.com/tractat-us/bee/actions/internal/position"
 	"github.com/tractat-us/bee/actions/internal/wakeup"
 )
 
@@ -46,9 +45,6 @@ func (b *Board) Changes(ctx context.Context, after actions.Cursor, timeout time.
 	}
 	b.notify.watch()
 	cursor := b.cursors().Rev(rev, seq)
-	if seq == position.MaxSeq {
-		cursor = b.cursors().Rev(rev, -1)
-	}
 	page, found, err := wakeup.Wait(ctx, b.waiter(), "wait", timeout, b.notify.changeCh,
 		func(ctx context.Context) (actions.Page, bool, time.Duration, error) {
 			p, err := b.changesAfter(ctx, rev, seq, cursor)

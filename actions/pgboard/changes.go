@@ -58,9 +58,6 @@ func (b *Board) Changes(ctx context.Context, after actions.Cursor, timeout time.
 	}
 	b.listen.watchChanges()
 	cursor := b.cursors().Rev(rev, seq)
-	if seq == position.MaxSeq {
-		cursor = b.cursors().Rev(rev, -1)
-	}
 	page, found, err := wakeup.Wait(ctx, b.waiter(), "changes", timeout, b.listen.changeCh,
 		func(ctx context.Context) (actions.Page, bool, time.Duration, error) {
 			p, err := b.changesAfter(ctx, rev, seq, cursor)

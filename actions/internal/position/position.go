@@ -56,11 +56,12 @@ func (c Cursors) ParseSeq(cur actions.Cursor) (int64, error) {
 	return seq, nil
 }
 
-// Rev marks the change rev of the action seq; seq < 0 marks every change up
-// to and including rev.
+// Rev marks the change rev of the action seq; seq < 0 or MaxSeq (as
+// ParseRev returns it) marks every change up to and including rev, so Rev
+// makes again the cursor ParseRev read.
 func (c Cursors) Rev(rev, seq int64) actions.Cursor {
 	s := c.ID + ".r" + strconv.FormatInt(rev, 10)
-	if seq >= 0 {
+	if seq >= 0 && seq != MaxSeq {
 		s += "." + strconv.FormatInt(seq, 10)
 	}
 	return actions.Cursor(s)

@@ -20,6 +20,7 @@ func TestCursors_RoundTrip(t *testing.T) {
 	rev, seq, err = c.ParseRev(c.Rev(7, -1))
 	require.NoError(t, err)
 	require.Equal(t, []int64{7, MaxSeq}, []int64{rev, seq})
+	require.Equal(t, c.Rev(7, -1), c.Rev(rev, seq), "Rev makes again what ParseRev read")
 
 	seq, err = c.ParseSeq("")
 	require.NoError(t, err)
