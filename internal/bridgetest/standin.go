@@ -52,6 +52,17 @@ func StandInFromEnv() (StandIn, bool) {
 	return s, true
 }
 
+// Main is the TestMain of a package whose tests run a stand-in claude: in
+// a test binary started as one (StandInFromEnv) it plays claude's part
+// with play and exits with its code; otherwise it builds the binaries into
+// *bin (RunWithClaude), runs the tests and exits. It never returns.
+func Main(m *testing.M, bin *string, play func(StandIn) int, aliases ...string) {
+	if si, ok := StandInFromEnv(); ok {
+		os.Exit(play(si))
+	}
+	os.Exit(RunWithClaude(m, bin, aliases...))
+}
+
 // RunWithClaude builds bee-mcp and bee-hook into a temporary directory,
 // copies the test binary there as "claude" (and links each of aliases to
 // it, for a claude run under another command name), sets *bin to the
