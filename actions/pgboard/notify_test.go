@@ -8,26 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/boardtest"
 	"github.com/tractat-us/bee/internal/pgtest"
 )
-
-func closed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
-
-func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s: not woken within 10 s", what)
-	}
-}
 
 // A change that concerns one agent wakes, in another Board, only the
 // waiters of that agent (and those of every event); one that concerns
@@ -53,26 +36,26 @@ func TestListener_WakesOnlyWhomItConcerns(t *testing.T) {
 	require.NoError(t, writer.Join(t.Context(), actions.Member{ID: x, PID: os.Getpid()}))
 	a, err := writer.Post(t.Context(), "user:alice", actions.Draft{To: string(x), Title: "for x"})
 	require.NoError(t, err)
-	waitClosed(t, forX, "x's waiter, for an action addressed to x's identity")
+	boardtest.WaitClosed(t, forX, "x's waiter, for an action addressed to x's identity")
 	p, err := writer.Next(t.Context(), x, "", time.Second)
 	require.NoError(t, err)
 	require.Len(t, p.Records, 1)
 	_, err = writer.Finish(t.Context(), x, a.ID, "")
 	require.NoError(t, err)
-	waitClosed(t, endedAll, "Await, for a person's action ended")
-	require.False(t, closed(forY), "y's waiter woken for x's action")
-	require.False(t, closed(endedX), "x's outcome waiter woken for a person's action")
+	boardtest.WaitClosed(t, endedAll, "Await, for a person's action ended")
+	require.False(t, boardtest.Closed(forY), "y's waiter woken for x's action")
+	require.False(t, boardtest.Closed(endedX), "x's outcome waiter woken for a person's action")
 
 	endedAll = l.endedCh("", true)
 	b, err := writer.Post(t.Context(), actions.Agent(x), actions.Draft{Title: "from x"})
 	require.NoError(t, err)
-	waitClosed(t, forY, "y's waiter, for an action for anyone")
+	boardtest.WaitClosed(t, forY, "y's waiter, for an action for anyone")
 	p, err = writer.Next(t.Context(), x, "", time.Second)
 	require.NoError(t, err)
 	require.Len(t, p.Records, 1)
 	_, err = writer.Finish(t.Context(), x, b.ID, "")
 	require.NoError(t, err)
-	waitClosed(t, endedX, "x's outcome waiter, for x's action ended")
-	waitClosed(t, endedAll, "Await, for x's action ended")
-	require.False(t, closed(endedY), "y's outcome waiter woken for x's action")
+	boardtest.WaitClosed(t, endedX, "x's outcome waiter, for x's action ended")
+	boardtest.WaitClosed(t, endedAll, "Await, for x's action ended")
+	require.False(t, boardtest.Closed(endedY), "y's outcome waiter woken for x's action")
 }

@@ -75,10 +75,6 @@ const (
 	DefaultMaxConns       = 4
 )
 
-// maxPageBytes bounds the text a page carries: a page stops growing once it
-// holds this much (it always holds at least one record).
-const maxPageBytes = 1 << 20
-
 // Errors the board returns besides the actions sentinels.
 var (
 	// ErrNewerSchema: the database was set up by a newer bee.
