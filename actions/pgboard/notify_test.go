@@ -59,3 +59,46 @@ func TestListener_WakesOnlyWhomItConcerns(t *testing.T) {
 	boardtest.WaitClosed(t, endedAll, "Await, for x's action ended")
 	require.False(t, boardtest.Closed(endedY), "y's outcome waiter woken for x's action")
 }
+
+// PostgreSQL delivers a notification only to the Boards it concerns: a
+// Board whose waiters are all of agent y hears nothing of an action
+// addressed to x, or of its claim and end, and hears one notification for
+// an action for anyone.
+func TestListener_HearsOnlyItsAgents(t *testing.T) {
+	c := pgtest.Shared(t)
+	url := c.URL(c.NewDB(t))
+	writer := openTest(t, url, nil)
+	reader := openTest(t, url, nil)
+	l := reader.listen
+	require.Eventually(t, func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.up
+	}, 10*time.Second, 10*time.Millisecond, "the reader's listener connects")
+	heard := func() int {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.heard
+	}
+
+	forY, endedY := l.wakeCh("y"), l.endedCh("y", false) // LISTENs on y's channels
+	before := heard()
+
+	x := mint(t, "x")
+	require.NoError(t, writer.Join(t.Context(), actions.Member{ID: x, PID: os.Getpid()}))
+	a, err := writer.Post(t.Context(), actions.Agent(x), actions.Draft{To: "x", Title: "for x"})
+	require.NoError(t, err)
+	p, err := writer.Next(t.Context(), x, "", time.Second)
+	require.NoError(t, err)
+	require.Len(t, p.Records, 1)
+	_, err = writer.Finish(t.Context(), x, a.ID, "")
+	require.NoError(t, err)
+
+	// Notifications reach a listener in commit order: once the one for
+	// anyone has, any earlier one sent to this Board has too.
+	_, err = writer.Post(t.Context(), "user:alice", actions.Draft{Title: "for anyone"})
+	require.NoError(t, err)
+	waitClosed(t, forY, "y's waiter, for an action for anyone")
+	require.Equal(t, before+1, heard(), "the Board heard of x's action, its claim or its end")
+	require.False(t, closed(endedY), "y's outcome waiter woken for x's action")
+}

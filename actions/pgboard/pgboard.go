@@ -23,7 +23,9 @@
 //     member a full lease to renew before any is judged.
 //   - Waiters wake within milliseconds of a change in any process, on any
 //     machine: writers NOTIFY in the transaction that makes the change, and
-//     each Board LISTENs on one dedicated connection. The notification is a
+//     each Board LISTENs on one dedicated connection, to the channels of
+//     the agents it has waiters for and of everyone, so a post for one
+//     agent reaches only the Boards that wait for it. The notification is a
 //     hint: waiters also look at the database every [Options.SafetyPoll],
 //     and every waiter wakes when the listening connection is re-made after
 //     a loss (it reconnects with backoff).
