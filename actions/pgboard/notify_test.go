@@ -98,7 +98,7 @@ func TestListener_HearsOnlyItsAgents(t *testing.T) {
 	// anyone has, any earlier one sent to this Board has too.
 	_, err = writer.Post(t.Context(), "user:alice", actions.Draft{Title: "for anyone"})
 	require.NoError(t, err)
-	waitClosed(t, forY, "y's waiter, for an action for anyone")
+	boardtest.WaitClosed(t, forY, "y's waiter, for an action for anyone")
 	require.Equal(t, before+1, heard(), "the Board heard of x's action, its claim or its end")
-	require.False(t, closed(endedY), "y's outcome waiter woken for x's action")
+	require.False(t, boardtest.Closed(endedY), "y's outcome waiter woken for x's action")
 }
