@@ -130,6 +130,27 @@ func MayManage(who identity.ID, from string) bool {
 	return identity.IsID(from) && identity.ID(from).Agent() == who.Agent()
 }
 
+// NotLiveErr refuses to as a recipient that is an identity but not live,
+// saying why (found: it has a member row; departed: it departed) and what
+// to do instead (alive: the live identities of its agent, oldest first); it
+// wraps ErrNotLive.
+func NotLiveErr(to string, found, departed bool, alive []string) error {
+	agent := identity.ID(to).Agent()
+	why := "it never joined this board"
+	switch {
+	case found && departed:
+		why = "it has departed (its session ended, was cleared or reconnected)"
+	case found:
+		why = "its bridge process is gone"
+	}
+	hint := fmt.Sprintf("agent %q has no live identity; post to the agent name %q and its next session takes it", agent, agent)
+	if len(alive) > 0 {
+		hint = fmt.Sprintf("live identities of agent %q: %s; or post to the agent name %q so whichever is free takes it",
+			agent, strings.Join(alive, ", "), agent)
+	}
+	return fmt.Errorf("to %s: %s; %s: %w", to, why, hint, ErrNotLive)
+}
+
 // EndedErr says, for op on an action r that has ended, how it ended; it
 // wraps ErrEnded.
 func EndedErr(op string, r Record) error {

@@ -21,12 +21,8 @@ package ancestry
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-
-	"github.com/shirou/gopsutil/v4/process"
 )
 
 // A Proc is one process in an ancestor listing.
@@ -68,32 +64,29 @@ func Nearest(chain []Proc) (pid int, ok bool) {
 // error. It fails when pid itself cannot be read, when an ancestor cannot be
 // read for another reason (for example permissions), or when ctx is done.
 func Chain(ctx context.Context, pid int) ([]Proc, error) {
-	ppid, err := parentOf(ctx, pid)
+	self, err := procOf(ctx, pid)
 	if err != nil {
 		return nil, fmt.Errorf("ancestry: reading process %d: %w", pid, err)
 	}
 	var chain []Proc
 	seen := map[int]bool{pid: true}
-	for cur := ppid; cur > 0 && !seen[cur] && len(chain) < MaxDepth; {
+	for cur := self.PPID; cur > 0 && !seen[cur] && len(chain) < MaxDepth; {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("ancestry: walking ancestors of %d: %w", pid, err)
 		}
 		seen[cur] = true
-		comm, err := commOf(ctx, cur)
-		if err == nil {
-			ppid, err = parentOf(ctx, cur)
-		}
+		p, err := procOf(ctx, cur)
 		if isGone(err) {
 			break
 		}
 		if err != nil {
 			return nil, fmt.Errorf("ancestry: reading ancestor %d of %d: %w", cur, pid, err)
 		}
-		chain = append(chain, Proc{PID: cur, PPID: ppid, Comm: comm})
+		chain = append(chain, p)
 		if cur == 1 {
 			break
 		}
-		cur = ppid
+		cur = p.PPID
 	}
 	return chain, nil
 }
@@ -108,22 +101,4 @@ func ClaudePID(ctx context.Context) (pid int, ok bool, err error) {
 	}
 	pid, ok = Nearest(chain)
 	return pid, ok, nil
-}
-
-// parentOf returns pid's parent PID.
-func parentOf(ctx context.Context, pid int) (int, error) {
-	p, err := process.NewProcessWithContext(ctx, int32(pid))
-	if err != nil {
-		return 0, err
-	}
-	ppid, err := p.PpidWithContext(ctx)
-	if err != nil {
-		return 0, err
-	}
-	return int(ppid), nil
-}
-
-// isGone reports whether err says the process does not exist (any more).
-func isGone(err error) bool {
-	return errors.Is(err, process.ErrorProcessNotRunning) || errors.Is(err, fs.ErrNotExist)
 }

@@ -109,4 +109,7 @@ func Find(ctx context.Context, h Hints) (f Found, ok bool, err error) {
 }
 
 // Comm returns the command name of process pid as `ps -o comm=` shows it.
-func Comm(ctx context.Context, pid int) (string, error) { return commOf(ctx, pid) }
+func Comm(ctx context.Context, pid int) (string, error) {
+	p, err := procOf(ctx, pid)
+	return p.Comm, err
+}

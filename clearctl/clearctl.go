@@ -140,11 +140,5 @@ func (e *StatusError) Error() string {
 	return msg
 }
 
-// Log attribute keys that package logkey does not (yet) name. Messages are
-// fixed lowercase strings; details go in attributes. The token is never an
-// attribute.
-const (
-	logKeyRemote = "remote" // the caller's address
-	logKeyPanic  = "panic"  // what a Retirer panicked with
-	logKeyStack  = "stack"  // the goroutine's stack at that panic
-)
+// Log messages are fixed lowercase strings; details go in attributes, keyed
+// by package logkey. The token is never an attribute.

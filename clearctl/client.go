@@ -38,29 +38,15 @@ const (
 //   - port outside 1..65535 or an empty token: an error, and no request.
 func Retire(ctx context.Context, port int, token string, req RetireRequest) (RetireResponse, error) {
 	var none RetireResponse
-	if port < 1 || port > 65535 {
-		return none, fmt.Errorf("retire: bad port %d", port)
-	}
-	if token == "" {
-		return none, errors.New("retire: empty token")
-	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultClientTimeout)
 		defer cancel()
 	}
-	body, err := json.Marshal(req)
+	hreq, addr, err := newPost(ctx, "retire", port, token, retirePath, req)
 	if err != nil {
-		return none, fmt.Errorf("retire: encode request: %w", err)
+		return none, err
 	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+retirePath, bytes.NewReader(body))
-	if err != nil {
-		return none, fmt.Errorf("retire: build request: %w", err)
-	}
-	hreq.Header.Set("Authorization", "Bearer "+token)
-	hreq.Header.Set("Content-Type", "application/json")
-
 	resp, err := newClient().Do(hreq)
 	if err != nil {
 		if errors.Is(err, syscall.ECONNREFUSED) {
@@ -81,6 +67,31 @@ func Retire(ctx context.Context, port int, token string, req RetireRequest) (Ret
 		return none, fmt.Errorf("retire: decode answer: %w", err)
 	}
 	return out, nil
+}
+
+// newPost checks port and token and makes the POST of body, as JSON, to
+// path on the bridge at 127.0.0.1:port, with the token in the
+// Authorization header only. It returns the request and the bridge's
+// address; op begins its errors.
+func newPost(ctx context.Context, op string, port int, token, path string, body any) (*http.Request, string, error) {
+	if port < 1 || port > 65535 {
+		return nil, "", fmt.Errorf("%s: bad port %d", op, port)
+	}
+	if token == "" {
+		return nil, "", fmt.Errorf("%s: empty token", op)
+	}
+	data, err := json.Marshal(body)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: encode request: %w", op, err)
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, bytes.NewReader(data))
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: build request: %w", op, err)
+	}
+	hreq.Header.Set("Authorization", "Bearer "+token)
+	hreq.Header.Set("Content-Type", "application/json")
+	return hreq, addr, nil
 }
 
 // newClient returns the HTTP client both calls use.

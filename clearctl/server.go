@@ -66,9 +66,11 @@ type Server struct {
 	waker        Waker // nil: no /wait-for-work
 	logger       *slog.Logger
 	answerWithin time.Duration
-	readTimeout  time.Duration // readTimeout, or shorter in tests
-	writeTimeout time.Duration // answerWithin + writeSlack, or shorter in tests
-	handler      http.Handler  // the whole request path: Origin/Host guard, mux, auth, body, retire
+	handler      http.Handler // the whole request path: Origin/Host guard, mux, auth, body, retire
+	// listen makes the listener Start serves on: listenLoopback, or in
+	// tests an in-memory listener whose connections' deadlines run on a
+	// synctest bubble's clock. Its Addr must be a *net.TCPAddr.
+	listen func() (net.Listener, error)
 
 	// ctx is the Server's lifetime context, the one exception to "never
 	// store a context": created in New, cancelled (cause ErrClosed) by
@@ -134,8 +136,7 @@ func New(token string, r Retirer, opts *Options) *Server {
 		waker:        o.Waker,
 		logger:       o.Logger,
 		answerWithin: o.AnswerWithin,
-		readTimeout:  readTimeout,
-		writeTimeout: o.AnswerWithin + writeSlack,
+		listen:       listenLoopback,
 		ctx:          ctx,
 		cancel:       cancel,
 		turn:         make(chan struct{}, 1),
@@ -162,7 +163,7 @@ func (s *Server) Start() error {
 	case s.started:
 		return ErrStarted
 	}
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	ln, err := s.listen()
 	if err != nil {
 		return fmt.Errorf("clearctl: listen on loopback: %w", err)
 	}
@@ -171,8 +172,8 @@ func (s *Server) Start() error {
 	srv := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       s.readTimeout,
-		WriteTimeout:      s.writeTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      s.answerWithin + writeSlack,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		// Without this, "OPTIONS *" would get a 200 from net/http itself,
@@ -192,6 +193,9 @@ func (s *Server) Start() error {
 	s.logger.Info("clearctl listening", logkey.Port, port)
 	return nil
 }
+
+// listenLoopback listens on 127.0.0.1 on an ephemeral port.
+func listenLoopback() (net.Listener, error) { return net.Listen("tcp4", "127.0.0.1:0") }
 
 // Port returns the port Start is listening on, or 0 before Start succeeds.
 // After Close it still returns the port the Server had.
@@ -251,7 +255,7 @@ func (s *Server) close() error {
 func (s *Server) guard(mux http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if reason := s.refusal(r); reason != "" {
-			s.logger.Warn("clearctl request refused", logkey.Reason, reason, logKeyRemote, r.RemoteAddr)
+			s.logger.Warn("clearctl request refused", logkey.Reason, reason, logkey.Remote, r.RemoteAddr)
 			w.WriteHeader(http.StatusForbidden)
 			return
 		}
@@ -308,21 +312,32 @@ type statusBody struct {
 	Status string `json:"status"`
 }
 
-func (s *Server) handleRetire(w http.ResponseWriter, r *http.Request) {
+// admit lets a request through to its route: the token first (401, before
+// any of the body is read), then the body into req (413 or 400, see
+// readJSON) and req's own Validate (400). It answers a refusal itself and
+// reports whether the route may go on.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, req interface{ Validate() error }) bool {
 	if !s.authorized(r) {
-		s.logger.Warn("clearctl request refused", logkey.Reason, "token", logKeyRemote, r.RemoteAddr)
+		s.logger.Warn("clearctl request refused", logkey.Reason, "token", logkey.Remote, r.RemoteAddr)
 		w.Header().Set("WWW-Authenticate", "Bearer")
 		w.WriteHeader(http.StatusUnauthorized)
-		return
+		return false
 	}
-	var req RetireRequest
-	if code, err := readJSON(w, r, &req); err != nil {
+	if code, err := readJSON(w, r, req); err != nil {
 		writeJSON(w, code, errorBody{Error: err.Error()})
-		return
+		return false
 	}
 	if err := req.Validate(); err != nil {
 		s.logger.Warn("clearctl request refused", logkey.Reason, "bad body", logkey.Err, err)
 		writeJSON(w, http.StatusBadRequest, errorBody{Error: err.Error()})
+		return false
+	}
+	return true
+}
+
+func (s *Server) handleRetire(w http.ResponseWriter, r *http.Request) {
+	var req RetireRequest
+	if !s.admit(w, r, &req) {
 		return
 	}
 	done, ok := s.startRetire(req)
@@ -423,7 +438,7 @@ func (s *Server) retire(req RetireRequest) (res retireResult) {
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			s.logger.Error("retire panicked", logKeyPanic, fmt.Sprint(p), logKeyStack, string(debug.Stack()))
+			s.logger.Error("retire panicked", logkey.Panic, fmt.Sprint(p), logkey.Stack, string(debug.Stack()))
 			res = retireResult{err: fmt.Errorf("retire panicked: %v", p)}
 		}
 	}()

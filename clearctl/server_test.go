@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -273,30 +274,34 @@ func TestServer_Retire_Panics(t *testing.T) {
 	require.Equal(t, 200, rec.Code, "a panicked retire must give its turn back")
 }
 
+// A retire still running when AnswerWithin has passed is answered 202 then,
+// to the fake-clock instant, and completes afterwards.
 func TestServer_Retire_Slow(t *testing.T) {
-	release := make(chan struct{})
-	completed := make(chan RetireResponse, 1)
-	s := newTestServer(t, RetirerFunc(func(context.Context, RetireRequest) (RetireResponse, error) {
-		<-release
-		resp := RetireResponse{Retired: mintedID(1), Current: mintedID(2)}
-		completed <- resp
-		return resp, nil
-	}), &Options{AnswerWithin: 100 * time.Millisecond})
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		completed := make(chan RetireResponse, 1)
+		s, _ := newBubbleServer(t, RetirerFunc(func(context.Context, RetireRequest) (RetireResponse, error) {
+			<-release
+			resp := RetireResponse{Retired: mintedID(1), Current: mintedID(2)}
+			completed <- resp
+			return resp, nil
+		}), nil)
 
-	start := time.Now()
-	rec := serve(s, newRequest(t, s, "POST", "/retire", ""))
-	require.Equal(t, 202, rec.Code)
-	require.JSONEq(t, `{"status":"running"}`, rec.Body.String())
-	require.Less(t, time.Since(start), 3*time.Second, "the answer must not wait for the retire")
-	select {
-	case <-completed:
-		t.Fatal("the retire completed before it was released")
-	default:
-	}
+		start := time.Now()
+		rec := serve(s, newRequest(t, s, "POST", "/retire", ""))
+		require.Equal(t, 202, rec.Code)
+		require.JSONEq(t, `{"status":"running"}`, rec.Body.String())
+		require.Equal(t, DefaultAnswerWithin, time.Since(start), "the answer does not wait for the retire")
+		select {
+		case <-completed:
+			t.Fatal("the retire completed before it was released")
+		default:
+		}
 
-	close(release)
-	require.Equal(t, RetireResponse{Retired: mintedID(1), Current: mintedID(2)}, recv(t, completed),
-		"the retire must complete after the 202")
+		close(release)
+		require.Equal(t, RetireResponse{Retired: mintedID(1), Current: mintedID(2)}, recv(t, completed),
+			"the retire must complete after the 202")
+	})
 }
 
 // mintingRetirer retires one identity per call, counting up.
@@ -313,39 +318,44 @@ func (m *mintingRetirer) Retire(context.Context, RetireRequest) (RetireResponse,
 		m.overlaps.Add(1)
 	}
 	defer m.active.Add(-1)
-	// Widens the window in which unserialized calls would overlap; this is
-	// not synchronization.
+	// Inside a synctest bubble this blocks until every other goroutine
+	// has run as far as it can: unserialized calls would overlap here.
 	time.Sleep(time.Millisecond)
 	old := m.n
 	m.n++
 	return RetireResponse{Retired: mintedID(old), Current: mintedID(old + 1)}, nil
 }
 
+// Retires run one at a time. In a bubble, each retire's sleep blocks it
+// durably, so every other goroutine runs meanwhile: unserialized calls
+// would overlap every time.
 func TestServer_Retire_Serialized(t *testing.T) {
-	const callers = 8
-	m := &mintingRetirer{}
-	s := newTestServer(t, m, nil)
+	synctest.Test(t, func(t *testing.T) {
+		const callers = 8
+		m := &mintingRetirer{}
+		s, _ := newBubbleServer(t, m, nil)
 
-	recs := make([]*httptest.ResponseRecorder, callers)
-	var wg sync.WaitGroup
-	for i := range callers {
-		req := newRequest(t, s, "POST", "/retire", "")
-		wg.Go(func() { recs[i] = serve(s, req) })
-	}
-	wg.Wait()
+		recs := make([]*httptest.ResponseRecorder, callers)
+		var wg sync.WaitGroup
+		for i := range callers {
+			req := newRequest(t, s, "POST", "/retire", "")
+			wg.Go(func() { recs[i] = serve(s, req) })
+		}
+		wg.Wait()
 
-	require.Zero(t, m.overlaps.Load(), "two retires ran at once")
-	retired := map[string]bool{}
-	for _, rec := range recs {
-		require.Equal(t, 200, rec.Code)
-		var resp RetireResponse
-		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &resp))
-		require.False(t, retired[resp.Retired], "%s retired twice", resp.Retired)
-		retired[resp.Retired] = true
-	}
-	for i := range callers {
-		require.True(t, retired[mintedID(i)], "%s never retired", mintedID(i))
-	}
+		require.Zero(t, m.overlaps.Load(), "two retires ran at once")
+		retired := map[string]bool{}
+		for _, rec := range recs {
+			require.Equal(t, 200, rec.Code)
+			var resp RetireResponse
+			require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &resp))
+			require.False(t, retired[resp.Retired], "%s retired twice", resp.Retired)
+			retired[resp.Retired] = true
+		}
+		for i := range callers {
+			require.True(t, retired[mintedID(i)], "%s never retired", mintedID(i))
+		}
+	})
 }
 
 func TestServer_Retire_RunsOnLifetimeContext(t *testing.T) {
@@ -387,28 +397,28 @@ func TestServer_Retire_RunsOnLifetimeContext(t *testing.T) {
 }
 
 func TestServer_Close_AbandonsQueuedRetires(t *testing.T) {
-	var calls atomic.Int32
-	started := make(chan struct{}, 1)
-	s := New(testToken, RetirerFunc(func(ctx context.Context, _ RetireRequest) (RetireResponse, error) {
-		calls.Add(1)
-		started <- struct{}{}
-		<-ctx.Done()
-		return RetireResponse{}, ctx.Err()
-	}), &Options{AnswerWithin: 50 * time.Millisecond})
-	require.NoError(t, s.Start())
-	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	synctest.Test(t, func(t *testing.T) {
+		var calls atomic.Int32
+		started := make(chan struct{}, 1)
+		s, _ := newBubbleServer(t, RetirerFunc(func(ctx context.Context, _ RetireRequest) (RetireResponse, error) {
+			calls.Add(1)
+			started <- struct{}{}
+			<-ctx.Done()
+			return RetireResponse{}, ctx.Err()
+		}), nil)
 
-	// The first retire holds the turn; the second is queued behind it.
-	require.Equal(t, 202, serve(s, newRequest(t, s, "POST", "/retire", "")).Code)
-	recv(t, started)
-	require.Equal(t, 202, serve(s, newRequest(t, s, "POST", "/retire", "")).Code)
+		// The first retire holds the turn; the second is queued behind it.
+		require.Equal(t, 202, serve(s, newRequest(t, s, "POST", "/retire", "")).Code)
+		recv(t, started)
+		require.Equal(t, 202, serve(s, newRequest(t, s, "POST", "/retire", "")).Code)
 
-	require.NoError(t, s.Close())
-	require.Equal(t, int32(1), calls.Load(), "a retire queued at Close must never start")
+		require.NoError(t, s.Close())
+		require.Equal(t, int32(1), calls.Load(), "a retire queued at Close must never start")
 
-	rec := serve(s, newRequest(t, s, "POST", "/retire", ""))
-	require.Equal(t, 503, rec.Code, "after Close")
-	require.JSONEq(t, `{"error":"bridge closing"}`, rec.Body.String())
+		rec := serve(s, newRequest(t, s, "POST", "/retire", ""))
+		require.Equal(t, 503, rec.Code, "after Close")
+		require.JSONEq(t, `{"error":"bridge closing"}`, rec.Body.String())
+	})
 }
 
 func TestServer_Start(t *testing.T) {

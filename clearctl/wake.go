@@ -1,16 +1,13 @@
 package clearctl
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"runtime/debug"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -114,20 +111,8 @@ var _ Waker = WakerFunc(nil)
 // server's timeouts, meant for /retire, never cut a waiter off; the
 // request's context still ends at once when the caller hangs up.
 func (s *Server) handleWait(w http.ResponseWriter, r *http.Request) {
-	if !s.authorized(r) {
-		s.logger.Warn("clearctl request refused", logkey.Reason, "token", logKeyRemote, r.RemoteAddr)
-		w.Header().Set("WWW-Authenticate", "Bearer")
-		w.WriteHeader(http.StatusUnauthorized)
-		return
-	}
 	var req WaitRequest
-	if code, err := readJSON(w, r, &req); err != nil {
-		writeJSON(w, code, errorBody{Error: err.Error()})
-		return
-	}
-	if err := req.Validate(); err != nil {
-		s.logger.Warn("clearctl request refused", logkey.Reason, "bad body", logkey.Err, err)
-		writeJSON(w, http.StatusBadRequest, errorBody{Error: err.Error()})
+	if !s.admit(w, r, &req) {
 		return
 	}
 	if !s.startWait() {
@@ -163,7 +148,7 @@ func (s *Server) handleWait(w http.ResponseWriter, r *http.Request) {
 func (s *Server) wait(ctx context.Context, req WaitRequest) (resp WaitResponse) {
 	defer func() {
 		if p := recover(); p != nil {
-			s.logger.Error("wait-for-work panicked", logKeyPanic, fmt.Sprint(p), logKeyStack, string(debug.Stack()))
+			s.logger.Error("wait-for-work panicked", logkey.Panic, fmt.Sprint(p), logkey.Stack, string(debug.Stack()))
 			resp = WaitResponse{Reason: "bridge error"}
 		}
 	}()
@@ -202,23 +187,10 @@ var ErrConnectionLost = errors.New("wait for work: connection to the bridge lost
 // A Line longer than MaxLineBytes is cut there and marked with "…".
 func WaitForWork(ctx context.Context, port int, token string, req WaitRequest) (WaitResponse, error) {
 	var none WaitResponse
-	if port < 1 || port > 65535 {
-		return none, fmt.Errorf("wait for work: bad port %d", port)
-	}
-	if token == "" {
-		return none, errors.New("wait for work: empty token")
-	}
-	body, err := json.Marshal(req)
+	hreq, addr, err := newPost(ctx, "wait for work", port, token, waitPath, req)
 	if err != nil {
-		return none, fmt.Errorf("wait for work: encode request: %w", err)
+		return none, err
 	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+waitPath, bytes.NewReader(body))
-	if err != nil {
-		return none, fmt.Errorf("wait for work: build request: %w", err)
-	}
-	hreq.Header.Set("Authorization", "Bearer "+token)
-	hreq.Header.Set("Content-Type", "application/json")
 	resp, err := newClient().Do(hreq)
 	if err != nil {
 		switch {

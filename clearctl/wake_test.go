@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -106,33 +107,39 @@ func TestServer_WaitRouteNeedsAWaker(t *testing.T) {
 	require.True(t, strings.HasPrefix(err.Error(), "wait for work: bridge answered 404"), err.Error())
 }
 
-// A waiter outlives the server's read and write timeouts (shortened here to
-// 50 ms): the route lifts them once the caller has authenticated.
+// A waiter outlives the server's read and write timeouts (5 s, and
+// AnswerWithin + 5 s): the route lifts them once the caller has
+// authenticated. On a bubble's fake clock it is held a day.
 func TestWaitForWork_OutlivesServerTimeouts(t *testing.T) {
-	h := newHoldingWaker()
-	s := New(testToken, &recordingRetirer{}, &Options{Waker: h})
-	s.readTimeout, s.writeTimeout = 50*time.Millisecond, 50*time.Millisecond
-	require.NoError(t, s.Start())
-	t.Cleanup(func() { require.NoError(t, s.Close()) })
-
-	got := make(chan error, 1)
-	var resp WaitResponse
-	go func() {
-		var err error
-		resp, err = WaitForWork(t.Context(), s.Port(), testToken, WaitRequest{PID: 9, HookEventName: "Stop", RearmSeconds: 60})
-		got <- err
-	}()
-	require.Equal(t, WaitRequest{PID: 9, HookEventName: "Stop", RearmSeconds: 60}, recv(t, h.arrive))
-	// Held for ten times the timeouts: neither deadline may end it.
-	select {
-	case err := <-got:
-		t.Fatalf("the waiter ended early: %v (%+v)", err, resp)
-	case <-time.After(500 * time.Millisecond):
-	}
-	require.Empty(t, h.endedCauses(), "the waiter's context must not end on the server's timeouts")
-	h.reply <- WaitResponse{Wake: true, Line: "bee: action a-1"}
-	require.NoError(t, recv(t, got))
-	require.Equal(t, WaitResponse{Wake: true, Line: "bee: action a-1"}, resp)
+	synctest.Test(t, func(t *testing.T) {
+		h := newHoldingWaker()
+		_, c := newBubbleServer(t, &recordingRetirer{}, &Options{Waker: h})
+		type answer struct {
+			code int
+			resp WaitResponse
+			err  error
+		}
+		got := make(chan answer, 1)
+		go func() {
+			var a answer
+			a.code, a.err = c.post(t.Context(), waitPath, WaitRequest{PID: 9, HookEventName: "Stop", RearmSeconds: 60}, &a.resp)
+			got <- a
+		}()
+		require.Equal(t, WaitRequest{PID: 9, HookEventName: "Stop", RearmSeconds: 60}, recv(t, h.arrive))
+		time.Sleep(24 * time.Hour)
+		synctest.Wait()
+		select {
+		case a := <-got:
+			t.Fatalf("the waiter ended early: %+v", a)
+		default:
+		}
+		require.Empty(t, h.endedCauses(), "the waiter's context must not end on the server's timeouts")
+		h.reply <- WaitResponse{Wake: true, Line: "bee: action a-1"}
+		a := recv(t, got)
+		require.NoError(t, a.err)
+		require.Equal(t, 200, a.code)
+		require.Equal(t, WaitResponse{Wake: true, Line: "bee: action a-1"}, a.resp)
+	})
 }
 
 // A waiter that hangs up is noticed at once: its Waker's context ends.

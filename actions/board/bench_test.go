@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/boardtest"
 )
 
 // Benchmarks across processes. Run them without -race, for example:
@@ -30,12 +31,12 @@ import (
 // transaction, the wake-up and the claim's transaction.
 func BenchmarkWake(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "board.db")
-	poster := startProc(b, "poster", path)
-	poster.expect("ready", 30*time.Second)
+	poster := boardtest.StartProc(b, "poster", path)
+	poster.Expect("ready", 30*time.Second)
 	board, err := Open(path, &Options{
 		SafetyPoll: 10 * time.Second,
 		// Ask for the post only once Next is about to sleep.
-		beforeSleep: func() { poster.send("post now") },
+		beforeSleep: func() { poster.Send("post now") },
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -64,11 +65,8 @@ func BenchmarkWake(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	slices.Sort(lat)
-	b.ReportMetric(float64(quantile(lat, 0.5).Microseconds()), "p50-µs")
-	b.ReportMetric(float64(quantile(lat, 0.99).Microseconds()), "p99-µs")
-	b.ReportMetric(float64(lat[len(lat)-1].Microseconds()), "max-µs")
-	poster.finish(10 * time.Second)
+	boardtest.ReportLatency(b, lat)
+	poster.Finish(10 * time.Second)
 }
 
 // BenchmarkAwait measures finish-to-await latency across processes: this
@@ -78,13 +76,13 @@ func BenchmarkWake(b *testing.B) {
 // notifier can wake it).
 func BenchmarkAwait(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "board.db")
-	worker := startProc(b, "worker", path)
-	worker.expect("ready ", 30*time.Second)
+	worker := boardtest.StartProc(b, "worker", path)
+	worker.Expect("ready ", 30*time.Second)
 	var current string // the action awaited; only the awaiting goroutine reads it
 	board, err := Open(path, &Options{
 		SafetyPoll: 10 * time.Second,
 		// Ask for the finish only once Await is about to sleep.
-		beforeSleep: func() { worker.send("finish " + current + " now") },
+		beforeSleep: func() { worker.Send("finish " + current + " now") },
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -100,8 +98,8 @@ func BenchmarkAwait(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		worker.send("claim")
-		worker.expect("claimed "+r.ID, 10*time.Second)
+		worker.Send("claim")
+		worker.Expect("claimed "+r.ID, 10*time.Second)
 		current = r.ID
 		b.StartTimer()
 		recs, err := board.Await(b.Context(), actions.Agent(poster), []string{r.ID}, 5*time.Second)
@@ -117,18 +115,11 @@ func BenchmarkAwait(b *testing.B) {
 			b.Fatal(err)
 		}
 		lat = append(lat, end.Sub(time.Unix(0, ns)))
-		worker.expect("ended "+r.ID, 10*time.Second)
+		worker.Expect("ended "+r.ID, 10*time.Second)
 	}
 	b.StopTimer()
-	slices.Sort(lat)
-	b.ReportMetric(float64(quantile(lat, 0.5).Microseconds()), "p50-µs")
-	b.ReportMetric(float64(quantile(lat, 0.99).Microseconds()), "p99-µs")
-	b.ReportMetric(float64(lat[len(lat)-1].Microseconds()), "max-µs")
-	worker.finish(10 * time.Second)
-}
-
-func quantile(sorted []time.Duration, q float64) time.Duration {
-	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
+	boardtest.ReportLatency(b, lat)
+	worker.Finish(10 * time.Second)
 }
 
 // BenchmarkClaimRate measures claims per second with 8 processes claiming
@@ -156,32 +147,32 @@ func BenchmarkClaimRate(b *testing.B) {
 					b.Fatal(err)
 				}
 				bulkPost(b, board, 60000)
-				env := []string{fmt.Sprintf("%s=%d", envMS, round.Milliseconds())}
+				env := []string{fmt.Sprintf("%s=%d", boardtest.EnvMS, round.Milliseconds())}
 				if mode.noLock {
 					env = append(env, envNoLock+"=1")
 				}
-				workers := make([]*proc, procs)
+				workers := make([]*boardtest.Proc, procs)
 				for i := range workers {
-					workers[i] = startProc(b, "rate", path, env...)
+					workers[i] = boardtest.StartProc(b, "rate", path, env...)
 				}
 				for _, w := range workers {
-					w.expect("ready", 30*time.Second)
+					w.Expect("ready", 30*time.Second)
 				}
 				for _, w := range workers {
-					w.send("go")
+					w.Send("go")
 				}
 				// Meanwhile, depart identities holding two claims each, as a
 				// bridge does at its end, and time it under this load.
 				departs := departUnderLoad(b, board, round)
 				b.Logf("%s: Depart under load: %d departures, median %v, max %v", mode.name, len(departs),
-					quantile(departs, 0.5), departs[len(departs)-1])
+					boardtest.Quantile(departs, 0.5), departs[len(departs)-1])
 				departMax = max(departMax, departs[len(departs)-1])
 				counts := make([]float64, procs)
 				for i, w := range workers {
-					f := strings.Fields(w.expect("count ", round+30*time.Second))
+					f := strings.Fields(w.Expect("count ", round+30*time.Second))
 					n, _ := strconv.Atoi(f[1])
 					counts[i] = float64(n) / round.Seconds()
-					w.finish(10 * time.Second)
+					w.Finish(10 * time.Second)
 				}
 				var sum float64
 				for _, c := range counts {
@@ -270,9 +261,7 @@ func BenchmarkDepart(b *testing.B) {
 		took = append(took, time.Since(start))
 	}
 	b.StopTimer()
-	slices.Sort(took)
-	b.ReportMetric(float64(quantile(took, 0.5).Microseconds()), "p50-µs")
-	b.ReportMetric(float64(quantile(took, 0.99).Microseconds()), "p99-µs")
+	boardtest.ReportLatency(b, took)
 }
 
 // bulkPost adds n open actions for anyone in one transaction.
@@ -307,24 +296,24 @@ func BenchmarkIdleCPU(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer board.Close()
-	waiters := make([]*proc, procs)
+	waiters := make([]*boardtest.Proc, procs)
 	for i := range waiters {
-		waiters[i] = startProc(b, "waiter", path)
+		waiters[i] = boardtest.StartProc(b, "waiter", path)
 	}
 	for _, w := range waiters {
-		w.expect("sleeping", 60*time.Second)
+		w.Expect("sleeping", 60*time.Second)
 	}
 	time.Sleep(2 * time.Second) // let start-up work (GC, page faults) settle
 	before := make([]time.Duration, procs)
 	for i, w := range waiters {
-		before[i] = cpuTime(b, w.cmd.Process.Pid)
+		before[i] = boardtest.CPUTime(b, w.Pid())
 	}
 	b.ResetTimer()
 	time.Sleep(span)
 	b.StopTimer()
 	var total, worst time.Duration
 	for i, w := range waiters {
-		d := cpuTime(b, w.cmd.Process.Pid) - before[i]
+		d := boardtest.CPUTime(b, w.Pid()) - before[i]
 		total += d
 		worst = max(worst, d)
 	}
@@ -334,30 +323,8 @@ func BenchmarkIdleCPU(b *testing.B) {
 	b.ReportMetric(float64(total.Microseconds())/1000/float64(procs), "cpu-ms-per-proc")
 	b.ReportMetric(float64(worst.Microseconds())/1000, "cpu-ms-worst-proc")
 	for _, w := range waiters {
-		w.finish(30 * time.Second)
+		w.Finish(30 * time.Second)
 	}
-}
-
-// cpuTime returns the time all threads of pid have run on a CPU.
-func cpuTime(tb testing.TB, pid int) time.Duration {
-	tb.Helper()
-	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
-	if err != nil || len(tasks) == 0 {
-		tb.Fatalf("no schedstat for %d: %v", pid, err)
-	}
-	var sum time.Duration
-	for _, task := range tasks {
-		raw, err := os.ReadFile(task)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		ns, err := strconv.ParseInt(strings.Fields(string(raw))[0], 10, 64)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		sum += time.Duration(ns)
-	}
-	return sum
 }
 
 // BenchmarkFanout measures delivery when many bridges wait: 32 processes
@@ -377,17 +344,17 @@ func BenchmarkFanout(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer board.Close()
-	waiters := make([]*proc, procs)
+	waiters := make([]*boardtest.Proc, procs)
 	for i := range waiters {
-		waiters[i] = startProc(b, "waiter", path, fmt.Sprintf("%s=fan%d", envAgent, i))
+		waiters[i] = boardtest.StartProc(b, "waiter", path, fmt.Sprintf("%s=fan%d", boardtest.EnvAgent, i))
 	}
 	for _, w := range waiters {
-		w.expect("sleeping", 60*time.Second)
+		w.Expect("sleeping", 60*time.Second)
 	}
 	cpu := func() time.Duration {
 		var sum time.Duration
 		for _, w := range waiters {
-			sum += cpuTime(b, w.cmd.Process.Pid)
+			sum += boardtest.CPUTime(b, w.Pid())
 		}
 		return sum
 	}
@@ -401,23 +368,20 @@ func BenchmarkFanout(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		f := strings.Fields(w.expect("got "+r.ID+" ", 10*time.Second))
+		f := strings.Fields(w.Expect("got "+r.ID+" ", 10*time.Second))
 		ns, err := strconv.ParseInt(f[2], 10, 64)
 		if err != nil {
 			b.Fatal(err)
 		}
 		lat = append(lat, time.Unix(0, ns).Sub(t0))
-		w.expect("sleeping", 10*time.Second)
+		w.Expect("sleeping", 10*time.Second)
 	}
 	b.StopTimer()
 	spent := cpu() - before
-	slices.Sort(lat)
-	b.ReportMetric(float64(quantile(lat, 0.5).Microseconds()), "p50-µs")
-	b.ReportMetric(float64(quantile(lat, 0.95).Microseconds()), "p95-µs")
-	b.ReportMetric(float64(quantile(lat, 0.99).Microseconds()), "p99-µs")
+	boardtest.ReportLatency(b, lat, 0.95)
 	b.ReportMetric(float64(spent.Microseconds())/float64(b.N), "waiters-cpu-µs/post")
 	for _, w := range waiters {
-		w.finish(30 * time.Second)
+		w.Finish(30 * time.Second)
 	}
 }
 

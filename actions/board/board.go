@@ -131,9 +131,6 @@ const (
 	MaxTitleLen  = actions.MaxTitleLen  // characters, after trimming
 	MaxBodyLen   = actions.MaxBodyLen   // bytes
 	MaxResultLen = actions.MaxResultLen // bytes
-	// maxPageBytes bounds the text a page carries: a page stops growing once
-	// it holds this much (it always holds at least one record).
-	maxPageBytes = 1 << 20
 )
 
 // Errors the board returns besides the actions sentinels, wrapped with the

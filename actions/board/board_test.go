@@ -61,6 +61,7 @@ func nothingFor(t *testing.T, b *Board, who identity.ID) {
 }
 
 func TestOpen_CreatesBoard(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "deep", "er")
 	path := filepath.Join(dir, "board.db")
 	b := openTest(t, path, nil)
@@ -85,6 +86,7 @@ func TestOpen_CreatesBoard(t *testing.T) {
 }
 
 func TestOpen_ReopenKeepsActions(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "board.db")
 	b, err := Open(path, nil)
 	require.NoError(t, err)
@@ -105,6 +107,7 @@ func TestOpen_ReopenKeepsActions(t *testing.T) {
 }
 
 func TestOpen_NewerSchemaRefused(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "board.db")
 	b, err := Open(path, nil)
 	require.NoError(t, err)
@@ -119,6 +122,7 @@ func TestOpen_NewerSchemaRefused(t *testing.T) {
 }
 
 func TestOpen_GarbageRefused(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "board.db")
 	garbage := []byte("this is not a database, but someone's notes\n")
 	require.NoError(t, os.WriteFile(path, garbage, 0o600))
@@ -133,6 +137,7 @@ func TestOpen_GarbageRefused(t *testing.T) {
 }
 
 func TestOpen_DamagedRefused(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "board.db")
 	b, err := Open(path, nil)
 	require.NoError(t, err)
@@ -155,6 +160,7 @@ func TestOpen_DamagedRefused(t *testing.T) {
 }
 
 func TestOpen_ForeignDatabaseRefused(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "other.db")
 	db, err := sql.Open("sqlite", path)
 	require.NoError(t, err)
@@ -169,6 +175,7 @@ func TestOpen_ForeignDatabaseRefused(t *testing.T) {
 }
 
 func TestOpen_BadOptions(t *testing.T) {
+	t.Parallel()
 	for _, renew := range []time.Duration{2 * time.Second, 600 * time.Millisecond} {
 		_, err := Open(filepath.Join(t.TempDir(), "b.db"), &Options{Lease: time.Second, Renew: renew})
 		require.ErrorContains(t, err, "at most half the lease", "renew %v", renew)
@@ -194,6 +201,7 @@ func TestDefaultPath(t *testing.T) {
 }
 
 func TestBoard_NextCancelledAtClaimGivesBack(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(t.Context())
 	var claimed actions.Record
 	b := openTest(t, "", &Options{afterClaim: func(r actions.Record) {
@@ -215,6 +223,7 @@ func TestBoard_NextCancelledAtClaimGivesBack(t *testing.T) {
 }
 
 func TestBoard_CloseEndsWaiters(t *testing.T) {
+	t.Parallel()
 	b, err := Open(filepath.Join(t.TempDir(), "board.db"), nil)
 	require.NoError(t, err)
 	sleeping := make(chan struct{}, 1)
@@ -251,6 +260,7 @@ func sleepSignal() (func(), chan struct{}) {
 }
 
 func TestBoard_WakeAcrossBoards(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "board.db")
 	hook, sleeping := sleepSignal()
 	waiter := openTest(t, path, &Options{SafetyPoll: 10 * time.Second, beforeSleep: hook})
@@ -311,6 +321,7 @@ func TestBoard_WakeAcrossBoards(t *testing.T) {
 }
 
 func TestBoard_LockedBeyondBusyTimeout(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "board.db")
 	b := openTest(t, path, &Options{BusyTimeout: 200 * time.Millisecond})
 	a := post(t, b, "user:alice", "", "job")
@@ -349,6 +360,7 @@ func TestBoard_LockedBeyondBusyTimeout(t *testing.T) {
 }
 
 func TestBoard_LockFileHeldElsewhere(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "board.db")
 	b := openTest(t, path, &Options{BusyTimeout: 200 * time.Millisecond})
 	other := openTest(t, path, nil)
@@ -373,6 +385,7 @@ func TestBoard_LockFileHeldElsewhere(t *testing.T) {
 // whose lease has run out still goes back, and is taken (being oldest),
 // before the next claim.
 func TestBoard_DrainingClaimerReclaimsFirst(t *testing.T) {
+	t.Parallel()
 	const lease = 400 * time.Millisecond
 	path := filepath.Join(t.TempDir(), "board.db")
 	clock := boardtest.NewManualClock()
@@ -406,6 +419,7 @@ func TestBoard_DrainingClaimerReclaimsFirst(t *testing.T) {
 }
 
 func TestOpen_NewBoardIsPrivate(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "sub", "board.db")
 	b, err := Open(path, nil)
 	require.NoError(t, err)
@@ -427,6 +441,7 @@ func TestOpen_NewBoardIsPrivate(t *testing.T) {
 // claim refreshes the lease to outlast the wait for the next renewal, which
 // renewals then keep.
 func TestBoard_IdleMemberRenewsOnlyWhileHolding(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "board.db")
 	const renew = 300 * time.Millisecond
 	clock := boardtest.NewManualClock()

@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/boardtest"
+	"github.com/tractat-us/bee/actions/internal/position"
 )
 
 // envChaos, set to a number of actions, runs the chaos test at that size
@@ -32,6 +34,7 @@ const envChaos = "BEE_BOARD_CHAOS"
 // under a new one); a killed claimant's claims go to others at the next
 // look.
 func TestBoard_Chaos(t *testing.T) {
+	t.Parallel()
 	// Posts are paced, so that the blows fall while there is work.
 	total, procs, per, rate := 600, 4, 2, 200.0
 	if raceEnabled {
@@ -48,20 +51,21 @@ func TestBoard_Chaos(t *testing.T) {
 	)
 	path := filepath.Join(t.TempDir(), "board.db")
 	b := openTest(t, path, &Options{Lease: lease})
-	env := []string{fmt.Sprintf("%s=%d", envLease, lease.Milliseconds()), fmt.Sprintf("%s=%d", envWaiters, per),
-		fmt.Sprintf("%s=%d", envMS, work.Milliseconds())}
+	env := []string{fmt.Sprintf("%s=%d", boardtest.EnvLease, lease.Milliseconds()), fmt.Sprintf("%s=%d", boardtest.EnvWaiters, per),
+		fmt.Sprintf("%s=%d", boardtest.EnvMS, work.Milliseconds())}
 	start := time.Now()
 
 	var (
-		all     []*proc // every claimant ever started, for their reports
-		live    []*proc // not killed
-		stopped = map[*proc]time.Time{}
+		all     []*boardtest.Proc                // every claimant ever started, for their reports
+		live    []*boardtest.Proc                // not killed
+		killed  = map[*boardtest.Proc][]string{} // what each said before it died
+		stopped = map[*boardtest.Proc]time.Time{}
 		kills   int
 		stops   int
 		long    int // stops longer than a lease
 	)
 	spawn := func() {
-		p := startProc(t, "chaos", path, env...)
+		p := boardtest.StartProc(t, "chaos", path, env...)
 		all = append(all, p)
 		live = append(live, p)
 	}
@@ -69,7 +73,7 @@ func TestBoard_Chaos(t *testing.T) {
 		spawn()
 	}
 	for _, p := range live {
-		p.expect("ready", 60*time.Second)
+		p.Expect("ready", 60*time.Second)
 	}
 
 	// Post while the blows fall.
@@ -107,7 +111,7 @@ func TestBoard_Chaos(t *testing.T) {
 		now := time.Now()
 		for p, until := range stopped {
 			if now.After(until) {
-				require.NoError(t, contProc(p.cmd.Process.Pid))
+				require.NoError(t, contProc(p.Pid()))
 				delete(stopped, p)
 			}
 		}
@@ -121,14 +125,13 @@ func TestBoard_Chaos(t *testing.T) {
 			continue
 		}
 		if rng.IntN(2) == 0 {
-			require.NoError(t, p.cmd.Process.Kill())
-			<-p.exited
+			killed[p] = p.Kill()
 			kills++
 			live = slices.Delete(live, i, i+1)
 			spawn()
 		} else {
 			d := time.Duration(rng.Int64N(int64(maxStop)))
-			require.NoError(t, stopProc(p.cmd.Process.Pid))
+			require.NoError(t, stopProc(p.Pid()))
 			stopped[p] = now.Add(d)
 			stops++
 			if d > lease {
@@ -140,7 +143,7 @@ func TestBoard_Chaos(t *testing.T) {
 	wg.Wait()
 	require.False(t, t.Failed())
 	for p := range stopped {
-		require.NoError(t, contProc(p.cmd.Process.Pid))
+		require.NoError(t, contProc(p.Pid()))
 	}
 
 	// Every report of every claimant, the killed ones' up to their death.
@@ -154,11 +157,9 @@ func TestBoard_Chaos(t *testing.T) {
 	for _, p := range all {
 		var lines []string
 		if slices.Contains(live, p) {
-			lines = p.finish(60 * time.Second)
+			lines = p.Finish(60 * time.Second)
 		} else {
-			for line := range p.lines {
-				lines = append(lines, line)
-			}
+			lines = killed[p]
 		}
 		for _, line := range lines {
 			f := strings.Fields(line)
@@ -190,7 +191,7 @@ func TestBoard_Chaos(t *testing.T) {
 		var seq int64
 		var state, holder, result string
 		require.NoError(t, rows.Scan(&seq, &state, &holder, &result))
-		id := actionID(seq)
+		id := position.ActionID(seq)
 		require.True(t, ids[id], id)
 		if state != "done" {
 			lost++

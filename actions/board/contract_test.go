@@ -8,9 +8,10 @@ import (
 	"github.com/tractat-us/bee/actions/boardtest"
 )
 
-// The contract suite every board runs, on board files.
+// The contract suite every board runs, on board files, a file each, in
+// parallel.
 func TestContract(t *testing.T) {
-	boardtest.Run(t, func(t *testing.T, location string, o boardtest.Options) actions.Board {
+	boardtest.RunParallel(t, func(t *testing.T, location string, o boardtest.Options) actions.Board {
 		if location == "" {
 			location = filepath.Join(t.TempDir(), "board.db")
 		}

@@ -11,6 +11,7 @@ import (
 
 // Created tells the Open that made the file from every other Open.
 func TestBoard_Created(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "new", "board.db")
 	b, err := Open(path, nil)
 	require.NoError(t, err)
@@ -33,6 +34,7 @@ func TestBoard_Created(t *testing.T) {
 
 // Of several Opens racing to create a board, exactly one says it did.
 func TestBoard_CreatedOnce(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "board.db")
 	const n = 4
 	var wg sync.WaitGroup
@@ -70,6 +72,7 @@ func assertNoError(t *testing.T, err error) bool {
 // A directory where the board should be is refused with what to do, and
 // the path said once (not "open X: open X: is a directory").
 func TestOpen_Directory(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	_, err := Open(dir, nil)
 	require.Error(t, err)

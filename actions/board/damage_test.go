@@ -57,6 +57,7 @@ func requireCorrupt(t *testing.T, err error, path string, detail string) {
 // file open when it was cut reports the rows it finds there as damage, not
 // as a raw scan error.
 func TestBoard_TruncatedFileRefused(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "board.db")
 	b, err := Open(path, nil)
 	require.NoError(t, err)
@@ -94,6 +95,7 @@ func TestBoard_TruncatedFileRefused(t *testing.T) {
 // moving it aside, as the error advises, starts a new board; an empty file
 // nobody ever used is a new board.
 func TestBoard_EmptiedFileRefused(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "board.db")
 	b, err := Open(path, nil)
 	require.NoError(t, err)
@@ -121,6 +123,7 @@ func TestBoard_EmptiedFileRefused(t *testing.T) {
 // Once any Board finds the file damaged, it refuses every later call, every
 // Board's writes refuse it, and so does every later Open.
 func TestBoard_DamagedFileRefusesWrites(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "board.db")
 	b, err := Open(path, nil)
 	require.NoError(t, err)

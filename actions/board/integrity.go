@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 )
 
 // A schemaShape is what Open checks of a board's schema: the statement
@@ -55,34 +54,13 @@ func normalizeSQL(stmt string) string {
 	return strings.Join(strings.Fields(b.String()), " ")
 }
 
-// expectedShape is the shape bee's migrations make, found once per process
-// by running them on an in-memory database.
-var expectedShape = sync.OnceValues(func() (schemaShape, error) {
-	db, err := sql.Open("sqlite", "file::memory:")
-	if err != nil {
-		return nil, err
-	}
-	defer db.Close()
-	db.SetMaxOpenConns(1) // one connection: one in-memory database
-	ctx := context.Background()
-	for v := 1; v <= schemaVersion; v++ {
-		if _, err := db.ExecContext(ctx, migrations[v]); err != nil {
-			return nil, fmt.Errorf("migration %d: %w", v, err)
-		}
-	}
-	return readShape(ctx, db, nil)
-})
-
 // checkSchema refuses, with ErrCorrupt, a board whose tables or indexes are
 // not those this bee's migrations make (a damaged schema page, or a file
 // edited by hand): the board's queries would fail on it with raw SQL
 // errors.
 func (b *Board) checkSchema() error {
-	want, err := expectedShape()
-	if err != nil {
-		return fmt.Errorf("open board %s: bee's own schema: %w", b.path, err)
-	}
-	got, err := readShape(b.ctx, b.db, want)
+	want := wantShape
+	got, err := readShape(b.ctx, b.wconn, want)
 	if err != nil {
 		return corruptErr(b.path, "its schema cannot be read", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/boardtest"
 )
 
 // stopped waits until process pid is stopped.
@@ -25,15 +26,16 @@ func stopped(t *testing.T, pid int) {
 // busy timeout with an error that names the holder, Close does not wait
 // for it, and once the holder continues the board works again.
 func TestBoard_StoppedLockHolder(t *testing.T) {
+	t.Parallel()
 	const busy = time.Second
 	path := filepath.Join(t.TempDir(), "board.db")
-	staller := startProc(t, "staller", path)
-	staller.expect("ready", 30*time.Second)
-	staller.send("post before")
-	staller.expect("posted a-1", 30*time.Second)
-	staller.send("stall held")
-	staller.expect("holding", 30*time.Second)
-	pid := staller.cmd.Process.Pid
+	staller := boardtest.StartProc(t, "staller", path)
+	staller.Expect("ready", 30*time.Second)
+	staller.Send("post before")
+	staller.Expect("posted a-1", 30*time.Second)
+	staller.Send("stall held")
+	staller.Expect("holding", 30*time.Second)
+	pid := staller.Pid()
 	stopped(t, pid)
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
 
@@ -65,16 +67,17 @@ func TestBoard_StoppedLockHolder(t *testing.T) {
 	_, err = b2.Post(t.Context(), "user:alice", actions.Draft{Title: "blocked"})
 	require.ErrorIs(t, err, ErrLocked)
 	require.NoError(t, syscall.Kill(pid, syscall.SIGCONT))
-	staller.expect("posted a-2", 30*time.Second)
+	staller.Expect("posted a-2", 30*time.Second)
 	rec := post(t, b2, "user:alice", "", "after")
 	require.Equal(t, "a-3", rec.ID)
-	staller.finish(30 * time.Second)
+	staller.Finish(30 * time.Second)
 }
 
 // Calls that give up one after another while another holder keeps the lock
 // share one request queued in the kernel, which hands the lock to the next
 // caller once the holder lets go.
 func TestBoard_GaveUpCallsShareOneQueuedRequest(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "board.db")
 	b := openTest(t, path, &Options{BusyTimeout: 100 * time.Millisecond})
 	other := openTest(t, path, nil)
@@ -114,6 +117,7 @@ func TestBoard_GaveUpCallsShareOneQueuedRequest(t *testing.T) {
 // process closes at once; the request gives the lock straight back when
 // granted, so the board is not wedged afterwards.
 func TestBoard_CloseWhileQueued(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "board.db")
 	holder := openTest(t, path, nil)
 	release, err := holder.lock.acquire(t.Context())
@@ -139,6 +143,7 @@ func TestBoard_CloseWhileQueued(t *testing.T) {
 // The lock file's record says who took the lock last; a reader tolerates
 // a file older bees left empty, and garbage.
 func TestWriteLock_Record(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "board.db")
 	b := openTest(t, path, nil)
 	post(t, b, "user:alice", "", "job")
@@ -159,6 +164,7 @@ func TestWriteLock_Record(t *testing.T) {
 }
 
 func TestReadProcLocks(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "board.db")
 	b := openTest(t, path, nil)
 	release, err := b.lock.acquire(t.Context())

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/internal/position"
 	"github.com/tractat-us/bee/actions/internal/wakeup"
 	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/internal/liveness"
@@ -135,7 +136,7 @@ func collectIDs(rows *sql.Rows, err error) ([]string, error) {
 		if err := rows.Scan(&seq); err != nil {
 			return nil, err
 		}
-		ids = append(ids, actionID(seq))
+		ids = append(ids, position.ActionID(seq))
 	}
 	return ids, rows.Err()
 }
@@ -203,7 +204,7 @@ func heldIDs(list string) []string {
 	slices.Sort(seqs)
 	ids := make([]string, 0, len(seqs))
 	for _, n := range seqs {
-		ids = append(ids, actionID(n))
+		ids = append(ids, position.ActionID(n))
 	}
 	return ids
 }

@@ -7,27 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/boardtest"
 	"github.com/tractat-us/bee/actions/internal/wakeup"
 )
-
-func closed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
-
-// waitClosed fails the test unless ch closes within a generous bound.
-func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s: not woken within 10 s", what)
-	}
-}
 
 // A change that concerns one agent wakes, in another Board, only the
 // waiters of that agent (and those of every event); one that concerns
@@ -35,6 +17,7 @@ func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
 // files' events in order, so once a later event has reached it, an earlier
 // one that should have woken a waiter has too.
 func TestNotifier_WakesOnlyWhomItConcerns(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "board.db")
 	writer := openTest(t, path, nil)
 	reader := openTest(t, path, nil)
@@ -44,27 +27,28 @@ func TestNotifier_WakesOnlyWhomItConcerns(t *testing.T) {
 	endedX, endedY, endedAll := n.endedCh("x", false), n.endedCh("y", false), n.endedCh("", true)
 
 	writer.notify.touch(evClaimable, wakeup.ForRecipient("agent:x#0123abcd"))
-	waitClosed(t, forX, "x's waiter, for an action addressed to an identity of x")
+	boardtest.WaitClosed(t, forX, "x's waiter, for an action addressed to an identity of x")
 	writer.notify.touch(evEnded, wakeup.ForPoster("user:alice"))
-	waitClosed(t, endedAll, "Await, for a person's action ended")
-	require.False(t, closed(forY), "y's waiter woken for x's action")
-	require.False(t, closed(endedX), "x's outcome waiter woken for a person's action")
+	boardtest.WaitClosed(t, endedAll, "Await, for a person's action ended")
+	require.False(t, boardtest.Closed(forY), "y's waiter woken for x's action")
+	require.False(t, boardtest.Closed(endedX), "x's outcome waiter woken for a person's action")
 
 	endedAll = n.endedCh("", true)
 	writer.notify.touch(evEnded, wakeup.ForPoster("agent:x#0123abcd"))
-	waitClosed(t, endedX, "x's outcome waiter, for x's action ended")
-	waitClosed(t, endedAll, "Await, for x's action ended")
-	require.False(t, closed(endedY), "y's outcome waiter woken for x's action")
+	boardtest.WaitClosed(t, endedX, "x's outcome waiter, for x's action ended")
+	boardtest.WaitClosed(t, endedAll, "Await, for x's action ended")
+	require.False(t, boardtest.Closed(endedY), "y's outcome waiter woken for x's action")
 
 	forX = n.wakeCh("x")
 	writer.notify.touch(evClaimable, wakeup.ForRecipient(""))
-	waitClosed(t, forX, "x's waiter, for an action for anyone")
-	waitClosed(t, forY, "y's waiter, for an action for anyone")
+	boardtest.WaitClosed(t, forX, "x's waiter, for an action for anyone")
+	boardtest.WaitClosed(t, forY, "y's waiter, for an action for anyone")
 }
 
 // Next across Boards wakes for an action addressed to its agent name or
 // its identity, and a waiter of another agent sleeps on.
 func TestBoard_WakeForAgentAcrossBoards(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "board.db")
 	hook, sleeping := sleepSignal()
 	bystander := make(chan struct{}, 16) // one per sleep of the bystander

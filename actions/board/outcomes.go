@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/internal/position"
 	"github.com/tractat-us/bee/actions/internal/wakeup"
 	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/internal/logkey"
@@ -61,10 +62,10 @@ func mayManage(who identity.ID, from string) bool {
 // poster's waiter.
 func (b *Board) Cancel(ctx context.Context, by actions.Poster, id, reason string) (actions.Record, error) {
 	who := identity.ID(by)
-	if err := checkPoster(who); err != nil {
+	if err := actions.CheckPoster(who); err != nil {
 		return actions.Record{}, fmt.Errorf("cancel %s: %w", id, err)
 	}
-	if err := checkText("reason", reason, MaxResultLen); err != nil {
+	if err := actions.CheckText("reason", reason, MaxResultLen); err != nil {
 		return actions.Record{}, fmt.Errorf("cancel %s: %w", id, err)
 	}
 	rec, err := b.manage(ctx, "cancel", who, id, func(t wtx, cur actions.Record) (actions.Record, error) {
@@ -90,10 +91,10 @@ func (b *Board) Cancel(ctx context.Context, by actions.Poster, id, reason string
 // who is a person or an identity of the poster's agent.
 func (b *Board) Readdress(ctx context.Context, by actions.Poster, id, to string) (actions.Record, error) {
 	who := identity.ID(by)
-	if err := checkPoster(who); err != nil {
+	if err := actions.CheckPoster(who); err != nil {
 		return actions.Record{}, fmt.Errorf("readdress %s: %w", id, err)
 	}
-	if err := checkRecipient(to); err != nil {
+	if err := actions.CheckRecipient(to); err != nil {
 		return actions.Record{}, fmt.Errorf("readdress %s: %w", id, err)
 	}
 	if err := b.checkLive(ctx, to); err != nil {
@@ -120,7 +121,7 @@ func (b *Board) Readdress(ctx context.Context, by actions.Poster, id, to string)
 // it. Its errors name op and the action.
 func (b *Board) manage(ctx context.Context, op string, who identity.ID, id string,
 	change func(t wtx, cur actions.Record) (actions.Record, error)) (actions.Record, error) {
-	seq, ok := parseActionID(id)
+	seq, ok := position.ParseActionID(id)
 	if !ok {
 		return actions.Record{}, fmt.Errorf("%s action %q: %w", op, id, actions.ErrUnknownAction)
 	}
@@ -211,19 +212,7 @@ func (b *Board) checkLive(ctx context.Context, to string) error {
 	if found && self.live(b.nowMS()) {
 		return nil
 	}
-	why := "it never joined this board"
-	switch {
-	case found && self.departed:
-		why = "it has departed (its session ended, was cleared or reconnected)"
-	case found:
-		why = "its bridge process is gone"
-	}
-	hint := fmt.Sprintf("agent %q has no live identity; post to the agent name %q and its next session takes it", agent, agent)
-	if len(alive) > 0 {
-		hint = fmt.Sprintf("live identities of agent %q: %s; or post to the agent name %q so whichever is free takes it",
-			agent, strings.Join(alive, ", "), agent)
-	}
-	return fmt.Errorf("to %s: %s; %s: %w", to, why, hint, actions.ErrNotLive)
+	return actions.NotLiveErr(to, found, self.departed, alive)
 }
 
 // reap departs the members whose bridge process has died without a word
@@ -309,7 +298,7 @@ func (b *Board) SetWaiter(ctx context.Context, who identity.ID, armed bool) erro
 func seqsJSON(ids []string) (string, []int64, error) {
 	seqs := make([]int64, 0, len(ids))
 	for _, id := range ids {
-		seq, ok := parseActionID(id)
+		seq, ok := position.ParseActionID(id)
 		if !ok {
 			return "", nil, fmt.Errorf("action %q: %w", id, actions.ErrUnknownAction)
 		}
@@ -346,53 +335,45 @@ func (b *Board) Await(ctx context.Context, by actions.Poster, ids []string, time
 			}
 		}
 	}
-	wctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for {
-		ended := b.notify.endedCh("", true) // before looking, so no end is missed
-		b.reap(wctx)
-		var recs []actions.Record
-		err := b.read(wctx, "await", func(ctx context.Context) error {
-			rows, err := b.rows(ctx, `SELECT `+recordCols+` FROM actions WHERE seq IN (SELECT value FROM json_each(?))
-				AND state IN ('done', 'failed', 'cancelled') ORDER BY seq`, list)
+	w := b.waiter()
+	w.BeforeSleep = b.opts.beforeSleep
+	recs, found, err := wakeup.Wait(ctx, w, "await", timeout, func() <-chan struct{} { return b.notify.endedCh("", true) },
+		func(ctx context.Context) ([]actions.Record, bool, time.Duration, error) {
+			recs, err := b.ended(ctx, list)
+			return recs, len(recs) > 0, 0, err
+		})
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return []actions.Record{}, nil
+	}
+	b.markTold(ctx, who, recs)
+	return recs, nil
+}
+
+// ended is one look of Await: the ended actions among the seqs in list (a
+// JSON array), once the dead members have departed.
+func (b *Board) ended(ctx context.Context, list string) ([]actions.Record, error) {
+	b.reap(ctx)
+	var recs []actions.Record
+	err := b.read(ctx, "await", func(ctx context.Context) error {
+		rows, err := b.rows(ctx, `SELECT `+recordCols+` FROM actions WHERE seq IN (SELECT value FROM json_each(?))
+			AND state IN ('done', 'failed', 'cancelled') ORDER BY seq`, list)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			r, err := scanRecord(rows)
 			if err != nil {
 				return err
 			}
-			defer rows.Close()
-			for rows.Next() {
-				r, err := scanRecord(rows)
-				if err != nil {
-					return err
-				}
-				recs = append(recs, r)
-			}
-			return rows.Err()
-		})
-		switch {
-		case ctx.Err() != nil:
-			return nil, ctx.Err()
-		case b.ctx.Err() != nil:
-			return nil, b.closed()
-		case wctx.Err() != nil:
-			return []actions.Record{}, nil
-		case err != nil:
-			return nil, fmt.Errorf("await: %w", err)
-		case len(recs) > 0:
-			b.markTold(ctx, who, recs)
-			return recs, nil
+			recs = append(recs, r)
 		}
-		if b.opts.beforeSleep != nil {
-			b.opts.beforeSleep()
-		}
-		t := time.NewTimer(b.opts.SafetyPoll)
-		select {
-		case <-ended:
-		case <-t.C:
-		case <-wctx.Done():
-		case <-b.ctx.Done():
-		}
-		t.Stop()
-	}
+		return rows.Err()
+	})
+	return recs, err
 }
 
 func uniq(seqs []int64) map[int64]bool {
@@ -480,7 +461,7 @@ func (b *Board) Notice(ctx context.Context, who identity.ID, skip []string, time
 	}
 	skipSeqs := make([]int64, 0, len(skip))
 	for _, id := range skip {
-		if seq, ok := parseActionID(id); ok {
+		if seq, ok := position.ParseActionID(id); ok {
 			skipSeqs = append(skipSeqs, seq)
 		}
 	}

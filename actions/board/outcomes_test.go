@@ -1,13 +1,10 @@
 package board
 
 import (
-	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,54 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/boardtest"
 	"github.com/tractat-us/bee/identity"
 )
-
-// roleWorker joins one identity of agent "worker" and reports "ready
-// <identity>"; then per line: "claim" claims with Next and reports
-// "claimed <id>"; "finish <id> <result>", "fail <id> <reason>" end it and
-// report "ended <id> <state>" (a result "now" becomes "t0=<unix ns just
-// before the finish>", for measuring latency); errors are reported as "error <text>".
-func roleWorker(ctx context.Context, b *Board, out *roleOut, cmds <-chan string) error {
-	who, err := identity.Mint("worker")
-	if err != nil {
-		return err
-	}
-	if err := b.Join(ctx, actions.Member{ID: who, PID: os.Getpid()}); err != nil {
-		return err
-	}
-	out.say("ready %s", who)
-	for cmd := range cmds {
-		f := strings.SplitN(cmd, " ", 3)
-		var rec actions.Record
-		switch {
-		case f[0] == "claim":
-			p, err := b.Next(ctx, who, "", 10*time.Second)
-			if err != nil || len(p.Records) == 0 {
-				out.say("error nothing claimed: %v", err)
-				continue
-			}
-			out.say("claimed %s", p.Records[0].ID)
-			continue
-		case f[0] == "finish" && len(f) == 3:
-			result := f[2]
-			if result == "now" { // for measuring latency
-				result = "t0=" + strconv.FormatInt(time.Now().UnixNano(), 10)
-			}
-			rec, err = b.Finish(ctx, who, f[1], result)
-		case f[0] == "fail" && len(f) == 3:
-			rec, err = b.Fail(ctx, who, f[1], f[2])
-		default:
-			return fmt.Errorf("unknown command %q", cmd)
-		}
-		if err != nil {
-			out.say("error %v", err)
-			continue
-		}
-		out.say("ended %s %s", rec.ID, rec.State)
-	}
-	return b.Depart(context.WithoutCancel(ctx), who)
-}
 
 // joinLive mints an identity of agent name and joins it as this process.
 func joinLive(t *testing.T, b *Board, name string) identity.ID {
@@ -76,17 +28,17 @@ func joinLive(t *testing.T, b *Board, name string) identity.ID {
 // claim is open again and what was addressed to it goes to its agent name,
 // without waiting for its lease or for another bridge to look.
 func TestBoard_KilledHolderDepartsAtOnce(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "board.db")
 	b := openTest(t, path, nil) // the default 60 s lease: the test must not wait for it
 	job := post(t, b, "user:alice", "", "job")
-	holder := startProc(t, "holder", path)
-	f := strings.Fields(holder.expect("claimed ", 30*time.Second))
+	holder := boardtest.StartProc(t, "holder", path)
+	f := strings.Fields(holder.Expect("claimed ", 30*time.Second))
 	require.Equal(t, job.ID, f[1])
 	victim := f[2]
 	addressed := post(t, b, "user:alice", victim, "for the victim exactly")
 
-	require.NoError(t, holder.cmd.Process.Kill())
-	<-holder.exited
+	holder.Kill()
 
 	got, err := b.Get(t.Context(), job.ID)
 	require.NoError(t, err)
@@ -105,6 +57,7 @@ func TestBoard_KilledHolderDepartsAtOnce(t *testing.T) {
 // given back (here: the member row says the holder's process is gone but
 // the departure has not been written yet).
 func TestBoard_HolderGoneMarked(t *testing.T) {
+	t.Parallel()
 	b := openTest(t, "", nil)
 	who := joinLive(t, b, "w")
 	r := post(t, b, "user:alice", "", "job")
@@ -118,15 +71,16 @@ func TestBoard_HolderGoneMarked(t *testing.T) {
 // Await in one process is woken by a fail in another, and returns the
 // outcome; the poster has then heard, so its waiter is not woken for it.
 func TestBoard_AwaitWokenAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "board.db")
 	b := openTest(t, path, &Options{SafetyPoll: 30 * time.Second})
 	poster := joinLive(t, b, "lead")
-	worker := startProc(t, "worker", path)
-	worker.expect("ready ", 30*time.Second)
+	worker := boardtest.StartProc(t, "worker", path)
+	worker.Expect("ready ", 30*time.Second)
 	r := post(t, b, poster, "worker", "try it")
 	other := post(t, b, poster, "", "never ends")
-	worker.send("claim")
-	require.Equal(t, "claimed "+r.ID, worker.expect("claimed ", 10*time.Second))
+	worker.Send("claim")
+	require.Equal(t, "claimed "+r.ID, worker.Expect("claimed ", 10*time.Second))
 
 	type result struct {
 		recs []actions.Record
@@ -138,8 +92,8 @@ func TestBoard_AwaitWokenAcrossProcesses(t *testing.T) {
 		ch <- result{recs, err}
 	}()
 	start := time.Now()
-	worker.send("fail " + r.ID + " no such file")
-	worker.expect("ended "+r.ID+" failed", 10*time.Second)
+	worker.Send("fail " + r.ID + " no such file")
+	worker.Expect("ended "+r.ID+" failed", 10*time.Second)
 	res := <-ch
 	took := time.Since(start)
 	require.NoError(t, res.err)
@@ -160,13 +114,14 @@ func TestBoard_AwaitWokenAcrossProcesses(t *testing.T) {
 	_, err = b.Await(t.Context(), actions.Agent(poster), []string{r.ID, "a-77"}, time.Second)
 	require.ErrorIs(t, err, actions.ErrUnknownAction)
 	require.ErrorContains(t, err, "a-77")
-	worker.finish(10 * time.Second)
+	worker.Finish(10 * time.Second)
 }
 
 // A board file written by the first schema (today's bee before outcomes)
 // opens, keeps every action and member as they were, and takes the new
 // states; ids are never reused.
 func TestBoard_MigratesSchema1(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "old.db")
 	db, err := sql.Open("sqlite", "file:"+path)
 	require.NoError(t, err)

@@ -10,11 +10,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/boardtest"
+	"github.com/tractat-us/bee/actions/internal/position"
 )
 
 // Several processes share one board file: every action posted is claimed
 // exactly once and finished by the identity that claimed it, none lost.
 func TestBoard_ManyProcesses(t *testing.T) {
+	t.Parallel()
 	const (
 		procs   = 5
 		waiters = 4 // identities per process, each waiting concurrently
@@ -27,12 +30,12 @@ func TestBoard_ManyProcesses(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "board.db")
 	b := openTest(t, path, nil)
 
-	workers := make([]*proc, procs)
+	workers := make([]*boardtest.Proc, procs)
 	for i := range workers {
-		workers[i] = startProc(t, "claimer", path, fmt.Sprintf("%s=%d", envWaiters, waiters))
+		workers[i] = boardtest.StartProc(t, "claimer", path, fmt.Sprintf("%s=%d", boardtest.EnvWaiters, waiters))
 	}
 	for _, w := range workers {
-		w.expect("ready", 30*time.Second)
+		w.Expect("ready", 30*time.Second)
 	}
 
 	start := time.Now()
@@ -75,14 +78,10 @@ func TestBoard_ManyProcesses(t *testing.T) {
 	gotBy := map[string]string{} // action id -> identity that logged it
 	perProc := make([]int, procs)
 	for i, w := range workers {
-		for _, line := range w.finish(30 * time.Second) {
-			f := strings.Fields(line)
-			if len(f) != 3 || f[0] != "got" {
-				continue
-			}
-			prev, dup := gotBy[f[1]]
-			require.False(t, dup, "%s claimed twice: by %s and %s", f[1], prev, f[2])
-			gotBy[f[1]] = f[2]
+		for _, c := range boardtest.Claims(w.Finish(30 * time.Second)) {
+			prev, dup := gotBy[c.ID]
+			require.False(t, dup, "%s claimed twice: by %s and %s", c.ID, prev, c.Who)
+			gotBy[c.ID] = c.Who
 			perProc[i]++
 		}
 	}
@@ -104,7 +103,7 @@ func TestBoard_ManyProcesses(t *testing.T) {
 		var seq int64
 		var state, holder, result string
 		require.NoError(t, rows.Scan(&seq, &state, &holder, &result))
-		id := actionID(seq)
+		id := position.ActionID(seq)
 		require.True(t, ids[id], id)
 		require.Equal(t, "done", state, id)
 		require.Equal(t, gotBy[id], holder, "%s finished by the identity that logged it", id)
@@ -122,13 +121,14 @@ func TestBoard_ManyProcesses(t *testing.T) {
 // A claimant killed with SIGKILL never departs; its claim goes to another
 // identity once its lease runs out.
 func TestBoard_KilledClaimantLosesClaimAfterLease(t *testing.T) {
+	t.Parallel()
 	const lease = 300 * time.Millisecond
 	path := filepath.Join(t.TempDir(), "board.db")
 	b := openTest(t, path, &Options{Lease: lease})
 	a := post(t, b, "user:alice", "", "job")
 
-	holder := startProc(t, "holder", path, fmt.Sprintf("%s=%d", envLease, lease.Milliseconds()))
-	f := strings.Fields(holder.expect("claimed ", 30*time.Second))
+	holder := boardtest.StartProc(t, "holder", path, fmt.Sprintf("%s=%d", boardtest.EnvLease, lease.Milliseconds()))
+	f := strings.Fields(holder.Expect("claimed ", 30*time.Second))
 	require.Equal(t, a.ID, f[1])
 	victim := f[2]
 
@@ -140,12 +140,11 @@ func TestBoard_KilledClaimantLosesClaimAfterLease(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, ms, 1)
 	require.Equal(t, victim, string(ms[0].ID))
-	require.Equal(t, holder.cmd.Process.Pid, ms[0].PID)
+	require.Equal(t, holder.Pid(), ms[0].PID)
 	require.Equal(t, []string{a.ID}, ms[0].Holding)
 	nothingFor(t, b, mint(t, "thief")) // the lease holds while the holder lives
 
-	require.NoError(t, holder.cmd.Process.Kill())
-	<-holder.exited
+	holder.Kill()
 	killed := time.Now()
 
 	heir := mint(t, "heir")
@@ -167,11 +166,12 @@ func TestBoard_KilledClaimantLosesClaimAfterLease(t *testing.T) {
 // A post by another process wakes a waiting Next long before the safety
 // poll.
 func TestBoard_WakeAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "board.db")
 	hook, sleeping := sleepSignal()
 	b := openTest(t, path, &Options{SafetyPoll: 10 * time.Second, beforeSleep: hook})
-	poster := startProc(t, "poster", path)
-	poster.expect("ready", 30*time.Second)
+	poster := boardtest.StartProc(t, "poster", path)
+	poster.Expect("ready", 30*time.Second)
 	who := mint(t, "w")
 
 	for i := range 3 {
@@ -186,7 +186,7 @@ func TestBoard_WakeAcrossProcesses(t *testing.T) {
 		}()
 		<-sleeping
 		start := time.Now()
-		poster.send("post wake me")
+		poster.Send("post wake me")
 		r := <-ch
 		took := time.Since(start)
 		require.NoError(t, r.err)
@@ -195,5 +195,5 @@ func TestBoard_WakeAcrossProcesses(t *testing.T) {
 		t.Logf("round %d: woken %v after asking the other process to post", i, took)
 		require.Less(t, took, 2*time.Second, "woken by the notifier, not the 10 s safety poll")
 	}
-	poster.finish(10 * time.Second)
+	poster.Finish(10 * time.Second)
 }

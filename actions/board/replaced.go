@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/tractat-us/bee/internal/logkey"
-	"golang.org/x/sys/unix"
 )
 
 // A board is bound to the file it opened, not to its path. SQLite names
@@ -221,42 +220,3 @@ func inUseErr(path string, pids []int, waited time.Duration) error {
 	return temporary(fmt.Errorf("board %s was moved away, deleted or replaced while %s still had the old file open, and they have not let go of its -wal and -shm files within %v (a bee process lets go within milliseconds unless it is stopped); resume or end them, then try again: %w",
 		path, strings.Join(who, ", "), waited, ErrLocked))
 }
-
-// A fileWatch calls its function whenever the database file's inode is
-// renamed, unlinked (its link count changes) or has its attributes
-// changed: an inotify watch of its own with just those events, because
-// fsnotify would also report every write, and a checkpoint's writes would
-// wake every process's watcher once per page.
-type fileWatch struct{ f *os.File }
-
-// watchFile watches path; the watch's goroutine, in g, ends at close.
-func watchFile(path string, changed func(), g *group) (*fileWatch, error) {
-	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
-	if err != nil {
-		return nil, fmt.Errorf("watch %s: %w", path, err)
-	}
-	if _, err := unix.InotifyAddWatch(fd, path, unix.IN_ATTRIB|unix.IN_MOVE_SELF|unix.IN_DELETE_SELF); err != nil {
-		_ = unix.Close(fd)
-		return nil, fmt.Errorf("watch %s: %w", path, err)
-	}
-	// Non-blocking, so the runtime's poller waits for it and Close ends a
-	// Read in progress.
-	w := &fileWatch{f: os.NewFile(uintptr(fd), "inotify "+path)}
-	if !g.Go(func() { w.run(changed) }) {
-		_ = w.f.Close()
-		return nil, errLockClosed
-	}
-	return w, nil
-}
-
-func (w *fileWatch) run(changed func()) {
-	buf := make([]byte, 4096)
-	for {
-		if _, err := w.f.Read(buf); err != nil {
-			return // closed
-		}
-		changed()
-	}
-}
-
-func (w *fileWatch) close() error { return w.f.Close() }

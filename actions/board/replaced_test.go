@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/tractat-us/bee/actions/boardtest"
 )
 
 // A board file moved away, deleted or replaced while another process has
@@ -16,6 +17,7 @@ import (
 // board), lets go of the old file's siblings at once, and a new board at
 // the path works, so the board never splits.
 func TestBoard_FileMovedUnderAProcess(t *testing.T) {
+	t.Parallel()
 	for _, how := range []string{"moved", "deleted", "replaced"} {
 		t.Run(how, func(t *testing.T) {
 			dir := t.TempDir()
@@ -25,9 +27,9 @@ func TestBoard_FileMovedUnderAProcess(t *testing.T) {
 			post(t, b, "user:alice", "", "old job")
 			require.NoError(t, b.Close())
 
-			follower := startProc(t, "follower", path)
-			follower.expect("ready", 30*time.Second)
-			require.Equal(t, "got a-1 old job", follower.expect("got ", 30*time.Second))
+			follower := boardtest.StartProc(t, "follower", path)
+			follower.Expect("ready", 30*time.Second)
+			require.Equal(t, "got a-1 old job", follower.Expect("got ", 30*time.Second))
 
 			switch how {
 			case "moved":
@@ -43,7 +45,7 @@ func TestBoard_FileMovedUnderAProcess(t *testing.T) {
 				require.NoError(t, os.Rename(other, path))
 			}
 			moved := time.Now()
-			line := follower.expect("err ", 30*time.Second)
+			line := follower.Expect("err ", 30*time.Second)
 			took := time.Since(moved)
 			t.Logf("the follower stopped %v after the %s: %s", took, how, line)
 			require.Less(t, took, 10*time.Second, "an idle Board notices through its file watch, not at its next look")
@@ -55,8 +57,8 @@ func TestBoard_FileMovedUnderAProcess(t *testing.T) {
 				require.Contains(t, line, "moved away or deleted")
 			}
 			// Latched: the next call says the same.
-			require.Contains(t, follower.expect("err ", 30*time.Second), ErrReplaced.Error())
-			follower.expect("stopped", 30*time.Second)
+			require.Contains(t, follower.Expect("err ", 30*time.Second), ErrReplaced.Error())
+			follower.Expect("stopped", 30*time.Second)
 
 			start := time.Now()
 			nb := openTest(t, path, &Options{BusyTimeout: 10 * time.Second})
@@ -73,13 +75,13 @@ func TestBoard_FileMovedUnderAProcess(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, want, got.Title)
 			// Another process can use the new board too.
-			poster := startProc(t, "poster", path)
-			poster.expect("ready", 30*time.Second)
-			poster.send("post from elsewhere")
-			poster.expect("posted a-", 30*time.Second)
-			poster.finish(30 * time.Second)
+			poster := boardtest.StartProc(t, "poster", path)
+			poster.Expect("ready", 30*time.Second)
+			poster.Send("post from elsewhere")
+			poster.Expect("posted a-", 30*time.Second)
+			poster.Finish(30 * time.Second)
 
-			follower.finish(30 * time.Second)
+			follower.Finish(30 * time.Second)
 			if how == "moved" {
 				// The moved file is the old board, whole.
 				old := openTest(t, path+".bad", nil)
@@ -99,13 +101,14 @@ func TestBoard_FileMovedUnderAProcess(t *testing.T) {
 // timeout, then says who holds them, and the bridge-style retry succeeds
 // once it continues and lets go.
 func TestBoard_FileMovedUnderAStoppedProcess(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "board.db")
-	staller := startProc(t, "staller", path)
-	staller.expect("ready", 30*time.Second)
-	staller.send("post old")
-	staller.expect("posted a-1", 30*time.Second)
-	pid := staller.cmd.Process.Pid
+	staller := boardtest.StartProc(t, "staller", path)
+	staller.Expect("ready", 30*time.Second)
+	staller.Send("post old")
+	staller.Expect("posted a-1", 30*time.Second)
+	pid := staller.Pid()
 	require.NoError(t, stopProc(pid))
 	stopped(t, pid)
 	t.Cleanup(func() { _ = contProc(pid) })
@@ -129,8 +132,8 @@ func TestBoard_FileMovedUnderAStoppedProcess(t *testing.T) {
 	rec := post(t, b, "user:alice", "", "new")
 	require.Equal(t, "a-1", rec.ID)
 	// The stopped process, continued, refuses to post to the old file.
-	staller.send("post late")
-	lines := staller.finishFailing(30 * time.Second)
+	staller.Send("post late")
+	lines := staller.FinishFailing(30 * time.Second)
 	require.Contains(t, strings.Join(lines, "\n"), ErrReplaced.Error())
 }
 
@@ -138,14 +141,14 @@ func TestBoard_FileMovedUnderAStoppedProcess(t *testing.T) {
 // open, then the file moved away, is set aside rather than applied to the
 // new board.
 func TestBoard_OrphanedWALSetAside(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "board.db")
-	poster := startProc(t, "poster", path)
-	poster.expect("ready", 30*time.Second)
-	poster.send("post in the WAL")
-	poster.expect("posted a-1", 30*time.Second)
-	require.NoError(t, poster.cmd.Process.Kill())
-	<-poster.exited
+	poster := boardtest.StartProc(t, "poster", path)
+	poster.Expect("ready", 30*time.Second)
+	poster.Send("post in the WAL")
+	poster.Expect("posted a-1", 30*time.Second)
+	poster.Kill()
 	fi, err := os.Stat(path + "-wal")
 	require.NoError(t, err)
 	require.Positive(t, fi.Size(), "the killed process left its WAL")

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/boardtest"
 	"github.com/tractat-us/bee/identity"
 )
 
@@ -23,12 +24,12 @@ import (
 // moves it, and claimants for the chaos test.
 
 // roleOptions adjust a role's Options before its Board opens.
-var roleOptions = map[string]func(*Options, *roleOut){
-	"staller": func(o *Options, out *roleOut) { o.holdingLock = stallHook(out) },
+var roleOptions = map[string]func(*Options, *boardtest.Out){
+	"staller": func(o *Options, out *boardtest.Out) { o.holdingLock = stallHook(out) },
 }
 
 // moreRoles are run by runRole like its own.
-var moreRoles = map[string]func(context.Context, *Board, *roleOut, <-chan string) error{
+var moreRoles = map[string]boardtest.Role[*Board]{
 	"staller":  roleStaller,
 	"follower": roleFollower,
 	"chaos":    roleChaos,
@@ -38,7 +39,7 @@ var moreRoles = map[string]func(context.Context, *Board, *roleOut, <-chan string
 // the write lock.
 var stallNext atomic.Bool
 
-func stallHook(out *roleOut) func() {
+func stallHook(out *boardtest.Out) func() {
 	return func() {
 		if stallNext.CompareAndSwap(true, false) {
 			// A SIGSTOP sent to the process lands a little later than
@@ -48,7 +49,7 @@ func stallHook(out *roleOut) func() {
 			cont := make(chan os.Signal, 1)
 			signal.Notify(cont, syscall.SIGCONT)
 			defer signal.Stop(cont)
-			out.say("holding")
+			out.Say("holding")
 			_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
 			<-cont
 		}
@@ -58,8 +59,8 @@ func stallHook(out *roleOut) func() {
 // roleStaller posts one action per "post <title>" line and reports
 // "posted <id>"; for "stall <title>" it reports "holding" once it holds the
 // write lock and stops itself there, posting when continued.
-func roleStaller(ctx context.Context, b *Board, out *roleOut, cmds <-chan string) error {
-	out.say("ready")
+func roleStaller(ctx context.Context, b *Board, out *boardtest.Out, cmds <-chan string) error {
+	out.Say("ready")
 	for cmd := range cmds {
 		verb, title, _ := strings.Cut(cmd, " ")
 		switch verb {
@@ -73,7 +74,7 @@ func roleStaller(ctx context.Context, b *Board, out *roleOut, cmds <-chan string
 		if err != nil {
 			return err
 		}
-		out.say("posted %s", r.ID)
+		out.Say("posted %s", r.ID)
 	}
 	return nil
 }
@@ -81,7 +82,7 @@ func roleStaller(ctx context.Context, b *Board, out *roleOut, cmds <-chan string
 // roleFollower joins an identity and claims whatever it may, reporting
 // "ready", then "got <id> <title>" per claim and "err <error>" per failed
 // Next; after two failures it reports "stopped" and waits for the end.
-func roleFollower(ctx context.Context, b *Board, out *roleOut, _ <-chan string) error {
+func roleFollower(ctx context.Context, b *Board, out *boardtest.Out, _ <-chan string) error {
 	who, err := identity.Mint("follower")
 	if err != nil {
 		return err
@@ -89,7 +90,7 @@ func roleFollower(ctx context.Context, b *Board, out *roleOut, _ <-chan string) 
 	if err := b.Join(ctx, actions.Member{ID: who, PID: os.Getpid()}); err != nil {
 		return err
 	}
-	out.say("ready")
+	out.Say("ready")
 	failures := 0
 	for failures < 2 {
 		// Long, so that only the file watch can end it early.
@@ -98,21 +99,21 @@ func roleFollower(ctx context.Context, b *Board, out *roleOut, _ <-chan string) 
 			return nil
 		}
 		if err != nil {
-			out.say("err %s", strings.ReplaceAll(err.Error(), "\n", " "))
+			out.Say("err %s", strings.ReplaceAll(err.Error(), "\n", " "))
 			failures++
 			continue
 		}
 		for _, r := range p.Records {
-			out.say("got %s %s", r.ID, r.Title)
+			out.Say("got %s %s", r.ID, r.Title)
 		}
 	}
-	out.say("stopped")
+	out.Say("stopped")
 	<-ctx.Done()
 	return nil
 }
 
-// roleChaos runs BEE_BOARD_TEST_WAITERS identities, each claiming and
-// finishing (after working on the claim up to BEE_BOARD_TEST_MS) as fast
+// roleChaos runs boardtest.EnvWaiters identities, each claiming and
+// finishing (after working on the claim up to boardtest.EnvMS) as fast
 // as it can while the test kills and stops processes. It reports "ready"
 // once all have joined, then per claim "got <id> <identity> <claimed at,
 // unix ms>", and per finish "done <id> <identity>" or, when the board
@@ -120,8 +121,8 @@ func roleFollower(ctx context.Context, b *Board, out *roleOut, _ <-chan string) 
 // "lost <id> <identity>". An identity stopped past its lease is departed by
 // the board; it reports "departed <identity>" and carries on under a new
 // one. A busy board (a stopped lock holder) is waited out, not an error.
-func roleChaos(ctx context.Context, b *Board, out *roleOut, _ <-chan string) error {
-	n, _ := strconv.Atoi(os.Getenv(envWaiters))
+func roleChaos(ctx context.Context, b *Board, out *boardtest.Out, _ <-chan string) error {
+	n, _ := strconv.Atoi(os.Getenv(boardtest.EnvWaiters))
 	n = max(n, 1)
 	join := func() (identity.ID, error) {
 		id, err := identity.Mint("chaos")
@@ -145,7 +146,7 @@ func roleChaos(ctx context.Context, b *Board, out *roleOut, _ <-chan string) err
 			return err
 		}
 	}
-	out.say("ready")
+	out.Say("ready")
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -162,7 +163,7 @@ func roleChaos(ctx context.Context, b *Board, out *roleOut, _ <-chan string) err
 						}
 						return err
 					}
-					out.say("departed %s", who)
+					out.Say("departed %s", who)
 					if who, err = join(); err != nil {
 						if ctx.Err() != nil {
 							return nil // the test is ending the role
@@ -184,7 +185,7 @@ func roleChaos(ctx context.Context, b *Board, out *roleOut, _ <-chan string) err
 
 // chaosClaim claims and finishes for who until ctx ends (nil) or who turns
 // out to have departed (ErrDeparted).
-func chaosClaim(ctx context.Context, b *Board, out *roleOut, who identity.ID) error {
+func chaosClaim(ctx context.Context, b *Board, out *boardtest.Out, who identity.ID) error {
 	for {
 		p, err := b.Next(ctx, who, "", time.Second)
 		switch {
@@ -196,17 +197,17 @@ func chaosClaim(ctx context.Context, b *Board, out *roleOut, who identity.ID) er
 			return err
 		}
 		for _, r := range p.Records {
-			out.say("got %s %s %d", r.ID, who, r.ClaimedAt.UnixMilli())
-			if work := envMillis(envMS); work > 0 {
+			out.Say("got %s %s %d", r.ID, who, r.ClaimedAt.UnixMilli())
+			if work := boardtest.EnvMillis(boardtest.EnvMS); work > 0 {
 				time.Sleep(rand.N(work)) // the work the claim is for
 			}
 			for {
 				_, err := b.Finish(ctx, who, r.ID, string(who))
 				switch {
 				case err == nil:
-					out.say("done %s %s", r.ID, who)
+					out.Say("done %s %s", r.ID, who)
 				case errors.Is(err, actions.ErrNotHeld), errors.Is(err, actions.ErrEnded):
-					out.say("lost %s %s", r.ID, who)
+					out.Say("lost %s %s", r.ID, who)
 				case errors.Is(err, ErrLocked) && ctx.Err() == nil:
 					continue
 				case ctx.Err() != nil:
@@ -222,19 +223,3 @@ func chaosClaim(ctx context.Context, b *Board, out *roleOut, who identity.ID) er
 
 func stopProc(pid int) error { return syscall.Kill(pid, syscall.SIGSTOP) }
 func contProc(pid int) error { return syscall.Kill(pid, syscall.SIGCONT) }
-
-// finishFailing closes the child's stdin and waits for it to exit with a
-// failure, returning its stderr's lines.
-func (p *proc) finishFailing(timeout time.Duration) []string {
-	p.tb.Helper()
-	_ = p.stdin.Close()
-	select {
-	case <-p.exited:
-	case <-time.After(timeout):
-		p.tb.Fatalf("child did not exit within %v; stderr:\n%s", timeout, p.stderr.String())
-	}
-	if p.err == nil {
-		p.tb.Fatalf("child exited cleanly; want a failure")
-	}
-	return strings.Split(strings.TrimSpace(p.stderr.String()), "\n")
-}

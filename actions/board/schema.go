@@ -248,12 +248,15 @@ func openDB(path string, busy time.Duration) (*sql.DB, error) {
 }
 
 // migrate checks the file cheaply (its version and its schema can be read)
-// and brings an older schema up to date.
+// and brings an older schema up to date. It reads through the write
+// connection, which Open has made already: a second connection (the first
+// of the read pool) would parse the schema once more before the board
+// could be used.
 func (b *Board) migrate() error {
 	// Reads wait for a lock at most the busy timeout (SQLite's own); the
 	// write bounds itself.
 	ctx := b.ctx
-	v, tables, err := b.readVersion(ctx, b.db)
+	v, tables, err := b.readVersion(ctx, b.wconn)
 	if err != nil {
 		return err
 	}
@@ -293,7 +296,7 @@ func (b *Board) migrate() error {
 	if err := b.checkSchema(); err != nil {
 		return err
 	}
-	err = b.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'board_id'`).Scan(&b.id)
+	err = b.wconn.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'board_id'`).Scan(&b.id)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return corruptErr(b.path, "it has no board id", nil)

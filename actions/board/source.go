@@ -10,9 +10,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/internal/pages"
+	"github.com/tractat-us/bee/actions/internal/position"
 	"github.com/tractat-us/bee/actions/internal/wakeup"
 	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/internal/logkey"
@@ -45,7 +46,7 @@ func scanRecord(s scanner, extra ...any) (actions.Record, error) {
 	if err := s.Scan(dest...); err != nil {
 		return actions.Record{}, err
 	}
-	r.ID = actionID(r.Seq)
+	r.ID = position.ActionID(r.Seq)
 	r.State = actions.State(state)
 	r.PostedAt = fromMS(posted)
 	if claimedAt.Valid {
@@ -57,11 +58,6 @@ func scanRecord(s scanner, extra ...any) (actions.Record, error) {
 		r.EndedAt = &t
 	}
 	return r, nil
-}
-
-// recordSize estimates the bytes a record carries, for bounding pages.
-func recordSize(r actions.Record) int {
-	return 256 + len(r.To) + len(r.From) + len(r.Title) + len(r.Body) + len(r.Holder) + len(r.Result) + len(r.Reason) + len(r.EndedBy)
 }
 
 // opCtx bounds an operation: it ends at ctx's end, after limit, or when the
@@ -216,42 +212,6 @@ func (b *Board) read(ctx context.Context, op string, fn func(ctx context.Context
 // changes in (rev, seq) order, so each change is reported once.
 const nextRev = `(SELECT coalesce(max(rev), 0) + 1 FROM actions)`
 
-// checkPoster accepts an identity or a person ("user:<name>").
-func checkPoster(who identity.ID) error {
-	if identity.IsID(string(who)) {
-		return nil
-	}
-	if name, ok := strings.CutPrefix(string(who), UserPrefix); ok && identity.CheckName(name) == nil {
-		return nil
-	}
-	return fmt.Errorf("poster %q is neither an identity (agent:<name>#<8 hex>) nor a person (%s<name>): %w", string(who), UserPrefix, ErrBadPoster)
-}
-
-// checkRecipient accepts "", an agent name or an identity.
-func checkRecipient(to string) error {
-	if to == "" || identity.IsID(to) {
-		return nil
-	}
-	if strings.HasPrefix(to, identity.Prefix) {
-		_, err := identity.Parse(to)
-		return fmt.Errorf("to %q: %w: %w", to, ErrBadRecipient, err)
-	}
-	if err := identity.CheckName(to); err != nil {
-		return fmt.Errorf("to %q is neither empty (anyone), an agent name nor an identity (agent:<name>#<8 hex>): %w: %w", to, ErrBadRecipient, err)
-	}
-	return nil
-}
-
-func checkText(field, s string, limit int) error {
-	if len(s) > limit {
-		return fmt.Errorf("%s is %d bytes, more than %d: %w", field, len(s), limit, ErrTooLong)
-	}
-	if !utf8.ValidString(s) {
-		return fmt.Errorf("%s is not valid UTF-8: %w", field, ErrBadText)
-	}
-	return nil
-}
-
 // Post adds an open action from who, which is an identity or a person
 // ("user:<name>", see User). to is "" (anyone), an agent name (any identity
 // of that agent) or one identity. The title is trimmed; it must then be
@@ -262,39 +222,21 @@ func checkText(field, s string, limit int) error {
 // of its agent. Posting wakes the waiters that may take the action, in every
 // process.
 func (b *Board) Post(ctx context.Context, by actions.Poster, d actions.Draft) (actions.Record, error) {
-	who, to, title, body := identity.ID(by), d.To, d.Title, d.Body
-	title = strings.TrimSpace(title)
-	switch {
-	case title == "":
-		return actions.Record{}, fmt.Errorf("post: %w", actions.ErrEmptyTitle)
-	case utf8.RuneCountInString(title) > MaxTitleLen:
-		return actions.Record{}, fmt.Errorf("post: title is %d characters, more than %d (put the detail in the body): %w",
-			utf8.RuneCountInString(title), MaxTitleLen, ErrTooLong)
-	case strings.ContainsAny(title, "\r\n"):
-		return actions.Record{}, fmt.Errorf("post: title must be one line (put the rest in the body): %w", ErrBadText)
-	}
-	if err := checkText("title", title, 4*MaxTitleLen); err != nil {
-		return actions.Record{}, fmt.Errorf("post: %w", err)
-	}
-	if err := checkText("body", body, MaxBodyLen); err != nil {
-		return actions.Record{}, fmt.Errorf("post: %w", err)
-	}
-	if err := checkPoster(who); err != nil {
-		return actions.Record{}, fmt.Errorf("post: %w", err)
-	}
-	if err := checkRecipient(to); err != nil {
+	who, to := identity.ID(by), d.To
+	title, err := actions.CheckPost(who, to, d.Title, d.Body)
+	if err != nil {
 		return actions.Record{}, fmt.Errorf("post: %w", err)
 	}
 	if err := b.checkLive(ctx, to); err != nil {
 		return actions.Record{}, fmt.Errorf("post: %w", err)
 	}
 	var rec actions.Record
-	err := b.write(ctx, "post", func(t wtx) error {
+	err = b.write(ctx, "post", func(t wtx) error {
 		var err error
 		rec, err = scanRecord(t.row(
 			`INSERT INTO actions (to_whom, from_whom, title, body, state, posted_at, rev)
 			 VALUES (?, ?, ?, ?, 'open', ?, `+nextRev+`) RETURNING `+recordCols,
-			to, string(who), title, body, b.nowMS()))
+			to, string(who), title, d.Body, b.nowMS()))
 		return err
 	})
 	if err != nil {
@@ -308,9 +250,9 @@ func (b *Board) Post(ctx context.Context, by actions.Poster, d actions.Draft) (a
 // Get implements actions.Source: the action with the given id, or
 // actions.ErrUnknownAction. Members whose process died depart first.
 func (b *Board) Get(ctx context.Context, id string) (actions.Record, error) {
-	seq, ok := parseActionID(id)
+	seq, ok := position.ParseActionID(id)
 	if !ok {
-		return actions.Record{}, fmt.Errorf("action %q: %w", id, unknownHint(id))
+		return actions.Record{}, fmt.Errorf("action %q: %w", id, position.UnknownHint(id))
 	}
 	b.reap(ctx)
 	var rec actions.Record
@@ -328,15 +270,6 @@ func (b *Board) Get(ctx context.Context, id string) (actions.Record, error) {
 	recs := []actions.Record{rec}
 	b.markGone(ctx, recs)
 	return recs[0], nil
-}
-
-// unknownHint is ErrUnknownAction for an id no board makes, suggesting the
-// id meant ("7" -> "a-7").
-func unknownHint(id string) error {
-	if _, ok := parseCount(strings.TrimSpace(id)); ok {
-		return fmt.Errorf("%w (ids look like a-%s)", actions.ErrUnknownAction, strings.TrimSpace(id))
-	}
-	return actions.ErrUnknownAction
 }
 
 // List implements actions.Source: the actions posted after since, oldest
@@ -359,7 +292,7 @@ func (b *Board) ListFiltered(ctx context.Context, since actions.Cursor, f action
 }
 
 func (b *Board) list(ctx context.Context, since actions.Cursor, states []actions.State) (actions.Page, error) {
-	after, err := b.parseSeqCursor(since)
+	after, err := b.cursors().ParseSeq(since)
 	if err != nil {
 		return actions.Page{}, fmt.Errorf("list: %w", err)
 	}
@@ -376,24 +309,17 @@ func (b *Board) list(ctx context.Context, since actions.Cursor, states []actions
 		args = append(args, b.opts.PageSize)
 	}
 	b.reap(ctx)
-	page := actions.Page{Records: []actions.Record{}, Cursor: b.seqCursor(after)}
+	page := actions.Page{Records: []actions.Record{}, Cursor: b.cursors().Seq(after)}
 	err = b.read(ctx, "list", func(ctx context.Context) error {
 		rows, err := b.rows(ctx, query, args...)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
-		size := 0
-		for size < maxPageBytes && rows.Next() {
+		return pages.Fill(&page, rows, func() (actions.Record, actions.Cursor, error) {
 			rec, err := scanRecord(rows)
-			if err != nil {
-				return err
-			}
-			page.Records = append(page.Records, rec)
-			page.Cursor = b.seqCursor(rec.Seq)
-			size += recordSize(rec)
-		}
-		return rows.Err()
+			return rec, b.cursors().Seq(rec.Seq), err
+		})
 	})
 	if err != nil {
 		return actions.Page{}, fmt.Errorf("list: %w", err)
@@ -409,7 +335,7 @@ func (b *Board) list(ctx context.Context, since actions.Cursor, states []actions
 // actions.ErrEnded (naming who ended it, and why when it was failed or
 // cancelled).
 func (b *Board) Finish(ctx context.Context, who identity.ID, id, result string) (actions.Record, error) {
-	if err := checkText("result", result, MaxResultLen); err != nil {
+	if err := actions.CheckText("result", result, MaxResultLen); err != nil {
 		return actions.Record{}, fmt.Errorf("finish %s: %w", id, err)
 	}
 	return b.end(ctx, "finish", who, id, `state = 'done', result = ?`, result)
@@ -423,7 +349,7 @@ func (b *Board) Fail(ctx context.Context, who identity.ID, id, reason string) (a
 	if strings.TrimSpace(reason) == "" {
 		return actions.Record{}, fmt.Errorf("fail %s: %w: say why it could not be done", id, actions.ErrEmptyReason)
 	}
-	if err := checkText("reason", reason, MaxResultLen); err != nil {
+	if err := actions.CheckText("reason", reason, MaxResultLen); err != nil {
 		return actions.Record{}, fmt.Errorf("fail %s: %w", id, err)
 	}
 	return b.end(ctx, "fail", who, id, `state = 'failed', reason = ?`, reason)
@@ -467,7 +393,7 @@ func (b *Board) Release(ctx context.Context, who identity.ID, id string) (action
 // settle changes an action who holds with the SET clause set (its
 // arguments args), after checking that who holds it.
 func (b *Board) settle(ctx context.Context, op string, who identity.ID, id, set string, args ...any) (actions.Record, error) {
-	seq, ok := parseActionID(id)
+	seq, ok := position.ParseActionID(id)
 	if !ok {
 		return actions.Record{}, fmt.Errorf("%s action %q: %w", op, id, actions.ErrUnknownAction)
 	}
@@ -589,7 +515,7 @@ func (b *Board) Next(ctx context.Context, who identity.ID, after actions.Cursor,
 	if _, err := identity.Parse(string(who)); err != nil {
 		return actions.Page{}, fmt.Errorf("next: %w", err)
 	}
-	head, err := b.parseSeqCursor(after)
+	head, err := b.cursors().ParseSeq(after)
 	if err != nil {
 		return actions.Page{}, fmt.Errorf("next: %w", err)
 	}
@@ -599,95 +525,141 @@ func (b *Board) Next(ctx context.Context, who identity.ID, after actions.Cursor,
 	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	// timedOut is the empty page Next returns at its deadline.
-	timedOut := func() (actions.Page, error) {
-		return actions.Page{Records: []actions.Record{}, Cursor: b.seqCursor(head)}, nil
-	}
-	// fail maps an error of an attempt to Next's answer.
-	fail := func(err error) (actions.Page, error) {
-		switch {
-		case ctx.Err() != nil:
-			return actions.Page{}, ctx.Err()
-		case b.ctx.Err() != nil:
-			return actions.Page{}, b.closed()
-		case wctx.Err() != nil:
-			return timedOut()
-		}
-		return actions.Page{}, fmt.Errorf("next for %s: %w", who, err)
-	}
+	n := &nextCall{b: b, ctx: ctx, wctx: wctx, who: who, head: head, once: once}
 
-	// claimed answers with a claim, or gives it back if nobody is left to
-	// receive it.
-	claimed := func(rec actions.Record) (actions.Page, error) {
-		b.addHeld(who, 1)
-		if b.opts.afterClaim != nil {
-			b.opts.afterClaim(rec)
-		}
-		if ctx.Err() != nil {
-			return actions.Page{}, b.giveBack(ctx, who, rec)
-		}
-		return actions.Page{Records: []actions.Record{rec}, Cursor: b.seqCursor(max(head, rec.Seq))}, nil
+	if c, err := n.claimHot(); err != nil || c.ok {
+		return n.answer(c, err)
 	}
-
-	// An identity that claimed through this Board a moment ago is likely
-	// draining a queue: it claims at once, without looking first. Idle
-	// waiters look first, so that a post waking them all does not send
-	// them all to the write lock.
-	if h, ok := b.hotLook(who); ok {
-		c, err := b.claim(wctx, who, peekResult{member: true, lease: h.lease, expiry: h.expiry}, noSkip)
-		switch {
-		case errors.Is(err, ErrDeparted):
-			return actions.Page{}, err
-		case err != nil:
-			return fail(err)
-		case c.ok:
-			b.markHot(who, c.lease, h.expiry, false)
-			return claimed(c.rec)
-		}
-	}
-
 	for {
 		wake := b.notify.wakeCh(who.Agent()) // before looking, so no wake-up is missed
-		b.reap(wctx)
-		p, err := b.peek(wctx, who, noSkip)
-		if err != nil {
-			return fail(err)
+		c, err := n.lookAndClaim()
+		if err != nil || c.ok {
+			return n.answer(c, err)
 		}
-		head = max(head, p.head)
-		if p.departed {
-			return actions.Page{}, fmt.Errorf("next for %s: %w; join it again or use a new identity", who, ErrDeparted)
+		if !n.rest(c.leaseEnd, wake) {
+			return n.timedOut()
 		}
-		if p.claimable || (p.expiry != 0 && p.expiry <= b.nowMS()) {
-			c, err := b.claim(wctx, who, p, noSkip)
-			if err != nil {
-				if errors.Is(err, ErrDeparted) {
-					return actions.Page{}, err
-				}
-				return fail(err)
-			}
-			if c.ok {
-				b.markHot(who, c.lease, p.expiry, true)
-				return claimed(c.rec)
-			}
-			// Someone else was faster. The transaction has just looked, so
-			// sleep; a change since the look has already closed wake.
-			p.expiry = c.leaseEnd
-		}
-		if once {
-			return timedOut()
-		}
-		d := time.Until(deadlineOf(wctx))
-		if d <= 0 {
-			return timedOut()
-		}
-		if b.opts.beforeSleep != nil {
-			b.opts.beforeSleep()
-		}
-		b.sleep(wctx, min(d, b.opts.SafetyPoll), p.expiry, wake, nil)
 		if wctx.Err() != nil || b.ctx.Err() != nil {
-			return fail(wctx.Err())
+			return n.fail(wctx.Err())
 		}
 	}
+}
+
+// A nextCall is one call of Next, which runs in named steps: claimHot,
+// then lookAndClaim and rest until a claim, an error or the deadline; its
+// answer comes from answer, timedOut or fail.
+type nextCall struct {
+	b    *Board
+	ctx  context.Context // the caller's
+	wctx context.Context // ctx bounded by the call's timeout
+	who  identity.ID
+	head int64 // how far the posting order had reached, for the cursor
+	once bool  // look once, without waiting
+}
+
+// claimHot claims at once, without looking first, for an identity that
+// claimed through this Board a moment ago: it is likely draining a queue.
+// Idle waiters look first, so that a post waking them all does not send
+// them all to the write lock. For an identity not hot it claims nothing.
+func (n *nextCall) claimHot() (claimResult, error) {
+	h, ok := n.b.hotLook(n.who)
+	if !ok {
+		return claimResult{}, nil
+	}
+	c, err := n.b.claim(n.wctx, n.who, peekResult{member: true, lease: h.lease, expiry: h.expiry}, noSkip)
+	if err == nil && c.ok {
+		n.b.markHot(n.who, c.lease, h.expiry, false)
+	}
+	return c, err
+}
+
+// lookAndClaim reaps, looks and, when the look found an action who may
+// take or a lease run out, claims. When it claims nothing, c.leaseEnd is
+// the earliest lease end (ms) among others' claims, 0 when none is known:
+// when to look again.
+func (n *nextCall) lookAndClaim() (claimResult, error) {
+	b := n.b
+	b.reap(n.wctx)
+	p, err := b.peek(n.wctx, n.who, noSkip)
+	if err != nil {
+		return claimResult{}, err
+	}
+	n.head = max(n.head, p.head)
+	if p.departed {
+		return claimResult{}, fmt.Errorf("next for %s: %w; join it again or use a new identity", n.who, ErrDeparted)
+	}
+	if !p.claimable && (p.expiry == 0 || p.expiry > b.nowMS()) {
+		return claimResult{leaseEnd: p.expiry}, nil
+	}
+	// When someone else is faster, the claim's transaction has just looked:
+	// its leaseEnd is when to look again, and a change since has already
+	// closed the caller's wake channel.
+	c, err := b.claim(n.wctx, n.who, p, noSkip)
+	if err == nil && c.ok {
+		b.markHot(n.who, c.lease, p.expiry, true)
+	}
+	return c, err
+}
+
+// rest sleeps after a look that claimed nothing, until wake closes, a lease
+// ending at expiry (ms; 0 for none) runs out, the safety poll or the
+// deadline passes, or the call or the Board ends. It returns false, without
+// sleeping, when the call may not wait (once, or past its deadline).
+func (n *nextCall) rest(expiry int64, wake <-chan struct{}) bool {
+	d := time.Until(deadlineOf(n.wctx))
+	if n.once || d <= 0 {
+		return false
+	}
+	if n.b.opts.beforeSleep != nil {
+		n.b.opts.beforeSleep()
+	}
+	n.b.sleep(n.wctx, min(d, n.b.opts.SafetyPoll), expiry, wake, nil)
+	return true
+}
+
+// answer is Next's answer to a claim attempt that claimed or failed:
+// ErrDeparted as it is, another error through fail, a claim through
+// claimed.
+func (n *nextCall) answer(c claimResult, err error) (actions.Page, error) {
+	switch {
+	case errors.Is(err, ErrDeparted):
+		return actions.Page{}, err
+	case err != nil:
+		return n.fail(err)
+	}
+	return n.claimed(c.rec)
+}
+
+// claimed answers with a claim, or gives it back if nobody is left to
+// receive it.
+func (n *nextCall) claimed(rec actions.Record) (actions.Page, error) {
+	n.b.addHeld(n.who, 1)
+	if n.b.opts.afterClaim != nil {
+		n.b.opts.afterClaim(rec)
+	}
+	if n.ctx.Err() != nil {
+		return actions.Page{}, n.b.giveBack(n.ctx, n.who, rec)
+	}
+	return actions.Page{Records: []actions.Record{rec}, Cursor: n.b.cursors().Seq(max(n.head, rec.Seq))}, nil
+}
+
+// timedOut is the empty page Next returns at its deadline.
+func (n *nextCall) timedOut() (actions.Page, error) {
+	return actions.Page{Records: []actions.Record{}, Cursor: n.b.cursors().Seq(n.head)}, nil
+}
+
+// fail maps an error of an attempt to Next's answer: the caller's context
+// ended, the Board closed, the deadline passed (an empty page), or err.
+func (n *nextCall) fail(err error) (actions.Page, error) {
+	switch {
+	case n.ctx.Err() != nil:
+		return actions.Page{}, n.ctx.Err()
+	case n.b.ctx.Err() != nil:
+		return actions.Page{}, n.b.closed()
+	case n.wctx.Err() != nil:
+		return n.timedOut()
+	}
+	return actions.Page{}, fmt.Errorf("next for %s: %w", n.who, err)
 }
 
 // sleep waits until wake or also closes (also may be nil), d (a real
@@ -902,7 +874,7 @@ func reclaimExpired(t wtx, who identity.ID, now int64) (reclaimed, holders []str
 			rows.Close()
 			return nil, nil, err
 		}
-		reclaimed = append(reclaimed, actionID(seq))
+		reclaimed = append(reclaimed, position.ActionID(seq))
 		holders = append(holders, holder)
 	}
 	if err := rows.Close(); err != nil {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/internal/pages"
+	"github.com/tractat-us/bee/actions/internal/wakeup"
 )
 
 // Head returns the change cursor of the board as it is now: Wait from it
@@ -18,7 +20,7 @@ func (b *Board) Head(ctx context.Context) (actions.Cursor, error) {
 	if err != nil {
 		return "", fmt.Errorf("head: %w", err)
 	}
-	return b.revCursor(rev, -1), nil
+	return b.cursors().Rev(rev, -1), nil
 }
 
 // Changes implements actions.Board: the actions that changed after the change cursor after (made
@@ -34,7 +36,7 @@ func (b *Board) Head(ctx context.Context) (actions.Cursor, error) {
 // open again at once; a claim whose holder is gone otherwise is marked
 // HolderGone.
 func (b *Board) Changes(ctx context.Context, after actions.Cursor, timeout time.Duration) (actions.Page, error) {
-	rev, seq, err := b.parseRevCursor(after)
+	rev, seq, err := b.cursors().ParseRev(after)
 	if err != nil {
 		return actions.Page{}, fmt.Errorf("wait: %w", err)
 	}
@@ -42,56 +44,45 @@ func (b *Board) Changes(ctx context.Context, after actions.Cursor, timeout time.
 		return actions.Page{}, err
 	}
 	b.notify.watch()
-	wctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	cursor := b.revCursor(rev, seq)
-	if seq == maxSeq {
-		cursor = b.revCursor(rev, -1)
-	}
-	for {
-		changed := b.notify.changeCh() // before looking, so no change is missed
-		b.reap(wctx)
-		page := actions.Page{Records: []actions.Record{}, Cursor: cursor}
-		err := b.read(wctx, "wait", func(ctx context.Context) error {
-			rows, err := b.rows(ctx, `SELECT `+recordCols+`, rev FROM actions
-				WHERE (rev, seq) > (?, ?) ORDER BY rev, seq LIMIT ?`, rev, seq, b.opts.PageSize)
-			if err != nil {
-				return err
-			}
-			defer rows.Close()
-			size := 0
-			for size < maxPageBytes && rows.Next() {
-				var r int64
-				rec, err := scanRecord(rows, &r)
-				if err != nil {
-					return err
-				}
-				page.Records = append(page.Records, rec)
-				page.Cursor = b.revCursor(r, rec.Seq)
-				size += recordSize(rec)
-			}
-			return rows.Err()
+	cursor := b.cursors().Rev(rev, seq)
+	page, found, err := wakeup.Wait(ctx, b.waiter(), "wait", timeout, b.notify.changeCh,
+		func(ctx context.Context) (actions.Page, bool, time.Duration, error) {
+			p, err := b.changesAfter(ctx, rev, seq, cursor)
+			return p, len(p.Records) > 0, 0, err
 		})
-		switch {
-		case ctx.Err() != nil:
-			return actions.Page{}, ctx.Err()
-		case b.ctx.Err() != nil:
-			return actions.Page{}, b.closed()
-		case wctx.Err() != nil:
-			return actions.Page{Records: []actions.Record{}, Cursor: cursor}, nil
-		case err != nil:
-			return actions.Page{}, fmt.Errorf("wait: %w", err)
-		case len(page.Records) > 0:
-			b.markGone(ctx, page.Records)
-			return page, nil
-		}
-		t := time.NewTimer(b.opts.SafetyPoll)
-		select {
-		case <-changed:
-		case <-t.C:
-		case <-wctx.Done():
-		case <-b.ctx.Done():
-		}
-		t.Stop()
+	if err != nil {
+		return actions.Page{}, err
 	}
+	if !found {
+		return actions.Page{Records: []actions.Record{}, Cursor: cursor}, nil
+	}
+	b.markGone(ctx, page.Records)
+	return page, nil
+}
+
+// changesAfter is one look of Changes: the page of changes after (rev,
+// seq), empty (with cursor) when there are none, once the dead members
+// have departed.
+func (b *Board) changesAfter(ctx context.Context, rev, seq int64, cursor actions.Cursor) (actions.Page, error) {
+	b.reap(ctx)
+	page := actions.Page{Records: []actions.Record{}, Cursor: cursor}
+	err := b.read(ctx, "wait", func(ctx context.Context) error {
+		rows, err := b.rows(ctx, `SELECT `+recordCols+`, rev FROM actions
+			WHERE (rev, seq) > (?, ?) ORDER BY rev, seq LIMIT ?`, rev, seq, b.opts.PageSize)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		return pages.Fill(&page, rows, func() (actions.Record, actions.Cursor, error) {
+			var r int64
+			rec, err := scanRecord(rows, &r)
+			return rec, b.cursors().Rev(r, rec.Seq), err
+		})
+	})
+	return page, err
+}
+
+// waiter is what this Board's waiting calls share (see wakeup.Wait).
+func (b *Board) waiter() wakeup.Waiter {
+	return wakeup.Waiter{Board: b.ctx, Closed: b.closed, Poll: b.opts.SafetyPoll}
 }

@@ -1,12 +1,8 @@
 package boards
 
 import (
-	"bufio"
-	"context"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -15,10 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/tractat-us/bee/actions"
-	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/actions/boardtest"
 	"github.com/tractat-us/bee/internal/pgtest"
 )
 
@@ -32,30 +26,13 @@ import (
 // (or $BEE_TEST_POSTGRES), on this machine: the numbers are the board's
 // own cost plus a loopback round trip, not a network's.
 
-const (
-	roleEnv     = "BEE_BOARDS_BENCH_ROLE"
-	envLocation = "BEE_BOARDS_BENCH_LOCATION"
-	envMS       = "BEE_BOARDS_BENCH_MS"
-	envAgent    = "BEE_BOARDS_BENCH_AGENT"
-)
-
 func TestMain(m *testing.M) {
-	if role := os.Getenv(roleEnv); role != "" {
-		if err := runRole(role); err != nil {
-			fmt.Fprintf(os.Stderr, "role %s: %v\n", role, err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	code := m.Run()
-	pgtest.StopShared()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	// The benchmarks re-execute the test binary as boardtest's worker
+	// roles, on the board boards.Open opens.
+	boardtest.RunRole(func(_, location string, _ *boardtest.Out) (actions.Board, error) {
+		return Open(location, nil)
+	}, nil)
+	pgtest.Main(m) // stops the PostgreSQL cluster a test may have started
 }
 
 // BenchmarkBoards measures, on each board:
@@ -99,22 +76,13 @@ func openBench(b *testing.B, location string) actions.Board {
 	return board
 }
 
-func report(b *testing.B, lat []time.Duration) {
-	slices.Sort(lat)
-	q := func(f float64) time.Duration { return lat[min(len(lat)-1, int(f*float64(len(lat))))] }
-	b.ReportMetric(float64(q(0.5).Microseconds()), "p50-µs")
-	b.ReportMetric(float64(q(0.99).Microseconds()), "p99-µs")
-	b.ReportMetric(float64(lat[len(lat)-1].Microseconds()), "max-µs")
-	b.ReportMetric(0, "ns/op")
-}
-
 const rounds = 200 // latency samples per run
 
 func benchWake(b *testing.B, location string) {
 	board := openBench(b, location)
-	poster := startProc(b, "poster", location)
-	poster.expect("ready", 60*time.Second)
-	who := mint(b, "bench")
+	poster := boardtest.StartProc(b, "poster", location)
+	poster.Expect("ready", 60*time.Second)
+	who := boardtest.Mint(b, "bench")
 	var lat []time.Duration
 	for range b.N {
 		for range rounds {
@@ -127,7 +95,7 @@ func benchWake(b *testing.B, location string) {
 				got <- p
 			}()
 			time.Sleep(5 * time.Millisecond) // let Next fall asleep
-			poster.send("post now")
+			poster.Send("post now")
 			p := <-got
 			end := time.Now()
 			if len(p.Records) != 1 {
@@ -143,8 +111,9 @@ func benchWake(b *testing.B, location string) {
 			}
 		}
 	}
-	report(b, lat)
-	poster.finish(30 * time.Second)
+	boardtest.ReportLatency(b, lat)
+	b.ReportMetric(0, "ns/op")
+	poster.Finish(30 * time.Second)
 }
 
 func benchClaims(b *testing.B, location string) {
@@ -168,24 +137,24 @@ func benchClaims(b *testing.B, location string) {
 			})
 		}
 		wg.Wait()
-		workers := make([]*proc, procs)
+		workers := make([]*boardtest.Proc, procs)
 		for i := range workers {
-			workers[i] = startProc(b, "rate", location, fmt.Sprintf("%s=%d", envMS, round.Milliseconds()))
+			workers[i] = boardtest.StartProc(b, "rate", location, fmt.Sprintf("%s=%d", boardtest.EnvMS, round.Milliseconds()))
 		}
 		for _, w := range workers {
-			w.expect("ready", 60*time.Second)
+			w.Expect("ready", 60*time.Second)
 		}
 		for _, w := range workers {
-			w.send("go")
+			w.Send("go")
 		}
 		counts := make([]float64, procs)
 		sum := 0.0
 		for i, w := range workers {
-			f := strings.Fields(w.expect("count ", round+60*time.Second))
+			f := strings.Fields(w.Expect("count ", round+60*time.Second))
 			n, _ := strconv.Atoi(f[1])
 			counts[i] = float64(n) / round.Seconds()
 			sum += counts[i]
-			w.finish(30 * time.Second)
+			w.Finish(30 * time.Second)
 		}
 		if sum*round.Seconds() >= stock {
 			b.Logf("the %d actions ran out: the rate is a floor", stock)
@@ -204,9 +173,9 @@ func benchClaims(b *testing.B, location string) {
 
 func benchAwait(b *testing.B, location string) {
 	board := openBench(b, location)
-	worker := startProc(b, "worker", location)
-	worker.expect("ready", 60*time.Second)
-	poster := mint(b, "lead")
+	worker := boardtest.StartProc(b, "worker", location)
+	worker.Expect("ready", 60*time.Second)
+	poster := boardtest.Mint(b, "lead")
 	if err := board.Join(b.Context(), actions.Member{ID: poster, PID: os.Getpid()}); err != nil {
 		b.Fatal(err)
 	}
@@ -217,8 +186,8 @@ func benchAwait(b *testing.B, location string) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			worker.send("claim")
-			worker.expect("claimed "+r.ID, 10*time.Second)
+			worker.Send("claim")
+			worker.Expect("claimed "+r.ID, 10*time.Second)
 			got := make(chan []actions.Record, 1)
 			go func() {
 				recs, err := board.Await(b.Context(), actions.Agent(poster), []string{r.ID}, 5*time.Second)
@@ -228,7 +197,7 @@ func benchAwait(b *testing.B, location string) {
 				got <- recs
 			}()
 			time.Sleep(5 * time.Millisecond) // let Await fall asleep
-			worker.send("finish " + r.ID)
+			worker.Send("finish " + r.ID + " now")
 			recs := <-got
 			end := time.Now()
 			if len(recs) != 1 {
@@ -241,25 +210,26 @@ func benchAwait(b *testing.B, location string) {
 			lat = append(lat, end.Sub(time.Unix(0, ns)))
 		}
 	}
-	report(b, lat)
-	worker.finish(30 * time.Second)
+	boardtest.ReportLatency(b, lat)
+	b.ReportMetric(0, "ns/op")
+	worker.Finish(30 * time.Second)
 }
 
 func benchFanout(b *testing.B, location string) {
 	const procs = 32
 	board := openBench(b, location)
-	waiters := make([]*proc, procs)
+	waiters := make([]*boardtest.Proc, procs)
 	for i := range waiters {
-		waiters[i] = startProc(b, "waiter", location, fmt.Sprintf("%s=fan%d", envAgent, i))
+		waiters[i] = boardtest.StartProc(b, "waiter", location, fmt.Sprintf("%s=fan%d", boardtest.EnvAgent, i))
 	}
 	for _, w := range waiters {
-		w.expect("ready", 60*time.Second)
+		w.Expect("ready", 60*time.Second)
 	}
 	time.Sleep(time.Second) // let every waiter fall asleep in Next
 	cpu := func() time.Duration {
 		var sum time.Duration
 		for _, w := range waiters {
-			sum += cpuTime(b, w.cmd.Process.Pid)
+			sum += boardtest.CPUTime(b, w.Pid())
 		}
 		return sum
 	}
@@ -272,7 +242,7 @@ func benchFanout(b *testing.B, location string) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			f := strings.Fields(waiters[i%procs].expect("got "+r.ID+" ", 10*time.Second))
+			f := strings.Fields(waiters[i%procs].Expect("got "+r.ID+" ", 10*time.Second))
 			ns, err := strconv.ParseInt(f[2], 10, 64)
 			if err != nil {
 				b.Fatal(err)
@@ -281,211 +251,10 @@ func benchFanout(b *testing.B, location string) {
 		}
 	}
 	spent := cpu() - before
-	report(b, lat)
-	slices.Sort(lat)
-	b.ReportMetric(float64(lat[min(len(lat)-1, int(0.95*float64(len(lat))))].Microseconds()), "p95-µs")
+	boardtest.ReportLatency(b, lat, 0.95)
+	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(float64(spent.Microseconds())/float64(len(lat)), "waiters-cpu-µs/post")
 	for _, w := range waiters {
-		w.finish(30 * time.Second)
-	}
-}
-
-// cpuTime returns the time all threads of pid have run on a CPU.
-func cpuTime(tb testing.TB, pid int) time.Duration {
-	tb.Helper()
-	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
-	if err != nil || len(tasks) == 0 {
-		tb.Fatalf("no schedstat for %d: %v", pid, err)
-	}
-	var sum time.Duration
-	for _, task := range tasks {
-		raw, err := os.ReadFile(task)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		ns, err := strconv.ParseInt(strings.Fields(string(raw))[0], 10, 64)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		sum += time.Duration(ns)
-	}
-	return sum
-}
-
-func mint(tb testing.TB, name string) identity.ID {
-	tb.Helper()
-	id, err := identity.Mint(name)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return id
-}
-
-// runRole runs a role on the board at $BEE_BOARDS_BENCH_LOCATION: poster
-// ("post now" posts an action titled t0=<unix ns>), rate (on "go", claims
-// for BEE_BOARDS_BENCH_MS and reports "count <n>"), worker ("claim" claims
-// an action for agent worker; "finish <id>" finishes it with result
-// t0=<unix ns>).
-func runRole(role string) error {
-	board, err := Open(os.Getenv(envLocation), nil)
-	if err != nil {
-		return err
-	}
-	defer board.Close()
-	ctx := context.Background()
-	in := bufio.NewScanner(os.Stdin)
-	say := func(format string, args ...any) { fmt.Printf(format+"\n", args...) }
-	name := map[string]string{"rate": "rate", "worker": "worker", "waiter": os.Getenv(envAgent)}[role]
-	var who identity.ID
-	if name != "" {
-		if who, err = identity.Mint(name); err != nil {
-			return err
-		}
-		if err := board.Join(ctx, actions.Member{ID: who, PID: os.Getpid()}); err != nil {
-			return err
-		}
-		defer board.Depart(context.WithoutCancel(ctx), who)
-	}
-	say("ready")
-	if role == "waiter" {
-		// Waits in Next, reporting "got <id> <unix ns>" per claim, until
-		// stdin closes.
-		wctx, cancel := context.WithCancel(ctx)
-		go func() {
-			defer cancel()
-			for in.Scan() {
-			}
-		}()
-		for {
-			p, err := board.Next(wctx, who, "", time.Minute)
-			if wctx.Err() != nil {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			for _, r := range p.Records {
-				say("got %s %d", r.ID, time.Now().UnixNano())
-				if _, err := board.Finish(ctx, who, r.ID, ""); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	for in.Scan() {
-		cmd := in.Text()
-		switch {
-		case role == "poster" && cmd == "post now":
-			if _, err := board.Post(ctx, "user:bench", actions.Draft{Title: "t0=" + strconv.FormatInt(time.Now().UnixNano(), 10)}); err != nil {
-				return err
-			}
-		case role == "rate" && cmd == "go":
-			ms, _ := strconv.Atoi(os.Getenv(envMS))
-			count := 0
-			for end := time.Now().Add(time.Duration(ms) * time.Millisecond); time.Now().Before(end); {
-				p, err := board.Next(ctx, who, "", 100*time.Millisecond)
-				if err != nil {
-					return err
-				}
-				count += len(p.Records)
-			}
-			say("count %d", count)
-		case role == "worker" && cmd == "claim":
-			p, err := board.Next(ctx, who, "", 10*time.Second)
-			if err != nil || len(p.Records) == 0 {
-				return fmt.Errorf("nothing claimed: %v", err)
-			}
-			say("claimed %s", p.Records[0].ID)
-		case role == "worker" && strings.HasPrefix(cmd, "finish "):
-			id := strings.TrimPrefix(cmd, "finish ")
-			if _, err := board.Finish(ctx, who, id, "t0="+strconv.FormatInt(time.Now().UnixNano(), 10)); err != nil {
-				return err
-			}
-		default:
-			return fmt.Errorf("role %s: unknown command %q", role, cmd)
-		}
-	}
-	return in.Err()
-}
-
-// A proc is a role running in a child process.
-type proc struct {
-	tb     testing.TB
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	lines  chan string
-	exited chan struct{}
-	stderr strings.Builder
-}
-
-func startProc(tb testing.TB, role, location string, env ...string) *proc {
-	tb.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), roleEnv+"="+role, envLocation+"="+location)
-	cmd.Env = append(cmd.Env, env...)
-	p := &proc{tb: tb, cmd: cmd, lines: make(chan string, 1<<10), exited: make(chan struct{})}
-	cmd.Stderr = &p.stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	p.stdin = stdin
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	go func() {
-		defer close(p.exited)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			p.lines <- sc.Text()
-		}
-		close(p.lines)
-		_ = cmd.Wait()
-	}()
-	tb.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-p.exited
-	})
-	return p
-}
-
-func (p *proc) expect(prefix string, timeout time.Duration) string {
-	p.tb.Helper()
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	for {
-		select {
-		case line, ok := <-p.lines:
-			if !ok {
-				<-p.exited
-				p.tb.Fatalf("child exited before saying %q; stderr:\n%s", prefix, p.stderr.String())
-			}
-			if strings.HasPrefix(line, prefix) {
-				return line
-			}
-		case <-t.C:
-			p.tb.Fatalf("child did not say %q within %v", prefix, timeout)
-		}
-	}
-}
-
-func (p *proc) send(line string) {
-	p.tb.Helper()
-	if _, err := io.WriteString(p.stdin, line+"\n"); err != nil {
-		p.tb.Fatal(err)
-	}
-}
-
-func (p *proc) finish(timeout time.Duration) {
-	p.tb.Helper()
-	_ = p.stdin.Close()
-	select {
-	case <-p.exited:
-	case <-time.After(timeout):
-		p.tb.Fatalf("child did not exit within %v", timeout)
+		w.Finish(30 * time.Second)
 	}
 }

@@ -1,8 +1,16 @@
-// Package boardtest is the contract suite every actions.Board runs: the
-// same tests, not copies, for the embedded board (actions/board) and the
-// PostgreSQL board (actions/pgboard). A board's own package calls Run with
-// a function that opens a board; tests of what only one board has (its
-// files, its server, its hooks) stay in that board's package.
+// Package boardtest is what the tests of every actions.Board share: the
+// same code, not copies, for the embedded board (actions/board), the
+// PostgreSQL board (actions/pgboard) and their side-by-side benchmarks
+// (actions/boards).
+//
+//   - The contract suite: a board's own package calls Run with a function
+//     that opens a board; tests of what only one board has (its files, its
+//     server, its hooks) stay in that board's package.
+//   - Worker roles across processes: TestMain calls RunRole, and a test
+//     starts the test binary again as a role with StartProc, then talks to
+//     it over lines (Proc).
+//   - Measures for benchmarks (CPUTime, ReportLatency) and waits on wake-up
+//     channels (WaitClosed).
 package boardtest
 
 import (
@@ -39,12 +47,21 @@ type Options struct {
 type Opener func(t *testing.T, location string, o Options) actions.Board
 
 // Run runs the contract suite, each test as a subtest, on boards open
-// makes. The subtests run in parallel (each opens boards of its own), but
-// for those in alone, which run first, by themselves.
-func Run(t *testing.T, open Opener) {
+// makes.
+func Run(t *testing.T, open Opener) { run(t, open, false) }
+
+// RunParallel is Run with the subtests in parallel (open must be safe for
+// concurrent use), but for those in alone, which run first, by themselves:
+// for boards that share nothing but what a test gives them, as the file
+// board's files. The PostgreSQL board's databases share a server, and its
+// Head reads the server's snapshot horizon, which other databases'
+// transactions hold back, so its suite runs serially.
+func RunParallel(t *testing.T, open Opener) { run(t, open, true) }
+
+func run(t *testing.T, open Opener, parallel bool) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if !alone[c.name] {
+			if parallel && !alone[c.name] {
 				t.Parallel()
 			}
 			c.fn(t, open)

@@ -10,6 +10,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/internal/pages"
+	"github.com/tractat-us/bee/actions/internal/position"
+	"github.com/tractat-us/bee/actions/internal/wakeup"
 	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/internal/logkey"
 )
@@ -30,7 +33,7 @@ func (b *Board) Head(ctx context.Context) (actions.Cursor, error) {
 	if err != nil {
 		return "", fmt.Errorf("head: %w", err)
 	}
-	return b.revCursor(max(h-1, 0), -1), nil
+	return b.cursors().Rev(max(h-1, 0), -1), nil
 }
 
 // Changes implements actions.Board: the actions that changed after the
@@ -46,7 +49,7 @@ func (b *Board) Head(ctx context.Context) (actions.Cursor, error) {
 // ended, so one committed late under a lower number is never skipped; a
 // long transaction elsewhere on the server delays the report, not loses it.
 func (b *Board) Changes(ctx context.Context, after actions.Cursor, timeout time.Duration) (actions.Page, error) {
-	rev, seq, err := b.parseRevCursor(after)
+	rev, seq, err := b.cursors().ParseRev(after)
 	if err != nil {
 		return actions.Page{}, fmt.Errorf("changes: %w", err)
 	}
@@ -54,73 +57,70 @@ func (b *Board) Changes(ctx context.Context, after actions.Cursor, timeout time.
 		return actions.Page{}, err
 	}
 	b.listen.watchChanges()
-	wctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	cursor := b.revCursor(rev, seq)
-	if seq == maxSeq {
-		cursor = b.revCursor(rev, -1)
-	}
-	for {
-		changed := b.listen.changeCh() // before looking, so no change is missed
-		b.reap(wctx)
-		var page actions.Page
-		err := b.read(wctx, "changes", func(ctx context.Context) error {
-			page = actions.Page{Records: []actions.Record{}, Cursor: cursor}
-			rows, err := b.pool.Query(ctx, `SELECT `+recordCols+`, rev FROM bee_actions
-				WHERE (rev, seq) > ($1, $2) AND rev < `+horizon+` ORDER BY rev, seq LIMIT $3`, rev, seq, b.opts.PageSize)
-			if err != nil {
-				return err
+	cursor := b.cursors().Rev(rev, seq)
+	page, found, err := wakeup.Wait(ctx, b.waiter(), "changes", timeout, b.listen.changeCh,
+		func(ctx context.Context) (actions.Page, bool, time.Duration, error) {
+			p, err := b.changesAfter(ctx, rev, seq, cursor)
+			if err != nil || len(p.Records) > 0 {
+				return p, err == nil, 0, err
 			}
-			defer rows.Close()
-			size := 0
-			for size < maxPageBytes && rows.Next() {
-				var r int64
-				rec, err := scanRecord(rows, &r)
-				if err != nil {
-					return err
-				}
-				page.Records = append(page.Records, rec)
-				page.Cursor = b.revCursor(r, rec.Seq)
-				size += recordSize(rec)
-			}
-			return rows.Err()
+			return p, false, b.nextLook(ctx, rev, seq), nil
 		})
-		switch {
-		case ctx.Err() != nil:
-			return actions.Page{}, ctx.Err()
-		case b.ctx.Err() != nil:
-			return actions.Page{}, b.closed()
-		case wctx.Err() != nil:
-			return actions.Page{Records: []actions.Record{}, Cursor: cursor}, nil
-		case err != nil:
-			return actions.Page{}, fmt.Errorf("changes: %w", err)
-		case len(page.Records) > 0:
-			b.markGone(ctx, page.Records)
-			return page, nil
-		}
-		// A change that has committed but waits behind an older
-		// transaction still running shows once that ends: look again soon.
-		// Any change after the cursor counts, not only one still behind the
-		// horizon: the horizon may have passed it since the look, whose
-		// wake-up is spent.
-		d := b.opts.SafetyPoll
-		var pending bool
-		_ = b.read(wctx, "changes", func(ctx context.Context) error {
-			return b.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM bee_actions WHERE (rev, seq) > ($1, $2))`,
-				rev, seq).Scan(&pending)
-		})
-		if pending {
-			d = pendingPoll
-		}
-		t := time.NewTimer(d)
-		select {
-		case <-changed:
-		case <-t.C:
-		case <-wctx.Done():
-		case <-b.ctx.Done():
-		}
-		t.Stop()
+	if err != nil {
+		return actions.Page{}, err
 	}
+	if !found {
+		return actions.Page{Records: []actions.Record{}, Cursor: cursor}, nil
+	}
+	b.markGone(ctx, page.Records)
+	return page, nil
+}
+
+// changesAfter is one look of Changes: the page of changes after (rev,
+// seq) that no older transaction still running could precede, empty (with
+// cursor) when there are none, once this machine's dead members have
+// departed.
+func (b *Board) changesAfter(ctx context.Context, rev, seq int64, cursor actions.Cursor) (actions.Page, error) {
+	b.reap(ctx)
+	var page actions.Page
+	err := b.read(ctx, "changes", func(ctx context.Context) error {
+		page = actions.Page{Records: []actions.Record{}, Cursor: cursor}
+		rows, err := b.pool.Query(ctx, `SELECT `+recordCols+`, rev FROM bee_actions
+			WHERE (rev, seq) > ($1, $2) AND rev < `+horizon+` ORDER BY rev, seq LIMIT $3`, rev, seq, b.opts.PageSize)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		return pages.Fill(&page, rows, func() (actions.Record, actions.Cursor, error) {
+			var r int64
+			rec, err := scanRecord(rows, &r)
+			return rec, b.cursors().Rev(r, rec.Seq), err
+		})
+	})
+	return page, err
+}
+
+// nextLook is how long Changes sleeps at most after a look that found
+// nothing: a change that has committed but waits behind an older
+// transaction still running shows once that ends, so it looks again soon
+// (pendingPoll); else the safety poll (0). Any change after the cursor
+// counts, not only one still behind the horizon: the horizon may have
+// passed it since the look, whose wake-up is spent.
+func (b *Board) nextLook(ctx context.Context, rev, seq int64) time.Duration {
+	var pending bool
+	_ = b.read(ctx, "changes", func(ctx context.Context) error {
+		return b.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM bee_actions WHERE (rev, seq) > ($1, $2))`,
+			rev, seq).Scan(&pending)
+	})
+	if pending {
+		return pendingPoll
+	}
+	return 0
+}
+
+// waiter is what this Board's waiting calls share (see wakeup.Wait).
+func (b *Board) waiter() wakeup.Waiter {
+	return wakeup.Waiter{Board: b.ctx, Closed: b.closed, Poll: b.opts.SafetyPoll}
 }
 
 // pendingPoll is how often Changes looks while a change waits behind an
@@ -138,7 +138,7 @@ func (b *Board) Await(ctx context.Context, by actions.Poster, ids []string, time
 	}
 	seqs := make([]int64, 0, len(ids))
 	for _, id := range ids {
-		seq, ok := parseActionID(id)
+		seq, ok := position.ParseActionID(id)
 		if !ok {
 			return nil, fmt.Errorf("await: action %q: %w", id, actions.ErrUnknownAction)
 		}
@@ -161,40 +161,26 @@ func (b *Board) Await(ctx context.Context, by actions.Poster, ids []string, time
 			return nil, fmt.Errorf("await: action %q: %w", ids[i], actions.ErrUnknownAction)
 		}
 	}
-	wctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for {
-		ended := b.listen.endedCh("", true) // before looking, so no end is missed
-		b.reap(wctx)
-		var recs []actions.Record
-		err := b.read(wctx, "await", func(ctx context.Context) error {
-			var err error
-			recs, err = collect(b.pool.Query(ctx, `SELECT `+recordCols+` FROM bee_actions WHERE seq = ANY($1)
-				AND state IN ('done', 'failed', 'cancelled') ORDER BY seq`, seqs))
-			return err
+	recs, found, err := wakeup.Wait(ctx, b.waiter(), "await", timeout, func() <-chan struct{} { return b.listen.endedCh("", true) },
+		func(ctx context.Context) ([]actions.Record, bool, time.Duration, error) {
+			b.reap(ctx)
+			var recs []actions.Record
+			err := b.read(ctx, "await", func(ctx context.Context) error {
+				var err error
+				recs, err = collect(b.pool.Query(ctx, `SELECT `+recordCols+` FROM bee_actions WHERE seq = ANY($1)
+					AND state IN ('done', 'failed', 'cancelled') ORDER BY seq`, seqs))
+				return err
+			})
+			return recs, len(recs) > 0, 0, err
 		})
-		switch {
-		case ctx.Err() != nil:
-			return nil, ctx.Err()
-		case b.ctx.Err() != nil:
-			return nil, b.closed()
-		case wctx.Err() != nil:
-			return []actions.Record{}, nil
-		case err != nil:
-			return nil, fmt.Errorf("await: %w", err)
-		case len(recs) > 0:
-			b.markTold(ctx, who, recs)
-			return recs, nil
-		}
-		t := time.NewTimer(b.opts.SafetyPoll)
-		select {
-		case <-ended:
-		case <-t.C:
-		case <-wctx.Done():
-		case <-b.ctx.Done():
-		}
-		t.Stop()
+	if err != nil {
+		return nil, err
 	}
+	if !found {
+		return []actions.Record{}, nil
+	}
+	b.markTold(ctx, who, recs)
+	return recs, nil
 }
 
 // markTold records that who has heard the outcomes of the records it

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/internal/position"
 	"github.com/tractat-us/bee/actions/internal/wakeup"
 	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/internal/logkey"
@@ -243,7 +244,7 @@ func (b *Board) Next(ctx context.Context, who identity.ID, after actions.Cursor,
 	if _, err := identity.Parse(string(who)); err != nil {
 		return actions.Page{}, fmt.Errorf("next: %w", err)
 	}
-	head, err := b.parseSeqCursor(after)
+	head, err := b.cursors().ParseSeq(after)
 	if err != nil {
 		return actions.Page{}, fmt.Errorf("next: %w", err)
 	}
@@ -255,9 +256,9 @@ func (b *Board) Next(ctx context.Context, who identity.ID, after actions.Cursor,
 	case err != nil:
 		return actions.Page{}, err
 	case !ok:
-		return actions.Page{Records: []actions.Record{}, Cursor: b.seqCursor(head)}, nil
+		return actions.Page{Records: []actions.Record{}, Cursor: b.cursors().Seq(head)}, nil
 	}
-	return actions.Page{Records: []actions.Record{n.Record}, Cursor: b.seqCursor(max(head, n.Record.Seq))}, nil
+	return actions.Page{Records: []actions.Record{n.Record}, Cursor: b.cursors().Seq(max(head, n.Record.Seq))}, nil
 }
 
 // A found is what wait found: a notice, and how far the posting order had
@@ -379,7 +380,7 @@ func (b *Board) Notice(ctx context.Context, who identity.ID, skip []string, time
 	}
 	seqs := make([]int64, 0, len(skip))
 	for _, id := range skip {
-		if seq, ok := parseActionID(id); ok {
+		if seq, ok := position.ParseActionID(id); ok {
 			seqs = append(seqs, seq)
 		}
 	}

@@ -24,9 +24,9 @@ func openTest(t testing.TB, location string, opts *Options) *Board {
 	return b
 }
 
-// The contract suite every board runs, on databases of a PostgreSQL server.
-// Its cases run in parallel with each other; the suite does not run beside
-// this package's other tests, so that the cases it runs alone are alone.
+// The contract suite every board runs, on databases of a PostgreSQL server,
+// serially (see boardtest.RunParallel), and not beside this package's other
+// tests, which are parallel.
 func TestContract(t *testing.T) {
 	boardtest.Run(t, func(t *testing.T, location string, o boardtest.Options) actions.Board {
 		return openTest(t, location, &Options{Lease: o.Lease, Renew: o.Renew, SafetyPoll: o.SafetyPoll, PageSize: o.PageSize, Clock: o.Clock})

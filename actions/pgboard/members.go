@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/internal/position"
 	"github.com/tractat-us/bee/actions/internal/wakeup"
 	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/internal/liveness"
@@ -145,7 +145,7 @@ func collectIDs(rows pgx.Rows, err error) ([]string, error) {
 	slices.Sort(seqs)
 	ids := make([]string, 0, len(seqs))
 	for _, s := range seqs {
-		ids = append(ids, actionID(s))
+		ids = append(ids, position.ActionID(s))
 	}
 	return ids, nil
 }
@@ -280,19 +280,7 @@ func (b *Board) checkLive(ctx context.Context, to string) error {
 	if found && b.live(self) {
 		return nil
 	}
-	why := "it never joined this board"
-	switch {
-	case found && self.departed:
-		why = "it has departed (its session ended, was cleared or reconnected)"
-	case found:
-		why = "its bridge process is gone"
-	}
-	hint := fmt.Sprintf("agent %q has no live identity; post to the agent name %q and its next session takes it", agent, agent)
-	if len(alive) > 0 {
-		hint = fmt.Sprintf("live identities of agent %q: %s; or post to the agent name %q so whichever is free takes it",
-			agent, strings.Join(alive, ", "), agent)
-	}
-	return fmt.Errorf("to %s: %s; %s: %w", to, why, hint, actions.ErrNotLive)
+	return actions.NotLiveErr(to, found, self.departed, alive)
 }
 
 // reap departs the members of this machine whose bridge process has died
@@ -397,7 +385,7 @@ func (b *Board) Members(ctx context.Context) ([]actions.MemberInfo, error) {
 			}
 			mi.Holding = make([]string, 0, len(held))
 			for _, s := range held {
-				mi.Holding = append(mi.Holding, actionID(s))
+				mi.Holding = append(mi.Holding, position.ActionID(s))
 			}
 			members = append(members, mi)
 		}

@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/boardtest"
+	"github.com/tractat-us/bee/actions/internal/position"
 	"github.com/tractat-us/bee/internal/pgtest"
 )
 
@@ -96,13 +98,13 @@ func TestMachines_ExactlyOnceWithKills(t *testing.T) {
 	b := openTest(t, c.URL(db), nil)
 
 	const lease = 1500 // ms: a killed bridge's claims come back this long after its last renewal
-	start := func(i int) *proc {
-		p := startProc(t, "claimer", url, m.in(i), envWaiters+"=2", envLease+"="+strconv.Itoa(lease),
-			envHost+"=machine-"+strconv.Itoa(i), envMS+"=10")
-		p.expect("ready", 60*time.Second)
+	start := func(i int) *boardtest.Proc {
+		p := boardtest.StartProcUnder(t, m.in(i), "claimer", url, boardtest.EnvWaiters+"=2", boardtest.EnvLease+"="+strconv.Itoa(lease),
+			envHost+"=machine-"+strconv.Itoa(i), boardtest.EnvMS+"=10")
+		p.Expect("ready", 60*time.Second)
 		return p
 	}
-	procs := []*proc{start(0), start(1), start(2)}
+	procs := []*boardtest.Proc{start(0), start(1), start(2)}
 	total := 300
 	for i := range total {
 		_, err := b.Post(t.Context(), "user:tester", actions.Draft{Title: fmt.Sprintf("job %d", i)})
@@ -118,7 +120,7 @@ func TestMachines_ExactlyOnceWithKills(t *testing.T) {
 	var killedLines [][]string
 	for round, victim := range []int{0, 1} {
 		require.Eventually(t, func() bool { return done() >= (round+1)*total/4 }, 60*time.Second, 5*time.Millisecond)
-		killedLines = append(killedLines, procs[victim].kill())
+		killedLines = append(killedLines, procs[victim].Kill())
 		procs[victim] = start(victim)
 	}
 	require.Eventually(t, func() bool { return done() == total }, 120*time.Second, 50*time.Millisecond, "every action done")
@@ -127,13 +129,10 @@ func TestMachines_ExactlyOnceWithKills(t *testing.T) {
 	claims := map[string][]string{} // action id -> identities that reported claiming it, in order
 	killed := map[string]bool{}     // identities of killed bridges
 	record := func(lines []string, dead bool) {
-		for _, line := range lines {
-			f := strings.Fields(line)
-			if len(f) == 3 && f[0] == "got" {
-				claims[f[1]] = append(claims[f[1]], f[2])
-				if dead {
-					killed[f[2]] = true
-				}
+		for _, c := range boardtest.Claims(lines) {
+			claims[c.ID] = append(claims[c.ID], c.Who)
+			if dead {
+				killed[c.Who] = true
 			}
 		}
 	}
@@ -141,7 +140,7 @@ func TestMachines_ExactlyOnceWithKills(t *testing.T) {
 		record(lines, true)
 	}
 	for _, p := range procs {
-		record(p.finish(60*time.Second), false)
+		record(p.Finish(60*time.Second), false)
 	}
 	rows, err := b.pool.Query(t.Context(), `SELECT seq, state, holder, result FROM bee_actions`)
 	require.NoError(t, err)
@@ -151,7 +150,7 @@ func TestMachines_ExactlyOnceWithKills(t *testing.T) {
 		var seq int64
 		var state, holder, result string
 		require.NoError(t, rows.Scan(&seq, &state, &holder, &result))
-		id := actionID(seq)
+		id := position.ActionID(seq)
 		require.Equal(t, "done", state, id)
 		require.Equal(t, holder, result, "%s finished once, by its holder", id)
 		got := claims[id]
@@ -183,18 +182,18 @@ func TestMachines_PostToWake(t *testing.T) {
 	url := c.URLFor(c.NewDB(t), "bee_admin", "", m.server)
 	openTest(t, url, nil).Close() // migrate before the bridges start
 
-	waiter := startProc(t, "waiter", url, m.in(0), envHost+"=machine-0")
-	poster := startProc(t, "poster", url, m.in(1), envHost+"=machine-1")
-	poster.expect("ready", 60*time.Second)
+	waiter := boardtest.StartProcUnder(t, m.in(0), "waiter", url, envHost+"=machine-0")
+	poster := boardtest.StartProcUnder(t, m.in(1), "poster", url, envHost+"=machine-1")
+	poster.Expect("ready", 60*time.Second)
 	var lat []time.Duration
 	for range 10 {
-		waiter.expect("sleeping", 60*time.Second)
-		poster.send("post now")
-		f := strings.Fields(waiter.expect("got ", 30*time.Second))
+		waiter.Expect("sleeping", 60*time.Second)
+		poster.Send("post now")
+		f := strings.Fields(waiter.Expect("got ", 30*time.Second))
 		require.Len(t, f, 4)
-		t0, err := strconv.ParseInt(strings.TrimPrefix(f[2], "t0="), 10, 64)
+		t0, err := strconv.ParseInt(strings.TrimPrefix(f[3], "t0="), 10, 64)
 		require.NoError(t, err)
-		woke, err := strconv.ParseInt(f[3], 10, 64)
+		woke, err := strconv.ParseInt(f[2], 10, 64)
 		require.NoError(t, err)
 		d := time.Duration(woke - t0)
 		require.Less(t, d, 5*time.Second, "woken by NOTIFY, not the 30 s safety poll")
@@ -202,6 +201,6 @@ func TestMachines_PostToWake(t *testing.T) {
 	}
 	slices.Sort(lat)
 	t.Logf("post on one machine to claim on another: p50 %v, max %v (10 rounds)", lat[len(lat)/2], lat[len(lat)-1])
-	poster.finish(30 * time.Second)
-	waiter.finish(30 * time.Second)
+	poster.Finish(30 * time.Second)
+	waiter.Finish(30 * time.Second)
 }

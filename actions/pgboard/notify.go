@@ -2,6 +2,9 @@ package pgboard
 
 import (
 	"context"
+	"hash/fnv"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,7 +29,8 @@ const (
 	evEnded
 )
 
-// channel names the NOTIFY channel of ev on this board.
+// channel names the NOTIFY channel of ev on this board that concerns
+// everyone (an action for anyone; for evChanged, every change).
 func (b *Board) channel(ev event) string {
 	switch ev {
 	case evClaimable:
@@ -37,13 +41,38 @@ func (b *Board) channel(ev event) string {
 	return "bee_change_" + b.id
 }
 
-// notify queues ev's notification in tx: PostgreSQL delivers it when tx
-// commits, and never when it rolls back. Its payload is key, whom it
-// concerns (see package wakeup): a listener wakes only its local waiters
-// that key concerns. An empty payload (as older bees send) concerns
-// everyone.
+// channelFor names the NOTIFY channel of ev for key (see package wakeup):
+// one channel per agent, so that PostgreSQL delivers a notification only to
+// the Boards with a waiter it concerns, rather than wake every bridge on
+// every machine to read a payload and go back to sleep. The agent's name
+// is hashed to keep the name within PostgreSQL's 63 bytes; two agents
+// whose hashes collide share a channel, and the payload tells them apart.
+func (b *Board) channelFor(ev event, key string) string {
+	if ev == evChanged || key == wakeup.Everyone {
+		return b.channel(ev)
+	}
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	return b.channel(ev) + "_" + strconv.FormatUint(h.Sum64(), 36)
+}
+
+// notify queues ev's notifications in tx: PostgreSQL delivers them when tx
+// commits, and never when it rolls back. One goes to the channel of key,
+// whom it concerns (see package wakeup), with key as its payload; one goes
+// to the change channel, for those who watch every change (bee watch, the
+// board page, Await for a person's actions).
+//
+// Bees before per-agent channels LISTEN only on the channels of everyone:
+// during an upgrade they hear of addressed work and ends at their safety
+// poll. Their own notifications still reach this bee, which listens there
+// too.
 func (b *Board) notify(ctx context.Context, tx pgx.Tx, ev event, key string) error {
-	_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, b.channel(ev), key)
+	if ev == evChanged {
+		_, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, b.channel(evChanged))
+		return err
+	}
+	_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2), pg_notify($3, '')`,
+		b.channelFor(ev, key), key, b.channel(evChanged))
 	return err
 }
 
@@ -62,36 +91,42 @@ func keyOf(ev event, rec actions.Record) string {
 // A listener carries wake-ups between processes: one dedicated connection
 // LISTENs on the board's channels and fans each notification out to the
 // Board's local waiters it concerns (its payload says whom) by closing
-// their channels. Notifications are
-// hints: when the connection is lost it is re-made with backoff, and every
-// waiter is woken then, since a notification may have been missed.
+// their channels. Notifications are hints: when the connection is lost it
+// is re-made with backoff, and every waiter is woken then, since a
+// notification may have been missed.
 //
-// Claims matter only to Changes (bee watch), and hearing of every claim
-// would wake every bridge, so the listener LISTENs on the change channel
-// only once this Board has run Changes.
+// It LISTENs on the channels of everyone from the start, and on an agent's
+// own channels from the first time a waiter of that agent asks (a bridge:
+// once, for its agent). The change channel carries every change, claims
+// too, and would wake every bridge at every step of every action, so it is
+// listened to only once this Board has run Changes or waits for every end.
 type listener struct {
 	b   *Board
 	cfg *pgx.ConnConfig
 
-	mu        sync.Mutex     // guards the rest
-	wake      *wakeup.Signal // an action may have become claimable
-	ended     *wakeup.Signal // an action has ended
-	change    chan struct{}  // closed on any change
-	watch     bool           // LISTEN on the change channel too
-	watching  chan struct{}  // closed once the change channel is listened to
+	mu        sync.Mutex               // guards the rest
+	wake      *wakeup.Signal           // an action may have become claimable
+	ended     *wakeup.Signal           // an action has ended
+	change    chan struct{}            // closed on any change
+	wanted    map[string]chan struct{} // channels to LISTEN on, each to a channel closed once it first is
 	interrupt context.CancelFunc
 	up        bool // connected and listening
+	heard     int  // notifications received, for tests
 }
 
 func newListener(b *Board, cfg *pgx.ConnConfig) *listener {
-	return &listener{
-		b:        b,
-		cfg:      cfg.Copy(),
-		wake:     wakeup.NewSignal(),
-		ended:    wakeup.NewSignal(),
-		change:   make(chan struct{}),
-		watching: make(chan struct{}),
+	l := &listener{
+		b:      b,
+		cfg:    cfg.Copy(),
+		wake:   wakeup.NewSignal(),
+		ended:  wakeup.NewSignal(),
+		change: make(chan struct{}),
+		wanted: make(map[string]chan struct{}),
 	}
+	for _, ev := range []event{evClaimable, evEnded} {
+		l.wanted[b.channel(ev)] = make(chan struct{})
+	}
+	return l
 }
 
 // run listens until the Board closes, reconnecting with backoff (up to 5 s
@@ -140,38 +175,25 @@ func (l *listener) session(ctx context.Context) error {
 		defer cancel()
 		_ = conn.Close(cctx)
 	}()
-	for _, ev := range []event{evClaimable, evEnded} {
-		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.b.channel(ev)}.Sanitize()); err != nil {
-			return err
-		}
-	}
-	changeOn := false
-	l.mu.Lock()
-	l.up = true
-	l.mu.Unlock()
-	// Something may have happened while nobody listened.
-	l.broadcastAll()
+	listening := make(map[string]bool) // on this connection
 	for {
-		l.mu.Lock()
-		watch := l.watch
-		l.mu.Unlock()
-		if watch && !changeOn {
-			if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.b.channel(evChanged)}.Sanitize()); err != nil {
-				return err
-			}
-			changeOn = true
-			l.mu.Lock()
-			select {
-			case <-l.watching:
-			default:
-				close(l.watching)
-			}
-			l.mu.Unlock()
+		if err := l.listenWanted(ctx, conn, listening); err != nil {
+			return err
 		}
 		wctx, interrupt := context.WithCancel(ctx)
 		l.mu.Lock()
 		l.interrupt = interrupt
+		// A channel wanted since listenWanted looked: want saw the old
+		// interrupt, so listen to it before waiting.
+		more := false
+		for name := range l.wanted {
+			more = more || !listening[name]
+		}
 		l.mu.Unlock()
+		if more {
+			interrupt()
+			continue
+		}
 		n, err := conn.WaitForNotification(wctx)
 		interrupted := wctx.Err() != nil && ctx.Err() == nil
 		interrupt()
@@ -181,10 +203,13 @@ func (l *listener) session(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		switch n.Channel {
-		case l.b.channel(evClaimable):
+		l.mu.Lock()
+		l.heard++
+		l.mu.Unlock()
+		switch {
+		case strings.HasPrefix(n.Channel, l.b.channel(evClaimable)):
 			l.broadcast(evClaimable, n.Payload)
-		case l.b.channel(evEnded):
+		case strings.HasPrefix(n.Channel, l.b.channel(evEnded)):
 			l.broadcast(evEnded, n.Payload)
 		default:
 			l.broadcast(evChanged, wakeup.Everyone)
@@ -192,44 +217,115 @@ func (l *listener) session(ctx context.Context) error {
 	}
 }
 
-// watchChanges makes the listener hear of every change (claims too), and
-// waits a little for it to take effect; should the connection be down, the
-// change channel is listened to once it is back.
-func (l *listener) watchChanges() {
+// listenWanted LISTENs on each wanted channel that conn does not listen on
+// yet, and says so to whoever waits for it. The first time on a connection
+// it marks the listener up and wakes every waiter: something may have
+// happened while nobody listened.
+func (l *listener) listenWanted(ctx context.Context, conn *pgx.Conn, listening map[string]bool) error {
 	l.mu.Lock()
-	first := !l.watch
-	l.watch = true
-	interrupt, watching := l.interrupt, l.watching
+	var todo []string
+	for name := range l.wanted {
+		if !listening[name] {
+			todo = append(todo, name)
+		}
+	}
 	l.mu.Unlock()
-	if first && interrupt != nil {
+	for _, name := range todo {
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{name}.Sanitize()); err != nil {
+			return err
+		}
+		listening[name] = true
+	}
+	l.mu.Lock()
+	first := !l.up
+	l.up = true
+	for _, name := range todo {
+		if done := l.wanted[name]; !isClosed(done) {
+			close(done)
+		}
+	}
+	l.mu.Unlock()
+	if first {
+		l.broadcastAll()
+	}
+	return nil
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// want makes the listener LISTEN on the channels names, and waits a little
+// for it to take effect, so that a waiter that asks before it looks at the
+// database misses no notification. Should the connection be down, they are
+// listened to once it is back (and every waiter is woken then).
+func (l *listener) want(names ...string) {
+	l.mu.Lock()
+	var waits []chan struct{}
+	for _, name := range names {
+		done, ok := l.wanted[name]
+		if !ok {
+			done = make(chan struct{})
+			l.wanted[name] = done
+		}
+		waits = append(waits, done)
+	}
+	interrupt, up := l.interrupt, l.up
+	l.mu.Unlock()
+	pending := false
+	for _, done := range waits {
+		pending = pending || !isClosed(done)
+	}
+	if !pending || !up {
+		return
+	}
+	if interrupt != nil {
 		interrupt()
 	}
 	t := time.NewTimer(2 * time.Second)
 	defer t.Stop()
-	select {
-	case <-watching:
-	case <-t.C:
-	case <-l.b.ctx.Done():
+	for _, done := range waits {
+		select {
+		case <-done:
+		case <-t.C:
+			return
+		case <-l.b.ctx.Done():
+			return
+		}
 	}
 }
+
+// watchChanges makes the listener hear of every change (claims too).
+func (l *listener) watchChanges() { l.want(l.b.channel(evChanged)) }
 
 // wakeCh returns the channel closed at the next change that may make an
 // action claimable by agent. Take it before looking at the database, so a
 // change made after the look is never missed.
 func (l *listener) wakeCh(agent string) <-chan struct{} {
+	l.want(l.b.channelFor(evClaimable, agent))
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.wake.ForAgent(agent)
 }
 
 // endedCh returns the channel closed when an action posted by one of
-// agent's identities (or any action, when every is true) next ends.
+// agent's identities next ends, or, when every is true, at the next change
+// of any kind (ends among them).
 func (l *listener) endedCh(agent string, every bool) <-chan struct{} {
+	if every {
+		// Every end reaches this Board only on the change channel, which
+		// carries every change: such a waiter wakes at each and looks.
+		l.want(l.b.channel(evChanged))
+		return l.changeCh()
+	}
+	l.want(l.b.channelFor(evEnded, agent))
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if every {
-		return l.ended.Every()
-	}
 	return l.ended.ForAgent(agent)
 }
 

@@ -8,26 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/boardtest"
 	"github.com/tractat-us/bee/internal/pgtest"
 )
-
-func closed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
-
-func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s: not woken within 10 s", what)
-	}
-}
 
 // A change that concerns one agent wakes, in another Board, only the
 // waiters of that agent (and those of every event); one that concerns
@@ -53,26 +36,69 @@ func TestListener_WakesOnlyWhomItConcerns(t *testing.T) {
 	require.NoError(t, writer.Join(t.Context(), actions.Member{ID: x, PID: os.Getpid()}))
 	a, err := writer.Post(t.Context(), "user:alice", actions.Draft{To: string(x), Title: "for x"})
 	require.NoError(t, err)
-	waitClosed(t, forX, "x's waiter, for an action addressed to x's identity")
+	boardtest.WaitClosed(t, forX, "x's waiter, for an action addressed to x's identity")
 	p, err := writer.Next(t.Context(), x, "", time.Second)
 	require.NoError(t, err)
 	require.Len(t, p.Records, 1)
 	_, err = writer.Finish(t.Context(), x, a.ID, "")
 	require.NoError(t, err)
-	waitClosed(t, endedAll, "Await, for a person's action ended")
-	require.False(t, closed(forY), "y's waiter woken for x's action")
-	require.False(t, closed(endedX), "x's outcome waiter woken for a person's action")
+	boardtest.WaitClosed(t, endedAll, "Await, for a person's action ended")
+	require.False(t, boardtest.Closed(forY), "y's waiter woken for x's action")
+	require.False(t, boardtest.Closed(endedX), "x's outcome waiter woken for a person's action")
 
 	endedAll = l.endedCh("", true)
 	b, err := writer.Post(t.Context(), actions.Agent(x), actions.Draft{Title: "from x"})
 	require.NoError(t, err)
-	waitClosed(t, forY, "y's waiter, for an action for anyone")
+	boardtest.WaitClosed(t, forY, "y's waiter, for an action for anyone")
 	p, err = writer.Next(t.Context(), x, "", time.Second)
 	require.NoError(t, err)
 	require.Len(t, p.Records, 1)
 	_, err = writer.Finish(t.Context(), x, b.ID, "")
 	require.NoError(t, err)
-	waitClosed(t, endedX, "x's outcome waiter, for x's action ended")
-	waitClosed(t, endedAll, "Await, for x's action ended")
-	require.False(t, closed(endedY), "y's outcome waiter woken for x's action")
+	boardtest.WaitClosed(t, endedX, "x's outcome waiter, for x's action ended")
+	boardtest.WaitClosed(t, endedAll, "Await, for x's action ended")
+	require.False(t, boardtest.Closed(endedY), "y's outcome waiter woken for x's action")
+}
+
+// PostgreSQL delivers a notification only to the Boards it concerns: a
+// Board whose waiters are all of agent y hears nothing of an action
+// addressed to x, or of its claim and end, and hears one notification for
+// an action for anyone.
+func TestListener_HearsOnlyItsAgents(t *testing.T) {
+	c := pgtest.Shared(t)
+	url := c.URL(c.NewDB(t))
+	writer := openTest(t, url, nil)
+	reader := openTest(t, url, nil)
+	l := reader.listen
+	require.Eventually(t, func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.up
+	}, 10*time.Second, 10*time.Millisecond, "the reader's listener connects")
+	heard := func() int {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.heard
+	}
+
+	forY, endedY := l.wakeCh("y"), l.endedCh("y", false) // LISTENs on y's channels
+	before := heard()
+
+	x := mint(t, "x")
+	require.NoError(t, writer.Join(t.Context(), actions.Member{ID: x, PID: os.Getpid()}))
+	a, err := writer.Post(t.Context(), actions.Agent(x), actions.Draft{To: "x", Title: "for x"})
+	require.NoError(t, err)
+	p, err := writer.Next(t.Context(), x, "", time.Second)
+	require.NoError(t, err)
+	require.Len(t, p.Records, 1)
+	_, err = writer.Finish(t.Context(), x, a.ID, "")
+	require.NoError(t, err)
+
+	// Notifications reach a listener in commit order: once the one for
+	// anyone has, any earlier one sent to this Board has too.
+	_, err = writer.Post(t.Context(), "user:alice", actions.Draft{Title: "for anyone"})
+	require.NoError(t, err)
+	boardtest.WaitClosed(t, forY, "y's waiter, for an action for anyone")
+	require.Equal(t, before+1, heard(), "the Board heard of x's action, its claim or its end")
+	require.False(t, boardtest.Closed(endedY), "y's outcome waiter woken for x's action")
 }

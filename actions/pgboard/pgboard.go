@@ -24,7 +24,9 @@
 //     renew before any is judged.
 //   - Waiters wake within milliseconds of a change in any process, on any
 //     machine: writers NOTIFY in the transaction that makes the change, and
-//     each Board LISTENs on one dedicated connection. The notification is a
+//     each Board LISTENs on one dedicated connection, to the channels of
+//     the agents it has waiters for and of everyone, so a post for one
+//     agent reaches only the Boards that wait for it. The notification is a
 //     hint: waiters also look at the database every [Options.SafetyPoll],
 //     and every waiter wakes when the listening connection is re-made after
 //     a loss (it reconnects with backoff).
@@ -75,10 +77,6 @@ const (
 	DefaultPageSize       = 100
 	DefaultMaxConns       = 4
 )
-
-// maxPageBytes bounds the text a page carries: a page stops growing once it
-// holds this much (it always holds at least one record).
-const maxPageBytes = 1 << 20
 
 // Errors the board returns besides the actions sentinels.
 var (

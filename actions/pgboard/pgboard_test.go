@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/boardtest"
+	"github.com/tractat-us/bee/actions/internal/position"
 	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/internal/pgtest"
 )
@@ -376,12 +376,12 @@ func TestBoard_ServerRestart(t *testing.T) {
 	}})
 	total := 600
 	const procs = 3
-	workers := make([]*proc, procs)
+	workers := make([]*boardtest.Proc, procs)
 	for i := range workers {
-		workers[i] = startProc(t, "claimer", url, nil, envWaiters+"=2")
+		workers[i] = boardtest.StartProc(t, "claimer", url, boardtest.EnvWaiters+"=2")
 	}
 	for _, w := range workers {
-		w.expect("ready", 30*time.Second)
+		w.Expect("ready", 30*time.Second)
 	}
 	posted := 0
 	postSome := func(n int) {
@@ -411,14 +411,10 @@ func TestBoard_ServerRestart(t *testing.T) {
 
 	gotBy := map[string]string{}
 	for _, w := range workers {
-		for _, line := range w.finish(30 * time.Second) {
-			f := strings.Fields(line)
-			if len(f) != 3 || f[0] != "got" {
-				continue
-			}
-			prev, dup := gotBy[f[1]]
-			require.False(t, dup, "%s claimed twice: by %s and %s", f[1], prev, f[2])
-			gotBy[f[1]] = f[2]
+		for _, c := range boardtest.Claims(w.Finish(30 * time.Second)) {
+			prev, dup := gotBy[c.ID]
+			require.False(t, dup, "%s claimed twice: by %s and %s", c.ID, prev, c.Who)
+			gotBy[c.ID] = c.Who
 		}
 	}
 	rows, err := b.pool.Query(t.Context(), `SELECT seq, holder, result FROM bee_actions WHERE from_whom = 'user:tester'`)
@@ -429,7 +425,7 @@ func TestBoard_ServerRestart(t *testing.T) {
 		var seq int64
 		var holder, result string
 		require.NoError(t, rows.Scan(&seq, &holder, &result))
-		id := actionID(seq)
+		id := position.ActionID(seq)
 		require.Equal(t, gotBy[id], holder, "%s finished by the identity that claimed it", id)
 		require.Equal(t, holder, result)
 		n++

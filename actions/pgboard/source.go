@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -12,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/internal/pages"
+	"github.com/tractat-us/bee/actions/internal/position"
 	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/internal/logkey"
 )
@@ -52,7 +53,7 @@ func scanRecord(row pgx.Row, extra ...any) (actions.Record, error) {
 	if err := row.Scan(dest...); err != nil {
 		return actions.Record{}, err
 	}
-	r.ID = actionID(r.Seq)
+	r.ID = position.ActionID(r.Seq)
 	r.State = actions.State(state)
 	r.PostedAt = posted.UTC()
 	if claimedAt != nil {
@@ -81,11 +82,6 @@ func collect(rows pgx.Rows, err error) ([]actions.Record, error) {
 		recs = append(recs, r)
 	}
 	return recs, rows.Err()
-}
-
-// recordSize estimates the bytes a record carries, for bounding pages.
-func recordSize(r actions.Record) int {
-	return 256 + len(r.To) + len(r.From) + len(r.Title) + len(r.Body) + len(r.Holder) + len(r.Result) + len(r.Reason) + len(r.EndedBy)
 }
 
 func isCode(err error, code string) bool {
@@ -130,9 +126,9 @@ func (b *Board) Post(ctx context.Context, by actions.Poster, d actions.Draft) (a
 // actions.ErrUnknownAction. Members of this machine whose process died
 // depart first.
 func (b *Board) Get(ctx context.Context, id string) (actions.Record, error) {
-	seq, ok := parseActionID(id)
+	seq, ok := position.ParseActionID(id)
 	if !ok {
-		return actions.Record{}, fmt.Errorf("action %q: %w", id, unknownHint(id))
+		return actions.Record{}, fmt.Errorf("action %q: %w", id, position.UnknownHint(id))
 	}
 	b.reap(ctx)
 	var rec actions.Record
@@ -150,15 +146,6 @@ func (b *Board) Get(ctx context.Context, id string) (actions.Record, error) {
 	recs := []actions.Record{rec}
 	b.markGone(ctx, recs)
 	return recs[0], nil
-}
-
-// unknownHint is ErrUnknownAction for an id no board makes, suggesting the
-// id meant ("7" -> "a-7").
-func unknownHint(id string) error {
-	if _, ok := parseCount(strings.TrimSpace(id)); ok {
-		return fmt.Errorf("%w (ids look like a-%s)", actions.ErrUnknownAction, strings.TrimSpace(id))
-	}
-	return actions.ErrUnknownAction
 }
 
 // List implements actions.Source: the actions posted after since, oldest
@@ -179,7 +166,7 @@ func (b *Board) ListFiltered(ctx context.Context, since actions.Cursor, f action
 }
 
 func (b *Board) list(ctx context.Context, since actions.Cursor, states []actions.State) (actions.Page, error) {
-	after, err := b.parseSeqCursor(since)
+	after, err := b.cursors().ParseSeq(since)
 	if err != nil {
 		return actions.Page{}, fmt.Errorf("list: %w", err)
 	}
@@ -194,25 +181,18 @@ func (b *Board) list(ctx context.Context, since actions.Cursor, states []actions
 		args = append(args, names)
 	}
 	b.reap(ctx)
-	page := actions.Page{Records: []actions.Record{}, Cursor: b.seqCursor(after)}
+	page := actions.Page{Records: []actions.Record{}, Cursor: b.cursors().Seq(after)}
 	err = b.read(ctx, "list", func(ctx context.Context) error {
-		page = actions.Page{Records: []actions.Record{}, Cursor: b.seqCursor(after)}
+		page = actions.Page{Records: []actions.Record{}, Cursor: b.cursors().Seq(after)}
 		rows, err := b.pool.Query(ctx, query, args...)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
-		size := 0
-		for size < maxPageBytes && rows.Next() {
+		return pages.Fill(&page, rows, func() (actions.Record, actions.Cursor, error) {
 			rec, err := scanRecord(rows)
-			if err != nil {
-				return err
-			}
-			page.Records = append(page.Records, rec)
-			page.Cursor = b.seqCursor(rec.Seq)
-			size += recordSize(rec)
-		}
-		return rows.Err()
+			return rec, b.cursors().Seq(rec.Seq), err
+		})
 	})
 	if err != nil {
 		return actions.Page{}, fmt.Errorf("list: %w", err)
@@ -279,7 +259,7 @@ func (b *Board) Release(ctx context.Context, who identity.ID, id string) (action
 // action's seq, $2 who, $3 on the arguments args), after checking that who
 // holds it, and wakes the waiters ev concerns.
 func (b *Board) settle(ctx context.Context, op string, who identity.ID, id string, ev event, set string, args ...any) (actions.Record, error) {
-	seq, ok := parseActionID(id)
+	seq, ok := position.ParseActionID(id)
 	if !ok {
 		return actions.Record{}, fmt.Errorf("%s action %q: %w", op, id, actions.ErrUnknownAction)
 	}
@@ -334,7 +314,7 @@ func (b *Board) Cancel(ctx context.Context, by actions.Poster, id, reason string
 	if err := actions.CheckText("reason", reason, actions.MaxResultLen); err != nil {
 		return actions.Record{}, fmt.Errorf("cancel %s: %w", id, err)
 	}
-	seq, ok := parseActionID(id)
+	seq, ok := position.ParseActionID(id)
 	if !ok {
 		return actions.Record{}, fmt.Errorf("cancel action %q: %w", id, actions.ErrUnknownAction)
 	}
@@ -386,7 +366,7 @@ func (b *Board) Readdress(ctx context.Context, by actions.Poster, id, to string)
 	if err := b.checkLive(ctx, to); err != nil {
 		return actions.Record{}, fmt.Errorf("readdress %s: %w", id, err)
 	}
-	seq, ok := parseActionID(id)
+	seq, ok := position.ParseActionID(id)
 	if !ok {
 		return actions.Record{}, fmt.Errorf("readdress action %q: %w", id, actions.ErrUnknownAction)
 	}
@@ -424,86 +404,5 @@ func (b *Board) Readdress(ctx context.Context, by actions.Poster, id, to string)
 	return rec, nil
 }
 
-// Cursors name a position on one board, as the embedded board's do:
-// "<board id>.s<seq>" (List, Next) and "<board id>.r<rev>[.<seq>]" (Head,
-// Changes). A cursor of the other kind, of another board, or not made by a
-// board at all is refused with actions.ErrBadCursor.
-
-func (b *Board) seqCursor(seq int64) actions.Cursor {
-	return actions.Cursor(b.id + ".s" + strconv.FormatInt(seq, 10))
-}
-
-func (b *Board) parseSeqCursor(c actions.Cursor) (int64, error) {
-	if c == "" {
-		return 0, nil
-	}
-	rest, ok := strings.CutPrefix(string(c), b.id+".s")
-	if !ok {
-		return 0, b.badCursor(c)
-	}
-	seq, ok := parseCount(rest)
-	if !ok {
-		return 0, b.badCursor(c)
-	}
-	return seq, nil
-}
-
-// revCursor marks the change rev of the action seq; seq < 0 marks every
-// change up to and including rev.
-func (b *Board) revCursor(rev, seq int64) actions.Cursor {
-	s := b.id + ".r" + strconv.FormatInt(rev, 10)
-	if seq >= 0 {
-		s += "." + strconv.FormatInt(seq, 10)
-	}
-	return actions.Cursor(s)
-}
-
-// maxSeq is past every action's seq.
-const maxSeq = int64(1<<63 - 1)
-
-func (b *Board) parseRevCursor(c actions.Cursor) (rev, seq int64, err error) {
-	if c == "" {
-		return 0, 0, nil
-	}
-	rest, ok := strings.CutPrefix(string(c), b.id+".r")
-	if !ok {
-		return 0, 0, b.badCursor(c)
-	}
-	revText, seqText, hasSeq := strings.Cut(rest, ".")
-	if rev, ok = parseCount(revText); !ok {
-		return 0, 0, b.badCursor(c)
-	}
-	if !hasSeq {
-		return rev, maxSeq, nil
-	}
-	if seq, ok = parseCount(seqText); !ok {
-		return 0, 0, b.badCursor(c)
-	}
-	return rev, seq, nil
-}
-
-// parseCount parses a non-negative decimal written the way strconv writes
-// it, so each position has one spelling.
-func parseCount(s string) (int64, bool) {
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 || strconv.FormatInt(n, 10) != s {
-		return 0, false
-	}
-	return n, true
-}
-
-func (b *Board) badCursor(c actions.Cursor) error {
-	return fmt.Errorf("cursor %q was not made by board %s (id %s); start again with an empty cursor: %w",
-		string(c), b.location, b.id, actions.ErrBadCursor)
-}
-
-func actionID(seq int64) string { return "a-" + strconv.FormatInt(seq, 10) }
-
-func parseActionID(id string) (int64, bool) {
-	rest, ok := strings.CutPrefix(id, "a-")
-	if !ok {
-		return 0, false
-	}
-	seq, ok := parseCount(rest)
-	return seq, ok && seq > 0
-}
+// cursors makes and reads this board's cursors.
+func (b *Board) cursors() position.Cursors { return position.Cursors{ID: b.id, Where: b.location} }

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -21,7 +22,9 @@ import (
 //
 // BenchmarkStartup: exec to the answer of a pipelined initialize +
 // notifications/initialized + tools/list. BenchmarkIdleRSS: resident memory
-// of a bridge idle after 100 tool calls.
+// of bridges idle after 100 tool calls. Every bridge of a target shares
+// one board, created before the clock starts, as on a machine where bee
+// has run before; each has a run directory of its own.
 
 func buildBench(b *testing.B, name, pkg string) string {
 	b.Helper()
@@ -54,15 +57,33 @@ const pipelinedHandshake = `{"jsonrpc":"2.0","id":1,"method":"initialize","param
 `
 
 type benchProc struct {
-	cmd   *exec.Cmd
+	cmd   *exec.Cmd // the stand-in claude
 	stdin io.WriteCloser
 	out   *bufio.Reader
 }
 
-func startBench(b *testing.B, bin string, args []string) *benchProc {
-	cmd := exec.Command(bin, args...)
-	dir := b.TempDir()
-	cmd.Env = append(os.Environ(), "BEE_RUN_DIR="+dir, "BEE_BOARD="+dir+"/board.db", "BEE_LOG_LEVEL=error")
+// standInClaude returns a copy of /bin/sh named claude. Every benchmarked
+// server runs as its child, so that bee-mcp finds a Claude process and
+// opens its control channel and run file, as it does under Claude Code;
+// the bare server pays the same shell.
+func standInClaude(b *testing.B) string {
+	sh, err := os.ReadFile("/bin/sh")
+	if err != nil {
+		b.Fatal(err)
+	}
+	claude := filepath.Join(b.TempDir(), "claude")
+	if err := os.WriteFile(claude, sh, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	return claude
+}
+
+func startBench(b *testing.B, claude, bin string, args []string, board string) *benchProc {
+	// The trailing ":" keeps the shell from exec'ing the server in its
+	// place: the server's parent stays claude.
+	cmd := exec.Command(claude, append([]string{"-c", `"$0" "$@"; :`, bin}, args...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Env = append(os.Environ(), "BEE_RUN_DIR="+b.TempDir(), "BEE_BOARD="+board, "BEE_LOG_LEVEL=error")
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
@@ -85,6 +106,20 @@ func (p *benchProc) readUntilID(b *testing.B, id int) {
 	}
 }
 
+// serverPID returns the pid of the server, the stand-in claude's child.
+func (p *benchProc) serverPID(b *testing.B) int {
+	pid := p.cmd.Process.Pid
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	child, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		b.Fatalf("children of the stand-in claude: %q", data)
+	}
+	return child
+}
+
 func (p *benchProc) stop() {
 	p.stdin.Close()
 	done := make(chan struct{})
@@ -92,19 +127,31 @@ func (p *benchProc) stop() {
 	select {
 	case <-done:
 	case <-time.After(2 * time.Second):
-		p.cmd.Process.Kill()
+		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 		<-done
 	}
+}
+
+// benchBoard returns the path of a board that one run of bin has created.
+func benchBoard(b *testing.B, claude, bin string, args []string) string {
+	board := filepath.Join(b.TempDir(), "board.db")
+	p := startBench(b, claude, bin, args, board)
+	io.WriteString(p.stdin, pipelinedHandshake)
+	p.readUntilID(b, 2)
+	p.stop()
+	return board
 }
 
 func BenchmarkStartup(b *testing.B) {
 	for _, tgt := range benchTargets {
 		bin := buildBench(b, tgt.name, tgt.pkg)
 		b.Run(tgt.name, func(b *testing.B) {
+			claude := standInClaude(b)
+			board := benchBoard(b, claude, bin, tgt.args)
 			var times []time.Duration
 			for b.Loop() {
 				start := time.Now()
-				p := startBench(b, bin, tgt.args)
+				p := startBench(b, claude, bin, tgt.args, board)
 				io.WriteString(p.stdin, pipelinedHandshake)
 				p.readUntilID(b, 2)
 				times = append(times, time.Since(start))
@@ -118,9 +165,9 @@ func BenchmarkStartup(b *testing.B) {
 	}
 }
 
-// statusKiB reads one "<field>: N kB" line of /proc/<pid>/status.
-func statusKiB(b *testing.B, pid int, field string) int {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+// procKiB reads one "<field>: N kB" line of /proc/<pid>/<file>.
+func procKiB(b *testing.B, pid int, file, field string) int {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, file))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -130,35 +177,59 @@ func statusKiB(b *testing.B, pid int, field string) int {
 			return n
 		}
 	}
-	b.Fatalf("no %s in /proc/%d/status", field, pid)
+	b.Fatalf("no %s in /proc/%d/%s", field, pid, file)
 	return 0
 }
 
+// idleSiblings is how many bridges BenchmarkIdleRSS runs side by side, as
+// on a machine with several Claude Code sessions open.
+const idleSiblings = 8
+
+// BenchmarkIdleRSS runs idleSiblings bridges at once, each idle after 100
+// tool calls, and reports the medians over bridges of:
+//   - idle-rss-MiB: VmRSS, which counts in full the pages of the binary
+//     that every bridge shares from the page cache;
+//   - idle-anon-MiB: RssAnon, the memory that is one bridge's alone;
+//   - idle-pss-MiB: Pss, RssAnon plus its share of the shared pages: what
+//     one more bridge costs the machine.
 func BenchmarkIdleRSS(b *testing.B) {
 	for _, tgt := range benchTargets {
 		bin := buildBench(b, tgt.name, tgt.pkg)
 		b.Run(tgt.name, func(b *testing.B) {
-			// VmRSS counts the binary's code pages, which every bridge
-			// shares from the page cache; RssAnon is what one bridge costs
-			// on its own.
-			var rss, anon []int
+			claude := standInClaude(b)
+			board := benchBoard(b, claude, bin, tgt.args)
+			var rss, anon, pss []int
 			for b.Loop() {
-				p := startBench(b, bin, tgt.args)
-				io.WriteString(p.stdin, pipelinedHandshake)
-				p.readUntilID(b, 2)
-				for i := range 100 {
-					fmt.Fprintf(p.stdin, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":%s}`+"\n", 100+i, tgt.call)
-					p.readUntilID(b, 100+i)
+				procs := make([]*benchProc, idleSiblings)
+				for i := range procs {
+					procs[i] = startBench(b, claude, bin, tgt.args, board)
+				}
+				for _, p := range procs {
+					io.WriteString(p.stdin, pipelinedHandshake)
+					p.readUntilID(b, 2)
+					for i := range 100 {
+						fmt.Fprintf(p.stdin, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":%s}`+"\n", 100+i, tgt.call)
+						p.readUntilID(b, 100+i)
+					}
 				}
 				time.Sleep(500 * time.Millisecond) // idle
-				rss = append(rss, statusKiB(b, p.cmd.Process.Pid, "VmRSS"))
-				anon = append(anon, statusKiB(b, p.cmd.Process.Pid, "RssAnon"))
-				p.stop()
+				for _, p := range procs {
+					pid := p.serverPID(b)
+					rss = append(rss, procKiB(b, pid, "status", "VmRSS"))
+					anon = append(anon, procKiB(b, pid, "status", "RssAnon"))
+					pss = append(pss, procKiB(b, pid, "smaps_rollup", "Pss"))
+				}
+				for _, p := range procs {
+					p.stop()
+				}
 			}
-			sort.Ints(rss)
-			sort.Ints(anon)
-			b.ReportMetric(float64(rss[len(rss)/2])/1024, "idle-rss-MiB")
-			b.ReportMetric(float64(anon[len(anon)/2])/1024, "idle-anon-MiB")
+			for _, m := range []struct {
+				kib  []int
+				unit string
+			}{{rss, "idle-rss-MiB"}, {anon, "idle-anon-MiB"}, {pss, "idle-pss-MiB"}} {
+				sort.Ints(m.kib)
+				b.ReportMetric(float64(m.kib[len(m.kib)/2])/1024, m.unit)
+			}
 		})
 	}
 }

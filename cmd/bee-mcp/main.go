@@ -14,8 +14,17 @@ import (
 	"context"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 )
+
+// gcPercent is the bridge's garbage-collection target unless $GOGC says
+// otherwise. A bridge idles for hours with well under a megabyte live, and
+// a machine runs one per Claude Code session: half Go's default keeps about
+// 1.7 MiB less resident per bridge (RssAnon 7.7 -> 6.0 MiB after 100 calls)
+// for about 0.03 ms more CPU per tool call (a burst of 1000 bee_list_actions
+// calls: 230 -> 270-290 ms).
+const gcPercent = 50
 
 func main() {
 	// Take the signals before anything else, so that none can kill the
@@ -25,5 +34,8 @@ func main() {
 	// A closed stdout or stderr (claude gone) must fail a write, not kill
 	// the bridge halfway through its cleanup.
 	signal.Ignore(syscall.SIGPIPE)
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(gcPercent)
+	}
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr, sigs))
 }

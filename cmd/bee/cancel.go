@@ -36,31 +36,20 @@ func (c *CancelCommand) Run(ctx context.Context, args []string) error {
 	if fs.NArg() != 1 {
 		return usagef(`bee cancel a-7 --reason "not needed"`, "bee cancel: want one action id, got %d arguments", fs.NArg())
 	}
-	who, err := c.env.person("cancel", c.from)
-	if err != nil {
-		return err
-	}
-	b, err := c.env.open(false)
-	if err != nil {
-		return err
-	}
-	defer b.Close()
-	rec, err := b.Cancel(ctx, who, fs.Arg(0), c.reason)
+	rec, err := c.env.changeAs("cancel", c.from, func(b actions.Board, who actions.Poster) (actions.Record, error) {
+		return b.Cancel(ctx, who, fs.Arg(0), c.reason)
+	})
 	if err != nil {
 		if errors.Is(err, actions.ErrUnknownAction) {
 			return usagef("bee list", "bee cancel: %v", err)
 		}
 		return fmt.Errorf("bee cancel: %w", err)
 	}
-	if c.asJSON {
-		return writeJSON(c.env.main.Stdout, rec)
-	}
 	msg := fmt.Sprintf("cancelled %s: %s", safe(rec.ID), oneLine(rec.Title, 60))
 	if rec.Holder != "" {
 		msg += fmt.Sprintf(" (%s held it; it is told when it next tries to finish it)", safe(rec.Holder))
 	}
-	_, err = fmt.Fprintln(c.env.main.Stdout, msg)
-	return err
+	return c.env.printRecord(c.asJSON, rec, msg)
 }
 
 // Usage prints how to use `bee cancel`.

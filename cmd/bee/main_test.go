@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -17,7 +16,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/board"
@@ -27,15 +25,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	pgtest.StopShared() // the PostgreSQL cluster postgres_test.go may have started
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	pgtest.Main(m) // stops the PostgreSQL cluster a test may have started
 }
 
 // run runs bee in-process against the board at path and returns its

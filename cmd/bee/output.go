@@ -19,6 +19,16 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// printRecord prints the action a command changed: as indented JSON with
+// --json, else line.
+func (e *env) printRecord(asJSON bool, rec actions.Record, line string) error {
+	if asJSON {
+		return writeJSON(e.main.Stdout, rec)
+	}
+	_, err := fmt.Fprintln(e.main.Stdout, line)
+	return err
+}
+
 // newTable returns a tabwriter for a table of columns separated by \t.
 func newTable(w io.Writer) *tabwriter.Writer {
 	return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -37,3 +37,19 @@ func (e *env) person(cmd, from string) (actions.Poster, error) {
 	}
 	return who, nil
 }
+
+// changeAs opens the board and makes one change to an action as the person
+// from names (see person): the steps bee cancel and bee readdress share.
+// cmd names the command in errors.
+func (e *env) changeAs(cmd, from string, change func(b actions.Board, who actions.Poster) (actions.Record, error)) (actions.Record, error) {
+	who, err := e.person(cmd, from)
+	if err != nil {
+		return actions.Record{}, err
+	}
+	b, err := e.open(false)
+	if err != nil {
+		return actions.Record{}, err
+	}
+	defer b.Close()
+	return change(b, who)
+}

@@ -82,11 +82,7 @@ func (c *PostCommand) Run(ctx context.Context, args []string) error {
 		}
 		return fmt.Errorf("bee %w", err)
 	}
-	if c.asJSON {
-		return writeJSON(c.env.main.Stdout, rec)
-	}
-	_, err = fmt.Fprintf(c.env.main.Stdout, "posted %s for %s: %s\n", safe(rec.ID), recipient(rec.To), safe(rec.Title))
-	return err
+	return c.env.printRecord(c.asJSON, rec, fmt.Sprintf("posted %s for %s: %s", safe(rec.ID), recipient(rec.To), safe(rec.Title)))
 }
 
 // poster is the person posting (see env.person).

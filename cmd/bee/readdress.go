@@ -47,16 +47,9 @@ func (c *ReaddressCommand) Run(ctx context.Context, args []string) error {
 	if err := checkTo("readdress", "bee readdress a-7 --to reviewer", c.to); err != nil {
 		return err
 	}
-	who, err := c.env.person("readdress", c.from)
-	if err != nil {
-		return err
-	}
-	b, err := c.env.open(false)
-	if err != nil {
-		return err
-	}
-	defer b.Close()
-	rec, err := b.Readdress(ctx, who, fs.Arg(0), c.to)
+	rec, err := c.env.changeAs("readdress", c.from, func(b actions.Board, who actions.Poster) (actions.Record, error) {
+		return b.Readdress(ctx, who, fs.Arg(0), c.to)
+	})
 	if err != nil {
 		for _, bad := range []error{actions.ErrUnknownAction, board.ErrBadRecipient, actions.ErrNotLive} {
 			if errors.Is(err, bad) {
@@ -65,11 +58,7 @@ func (c *ReaddressCommand) Run(ctx context.Context, args []string) error {
 		}
 		return fmt.Errorf("bee %w", err)
 	}
-	if c.asJSON {
-		return writeJSON(c.env.main.Stdout, rec)
-	}
-	_, err = fmt.Fprintf(c.env.main.Stdout, "%s is now for %s: %s\n", safe(rec.ID), recipient(rec.To), oneLine(rec.Title, 60))
-	return err
+	return c.env.printRecord(c.asJSON, rec, fmt.Sprintf("%s is now for %s: %s", safe(rec.ID), recipient(rec.To), oneLine(rec.Title, 60)))
 }
 
 // Usage prints how to use `bee readdress`.

@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -10,15 +9,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tractat-us/bee/actions"
-	"github.com/tractat-us/bee/actions/board"
 )
 
 // TestTools_BoardRefusalsByName drives every board tool's refusals through
 // MCP against a real board file: each says exactly what was wrong.
 func TestTools_BoardRefusalsByName(t *testing.T) {
-	b, err := board.Open(filepath.Join(t.TempDir(), "board.db"), nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { b.Close() })
+	b := openBoard(t)
 	s, cs := connect(t, b, nil, nil)
 	me := string(s.Identity())
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -176,81 +177,122 @@ func TestWait_Refusals(t *testing.T) {
 	}
 }
 
-func TestWait_TimesOutWithinBound(t *testing.T) {
+// A wait returns when its bound passes, to the fake-clock instant: the
+// bound given, 45 s when none is, at most 60 s.
+func TestWaits_TimeOutAtTheirBound(t *testing.T) {
 	t.Parallel()
-	_, cs := connect(t, nil, nil, nil)
-	start := time.Now()
-	res := call(t, cs, ToolWait, json.RawMessage(`{"timeoutSeconds":1,"cursor":null}`))
-	took := time.Since(start)
-	page := structured[actions.Page](t, res)
-	require.GreaterOrEqual(t, took, time.Second)
-	require.Less(t, took, 2*time.Second)
-	require.NotNil(t, page.Records)
-	require.Empty(t, page.Records)
-	require.Equal(t, actions.StartCursor, page.Cursor)
-	require.Contains(t, text(res), "end your turn")
-	require.Contains(t, text(res), "call bee_wait_action (cursor \"0\")")
+	for _, wt := range waitingTools() {
+		for _, tc := range []struct {
+			args string
+			want time.Duration
+		}{
+			{`{"timeoutSeconds":1}`, time.Second},
+			{`{}`, DefaultWait},
+			{`{"timeoutSeconds":60}`, MaxWait},
+		} {
+			t.Run(wt.tool+"/"+tc.args, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					_, cs := connect(t, wt.src, nil, nil)
+					start := time.Now()
+					res := call(t, cs, wt.tool, withArgs(t, wt.args, tc.args))
+					require.Equal(t, tc.want, time.Since(start))
+					require.False(t, res.IsError, text(res))
+				})
+			})
+		}
+	}
 }
 
+func TestWait_EmptyPageAtTheBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, cs := connect(t, nil, nil, nil)
+		res := call(t, cs, ToolWait, json.RawMessage(`{"timeoutSeconds":1,"cursor":null}`))
+		page := structured[actions.Page](t, res)
+		require.NotNil(t, page.Records)
+		require.Empty(t, page.Records)
+		require.Equal(t, actions.StartCursor, page.Cursor)
+		require.Contains(t, text(res), "end your turn")
+		require.Contains(t, text(res), "call bee_wait_action (cursor \"0\")")
+	})
+}
+
+// A waiting call with a progress token reports progress every interval,
+// elapsed seconds of the bound, and none in its last 500 ms (a
+// notification there could land with or after the result).
 func TestWaits_Progress(t *testing.T) {
 	t.Parallel()
 	for _, wt := range waitingTools() {
-		t.Run(wt.tool, func(t *testing.T) {
-			var mu sync.Mutex
-			var got []float64
-			copts := &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
-				mu.Lock()
-				got = append(got, req.Params.Progress)
-				mu.Unlock()
-				// None in the last 500 ms of the wait.
-				assert.LessOrEqual(t, req.Params.Progress, req.Params.Total-0.5, "progress inside the quiet stretch")
-			}}
-			_, cs := connect(t, wt.src, &ServerOptions{ProgressInterval: 100 * time.Millisecond}, copts)
-			params := &mcp.CallToolParams{Name: wt.tool, Arguments: withArgs(t, wt.args, `{"timeoutSeconds":1}`)}
-			params.SetProgressToken("p1")
-			start := time.Now()
-			res, err := cs.CallTool(t.Context(), params)
-			require.NoError(t, err)
-			require.False(t, res.IsError, text(res))
-			require.Less(t, time.Since(start), 3*time.Second, "returned within its bound")
-			mu.Lock()
-			defer mu.Unlock()
-			// 100 ms ticks over 1 s, none in the last 500 ms: about 4.
-			require.GreaterOrEqual(t, len(got), 2, "progress notifications received")
-			require.LessOrEqual(t, len(got), 5, "no progress in the last 500 ms")
-			for i := 1; i < len(got); i++ {
-				require.Greater(t, got[i], got[i-1], "progress must increase")
-			}
-		})
+		for _, tc := range []struct {
+			name  string
+			every time.Duration // 0: DefaultProgressInterval
+			args  string
+			want  []float64
+			total float64
+		}{
+			// At 500 ms before the bound a tick still reports; at 400 ms none.
+			{"100ms over 1s", 100 * time.Millisecond, `{"timeoutSeconds":1}`, []float64{0.1, 0.2, 0.3, 0.4, 0.5}, 1},
+			{"default over default", 0, `{}`, []float64{10, 20, 30, 40}, 45},
+			{"default over 40s", 0, `{"timeoutSeconds":40}`, []float64{10, 20, 30}, 40},
+		} {
+			t.Run(wt.tool+"/"+tc.name, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					var mu sync.Mutex
+					var got []float64
+					copts := &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+						mu.Lock()
+						defer mu.Unlock()
+						got = append(got, req.Params.Progress)
+						assert.Equal(t, tc.total, req.Params.Total)
+					}}
+					_, cs := connect(t, wt.src, &ServerOptions{ProgressInterval: tc.every}, copts)
+					params := &mcp.CallToolParams{Name: wt.tool, Arguments: withArgs(t, wt.args, tc.args)}
+					params.SetProgressToken("p1")
+					res, err := cs.CallTool(t.Context(), params)
+					require.NoError(t, err)
+					require.False(t, res.IsError, text(res))
+					synctest.Wait() // every notification sent is handled
+					mu.Lock()
+					defer mu.Unlock()
+					require.InDeltaSlice(t, tc.want, got, 1e-9)
+				})
+			})
+		}
 	}
 }
 
 func TestWait_NoProgressWithoutToken(t *testing.T) {
 	t.Parallel()
-	var n int
-	var mu sync.Mutex
-	copts := &mcp.ClientOptions{ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
+	synctest.Test(t, func(t *testing.T) {
+		var n int
+		var mu sync.Mutex
+		copts := &mcp.ClientOptions{ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			n++
+			mu.Unlock()
+		}}
+		_, cs := connect(t, nil, &ServerOptions{ProgressInterval: 50 * time.Millisecond}, copts)
+		call(t, cs, ToolWait, map[string]any{"timeoutSeconds": 1})
+		synctest.Wait()
 		mu.Lock()
-		n++
-		mu.Unlock()
-	}}
-	_, cs := connect(t, nil, &ServerOptions{ProgressInterval: 50 * time.Millisecond}, copts)
-	call(t, cs, ToolWait, map[string]any{"timeoutSeconds": 1})
-	mu.Lock()
-	defer mu.Unlock()
-	require.Zero(t, n)
+		defer mu.Unlock()
+		require.Zero(t, n)
+	})
 }
 
+// A cancelled wait ends the instant its cancel arrives.
 func TestWaits_CancelEndsAtOnce(t *testing.T) {
+	t.Parallel()
 	for _, wt := range waitingTools() {
 		t.Run(wt.tool, func(t *testing.T) {
-			_, cs := connect(t, wt.src, nil, nil)
-			ctx, cancel := context.WithCancel(t.Context())
-			time.AfterFunc(200*time.Millisecond, cancel)
-			start := time.Now()
-			_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: wt.tool, Arguments: withArgs(t, wt.args, `{"timeoutSeconds":30}`)})
-			require.ErrorIs(t, err, context.Canceled)
-			require.Less(t, time.Since(start), 5*time.Second)
+			synctest.Test(t, func(t *testing.T) {
+				_, cs := connect(t, wt.src, nil, nil)
+				ctx, cancel := context.WithCancel(t.Context())
+				time.AfterFunc(200*time.Millisecond, cancel)
+				start := time.Now()
+				_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: wt.tool, Arguments: withArgs(t, wt.args, `{"timeoutSeconds":30}`)})
+				require.ErrorIs(t, err, context.Canceled)
+				require.Equal(t, 200*time.Millisecond, time.Since(start))
+			})
 		})
 	}
 }
@@ -494,16 +536,18 @@ func TestPending_WaitHonoursContext(t *testing.T) {
 
 func TestWait_BoundCountsTheBoardOpening(t *testing.T) {
 	t.Parallel()
-	release := make(chan struct{})
-	defer close(release)
-	p := Start(t.Context(), Config{Agent: "x"}, func() (actions.Source, error) {
-		<-release // a board that takes longer to open than the wait may last
-		return actions.NoActions{}, nil
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		defer close(release)
+		p := Start(t.Context(), Config{Agent: "x"}, func() (actions.Source, error) {
+			<-release // a board that takes longer to open than the wait may last
+			return actions.NoActions{}, nil
+		})
+		cs := connectPending(t, p, nil, nil)
+		start := time.Now()
+		res := call(t, cs, ToolWait, map[string]any{"timeoutSeconds": 1})
+		require.Equal(t, time.Second, time.Since(start), "a wait returns at its bound")
+		require.True(t, res.IsError)
+		require.Contains(t, text(res), "still opening")
 	})
-	cs := connectPending(t, p, nil, nil)
-	start := time.Now()
-	res := call(t, cs, ToolWait, map[string]any{"timeoutSeconds": 1})
-	require.Less(t, time.Since(start), 3*time.Second, "a wait returns within its bound")
-	require.True(t, res.IsError)
-	require.Contains(t, text(res), "still opening")
 }

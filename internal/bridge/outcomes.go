@@ -61,55 +61,39 @@ func addOutcomeTools(srv *mcp.Server, t *tools) {
 }
 
 func (t *tools) fail(ctx context.Context, s *Session, req *mcp.CallToolRequest, _ time.Time) (*mcp.CallToolResult, error) {
-	a, err := parseArgs(req.Params.Arguments, "id", "reason")
-	if err != nil {
-		return toolError(err), nil
+	c, refused := parseActionCall(s, req, "reason")
+	if refused != nil {
+		return refused, nil
 	}
-	id, err := a.str("id")
-	if err != nil {
-		return toolError(err), nil
-	}
-	reason, err := a.str("reason")
+	reason, err := c.str("reason")
 	if err != nil {
 		return toolError(err), nil
 	}
 	if strings.TrimSpace(reason) == "" {
 		return toolError(&argError{name: "reason", msg: "must say why the action cannot be done"}), nil
 	}
-	who, _, err := s.current()
+	rec, err := s.source.Fail(ctx, c.who, c.id, reason)
 	if err != nil {
 		return sourceError(err), nil
 	}
-	rec, err := s.source.Fail(ctx, who, id, reason)
-	if err != nil {
-		return sourceError(err), nil
-	}
-	t.log.Info("action failed", logkey.Identity, who, logkey.ActionID, rec.ID)
+	t.log.Info("action failed", logkey.Identity, c.who, logkey.ActionID, rec.ID)
 	return result(actionResult{rec}, fmt.Sprintf("Action %s is failed; %s will be told why.", rec.ID, rec.From)), nil
 }
 
 func (t *tools) cancel(ctx context.Context, s *Session, req *mcp.CallToolRequest, _ time.Time) (*mcp.CallToolResult, error) {
-	a, err := parseArgs(req.Params.Arguments, "id", "reason")
+	c, refused := parseActionCall(s, req, "reason")
+	if refused != nil {
+		return refused, nil
+	}
+	reason, err := c.optString("reason")
 	if err != nil {
 		return toolError(err), nil
 	}
-	id, err := a.str("id")
-	if err != nil {
-		return toolError(err), nil
-	}
-	reason, err := a.optString("reason")
-	if err != nil {
-		return toolError(err), nil
-	}
-	who, _, err := s.current()
+	rec, err := s.source.Cancel(ctx, actions.Agent(c.who), c.id, reason)
 	if err != nil {
 		return sourceError(err), nil
 	}
-	rec, err := s.source.Cancel(ctx, actions.Agent(who), id, reason)
-	if err != nil {
-		return sourceError(err), nil
-	}
-	t.log.Info("action cancelled", logkey.Identity, who, logkey.ActionID, rec.ID)
+	t.log.Info("action cancelled", logkey.Identity, c.who, logkey.ActionID, rec.ID)
 	text := fmt.Sprintf("Action %s is cancelled.", rec.ID)
 	if rec.Holder != "" {
 		text += fmt.Sprintf(" Its holder %s is told when it next tries to finish it.", rec.Holder)

@@ -3,7 +3,6 @@ package bridge
 import (
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -13,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tractat-us/bee/actions"
-	"github.com/tractat-us/bee/actions/board"
 	"github.com/tractat-us/bee/identity"
 )
 
@@ -21,9 +19,7 @@ import (
 // it cancels another action, whose holder's finish is then refused with
 // the reason. Everything goes through MCP against a real board file.
 func TestTools_OutcomesThroughMCP(t *testing.T) {
-	b, err := board.Open(filepath.Join(t.TempDir(), "board.db"), nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { b.Close() })
+	b := openBoard(t)
 	s, cs := connect(t, b, nil, nil)
 	ctx := t.Context()
 	worker := identity.ID("agent:worker#0000000b")

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -21,27 +23,42 @@ type temporaryErr struct{ error }
 
 func (temporaryErr) Temporary() bool { return true }
 
-// A setup that fails with a temporary error is tried again; tool calls
-// meanwhile say what it waits for, and work once it succeeds.
+// A setup that fails with a temporary error is tried again after a pause
+// that doubles from 250 ms up to 5 s; tool calls meanwhile say what it
+// waits for, and work once it succeeds.
 func TestPending_RetriesTemporaryErrors(t *testing.T) {
-	var attempts atomic.Int32
-	gate := make(chan struct{})
-	p := Start(t.Context(), Config{Agent: "x"}, func() (actions.Source, error) {
-		if attempts.Add(1) <= 2 {
-			return nil, fmt.Errorf("open: %w", temporaryErr{errors.New("board /b.db is locked by pid 42 (bee)")})
-		}
-		<-gate
-		return actions.NoActions{}, nil
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var mu sync.Mutex
+		var at []time.Duration
+		gate := make(chan struct{})
+		p := Start(t.Context(), Config{Agent: "x"}, func() (actions.Source, error) {
+			mu.Lock()
+			at = append(at, time.Since(start))
+			n := len(at)
+			mu.Unlock()
+			if n <= 7 {
+				return nil, fmt.Errorf("open: %w", temporaryErr{errors.New("board /b.db is locked by pid 42 (bee)")})
+			}
+			<-gate
+			return actions.NoActions{}, nil
+		})
+		cs := connectPending(t, p, nil, nil)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		ms := time.Millisecond
+		mu.Lock()
+		require.Equal(t, []time.Duration{0, 250 * ms, 750 * ms, 1750 * ms, 3750 * ms, 7750 * ms, 12750 * ms, 17750 * ms}, at,
+			"pauses of 250, 500 ms, 1, 2, 4 s, then 5 s")
+		mu.Unlock()
+		res := call(t, cs, ToolWait, map[string]any{"timeoutSeconds": 1})
+		require.True(t, res.IsError)
+		require.Contains(t, text(res), "locked by pid 42 (bee)")
+		require.Contains(t, text(res), "retrying")
+		close(gate)
+		res = call(t, cs, ToolWhoami, nil)
+		require.False(t, res.IsError, text(res))
 	})
-	cs := connectPending(t, p, nil, nil)
-	require.Eventually(t, func() bool { return attempts.Load() >= 3 }, 10*time.Second, time.Millisecond)
-	res := call(t, cs, ToolWait, map[string]any{"timeoutSeconds": 1})
-	require.True(t, res.IsError)
-	require.Contains(t, text(res), "locked by pid 42 (bee)")
-	require.Contains(t, text(res), "retrying")
-	close(gate)
-	res = call(t, cs, ToolWhoami, nil)
-	require.False(t, res.IsError, text(res))
 }
 
 // Any other error ends the setup at once.

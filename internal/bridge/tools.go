@@ -528,49 +528,61 @@ func (t *tools) post(ctx context.Context, s *Session, req *mcp.CallToolRequest, 
 }
 
 func (t *tools) finish(ctx context.Context, s *Session, req *mcp.CallToolRequest, _ time.Time) (*mcp.CallToolResult, error) {
-	a, err := parseArgs(req.Params.Arguments, "id", "result")
+	c, refused := parseActionCall(s, req, "result")
+	if refused != nil {
+		return refused, nil
+	}
+	res, err := c.optString("result")
 	if err != nil {
 		return toolError(err), nil
 	}
-	id, err := a.str("id")
-	if err != nil {
-		return toolError(err), nil
-	}
-	res, err := a.optString("result")
-	if err != nil {
-		return toolError(err), nil
-	}
-	who, _, err := s.current()
+	rec, err := s.source.Finish(ctx, c.who, c.id, res)
 	if err != nil {
 		return sourceError(err), nil
 	}
-	rec, err := s.source.Finish(ctx, who, id, res)
-	if err != nil {
-		return sourceError(err), nil
-	}
-	t.log.Info("action finished", logkey.Identity, who, logkey.ActionID, rec.ID)
+	t.log.Info("action finished", logkey.Identity, c.who, logkey.ActionID, rec.ID)
 	return result(actionResult{rec}, fmt.Sprintf("Action %s is done.", rec.ID)), nil
 }
 
 func (t *tools) release(ctx context.Context, s *Session, req *mcp.CallToolRequest, _ time.Time) (*mcp.CallToolResult, error) {
-	a, err := parseArgs(req.Params.Arguments, "id")
+	c, refused := parseActionCall(s, req)
+	if refused != nil {
+		return refused, nil
+	}
+	rec, err := s.source.Release(ctx, c.who, c.id)
 	if err != nil {
-		return toolError(err), nil
+		return sourceError(err), nil
+	}
+	t.log.Info("action released", logkey.Identity, c.who, logkey.ActionID, rec.ID)
+	return result(actionResult{rec}, fmt.Sprintf("Action %s is open again for others.", rec.ID)), nil
+}
+
+// An actionCall is a call to a tool that changes one action (finish,
+// release, fail, cancel): its arguments, the action's id, and the identity
+// the change is made as.
+type actionCall struct {
+	args
+	id  string
+	who identity.ID
+}
+
+// parseActionCall reads a call to a tool that changes one action, whose
+// arguments are id and those named in others. A refusal comes back as the
+// tool result to return.
+func parseActionCall(s *Session, req *mcp.CallToolRequest, others ...string) (actionCall, *mcp.CallToolResult) {
+	a, err := parseArgs(req.Params.Arguments, append([]string{"id"}, others...)...)
+	if err != nil {
+		return actionCall{}, toolError(err)
 	}
 	id, err := a.str("id")
 	if err != nil {
-		return toolError(err), nil
+		return actionCall{}, toolError(err)
 	}
 	who, _, err := s.current()
 	if err != nil {
-		return sourceError(err), nil
+		return actionCall{}, sourceError(err)
 	}
-	rec, err := s.source.Release(ctx, who, id)
-	if err != nil {
-		return sourceError(err), nil
-	}
-	t.log.Info("action released", logkey.Identity, who, logkey.ActionID, rec.ID)
-	return result(actionResult{rec}, fmt.Sprintf("Action %s is open again for others.", rec.ID)), nil
+	return actionCall{args: a, id: id, who: who}, nil
 }
 
 // giveBack releases claimed records whose answer will never be read.

@@ -140,7 +140,7 @@ func (s *Session) WaitForWork(ctx context.Context, req WaitRequest) WakeAnswer {
 		ctx, stop = context.WithTimeoutCause(ctx, req.Rearm, errRearm)
 		defer stop()
 	}
-	log := s.log.With(logKeyWaiterPID, req.PID, logKeyEvent, req.HookEventName)
+	log := s.log.With(logkey.WaiterPID, req.PID, logkey.HookEvent, req.HookEventName)
 	w := &waiter{cancel: cancel}
 	s.wk.mu.Lock()
 	if s.wk.closed {
@@ -222,7 +222,7 @@ func (s *Session) serveWaiter(ctx context.Context, w *waiter, log *slog.Logger) 
 					cur.stopNotice() // a newer waiter is armed: let it look
 				}
 				s.wk.mu.Unlock()
-				log.Debug("news kept for later", logkey.ActionID, n.Record.ID, logKeyKind, n.Kind)
+				log.Debug("news kept for later", logkey.ActionID, n.Record.ID, logkey.Kind, n.Kind)
 				continue
 			}
 			s.wk.announce(who, n, h)
@@ -278,7 +278,7 @@ func (s *Session) waiterEnded(ctx context.Context, log *slog.Logger) WakeAnswer 
 
 // wake logs a wake and makes its answer.
 func (s *Session) wake(log *slog.Logger, who identity.ID, n actions.Notice) WakeAnswer {
-	log.Info("waking the session", logkey.Identity, who, logkey.ActionID, n.Record.ID, logKeyKind, n.Kind)
+	log.Info("waking the session", logkey.Identity, who, logkey.ActionID, n.Record.ID, logkey.Kind, n.Kind)
 	return WakeAnswer{Wake: true, Line: WakeLine(who, n)}
 }
 
@@ -438,7 +438,7 @@ func (s *Session) expireHandover(h *handover) {
 	switch {
 	case err == nil:
 		s.log.Info("claim made for a wake went back to the board: no bee_wait_action took it in time",
-			logkey.ActionID, h.rec.ID, logkey.Identity, h.holder, logKeyWithin, s.handoverWithin)
+			logkey.ActionID, h.rec.ID, logkey.Identity, h.holder, logkey.Within, s.handoverWithin)
 	case errors.Is(err, actions.ErrNotHeld), errors.Is(err, actions.ErrEnded):
 		// A retire or the end of the session gave it back, or it ended.
 	default:
@@ -514,7 +514,7 @@ func (s *Session) publish(ctx context.Context, done chan<- struct{}) {
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
-				s.log.Warn("waiter state not recorded on the board", logkey.Identity, want.who, logKeyArmed, want.armed, logkey.Err, err)
+				s.log.Warn("waiter state not recorded on the board", logkey.Identity, want.who, logkey.Armed, want.armed, logkey.Err, err)
 			}
 			continue
 		}
@@ -610,12 +610,3 @@ func oneLine(s string) string {
 	}, s)
 	return strings.Join(strings.Fields(s), " ")
 }
-
-// Log attribute keys of the waiter.
-const (
-	logKeyWaiterPID = "waiter_pid"
-	logKeyEvent     = "hook_event"
-	logKeyKind      = "kind"
-	logKeyArmed     = "armed"
-	logKeyWithin    = "within"
-)

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -63,15 +65,45 @@ func (a *armed) answer(t *testing.T) WakeAnswer {
 	}
 }
 
-// quietFor fails the test if the waiter is answered within d.
-func (a *armed) quietFor(t *testing.T, d time.Duration) {
+// next waits for the waiter's answer with no bound of its own: only inside
+// a synctest bubble, where a waiter that is never answered fails the test
+// as a deadlock.
+func (a *armed) next() WakeAnswer {
+	r := <-a.done
+	a.done <- r
+	return r
+}
+
+// quiet fails the test if the waiter has been answered; inside a synctest
+// bubble, after synctest.Wait, "not yet" is exact.
+func (a *armed) quiet(t *testing.T) {
 	t.Helper()
 	select {
 	case r := <-a.done:
 		a.done <- r
 		t.Fatalf("the waiter was answered %+v; want no answer", r)
-	case <-time.After(d):
+	default:
 	}
+}
+
+// armedOnBoard waits until the board shows who's waiter armed: the waiter
+// has registered and is looking.
+func armedOnBoard(t *testing.T, b *board.Board, who identity.ID) {
+	t.Helper()
+	require.Eventually(t, func() bool { return waiterSince(t, b, who) != nil }, 5*time.Second, 5*time.Millisecond,
+		"bee agents shows the waiter armed")
+}
+
+// wakesFirstFor posts an action for anyone and requires the waiter's
+// answer to be a wake for it: a wake it had been given before would be its
+// answer instead. It proves, without waiting on the clock, that the waiter
+// stayed quiet until now.
+func (a *armed) wakesFirstFor(t *testing.T, b actions.Source, title string) {
+	t.Helper()
+	rec := post(t, b, "user:alice", "", title)
+	resp := a.answer(t)
+	require.True(t, resp.Wake, "%+v", resp)
+	require.Contains(t, resp.Line, rec.ID)
 }
 
 func post(t *testing.T, b actions.Source, from identity.ID, to, title string) actions.Record {
@@ -104,8 +136,7 @@ func TestWaitForWork_WakesAndHandsOver(t *testing.T) {
 	me := s.Identity()
 
 	a := arm(t, s, WaitRequest{PID: 1, HookEventName: "Stop"})
-	require.Eventually(t, func() bool { return waiterSince(t, b, me) != nil }, 5*time.Second, 5*time.Millisecond,
-		"bee agents shows the waiter armed")
+	armedOnBoard(t, b, me)
 	rec := post(t, b, "user:alice", "tester", "Fix the flaky test")
 	resp := a.answer(t)
 	require.True(t, resp.Wake, "%+v", resp)
@@ -136,28 +167,61 @@ func TestWaitForWork_LooksFirst(t *testing.T) {
 	require.Contains(t, resp.Line, rec.ID)
 }
 
-// A claim nobody takes goes back within the bound, and the same identity is
-// not woken for that action again; a different action still wakes it.
+// A claim a wake made that no bee_wait_action takes goes back to the board
+// HandoverWithin after the wake, to the fake-clock instant, and the same
+// identity is not woken for that action again (the waiter's Notice skips
+// it); a different action still wakes it.
 func TestWaitForWork_OncePerActionAndHandoverBound(t *testing.T) {
 	t.Parallel()
-	b := openBoard(t)
-	s := newWakeSession(t, b, 200*time.Millisecond)
-	rec := post(t, b, "user:alice", "tester", "ignored")
-	resp := arm(t, s, WaitRequest{}).answer(t)
-	require.True(t, resp.Wake)
-	require.Contains(t, resp.Line, rec.ID)
-	require.Eventually(t, func() bool {
-		got, err := b.Get(t.Context(), rec.ID)
-		return err == nil && got.State == actions.Open
-	}, 5*time.Second, 10*time.Millisecond, "the claim goes back when no wait takes it")
+	for _, within := range []time.Duration{200 * time.Millisecond, DefaultHandoverWithin} {
+		t.Run(within.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				another := make(chan struct{})
+				var mu sync.Mutex
+				var skips [][]string
+				src := &actionstest.Source{
+					NoticeFunc: func(ctx context.Context, who identity.ID, skip []string, _ time.Duration) (actions.Notice, bool, error) {
+						mu.Lock()
+						skips = append(skips, skip)
+						mu.Unlock()
+						id := "a-1"
+						if slices.Contains(skip, id) {
+							select {
+							case <-another:
+								id = "a-2"
+							case <-ctx.Done():
+								return actions.Notice{}, false, ctx.Err()
+							}
+						}
+						return actions.Notice{Kind: actions.NoticeWork, Record: actions.Record{ID: id, Title: "t", From: "user:x", State: actions.Claimed, Holder: string(who)}}, true, nil
+					},
+				}
+				s := newWakeSession(t, src, within)
+				resp := arm(t, s, WaitRequest{}).next()
+				require.True(t, resp.Wake)
+				require.Contains(t, resp.Line, "a-1")
 
-	a := arm(t, s, WaitRequest{})
-	a.quietFor(t, 500*time.Millisecond)
-	other := post(t, b, "user:alice", "tester", "another one")
-	resp = a.answer(t)
-	require.True(t, resp.Wake)
-	require.Contains(t, resp.Line, other.ID)
-	require.NotContains(t, resp.Line, rec.ID)
+				time.Sleep(within - time.Nanosecond)
+				synctest.Wait()
+				require.Empty(t, src.Released(), "the claim waits for a bee_wait_action until the bound")
+				time.Sleep(time.Nanosecond)
+				synctest.Wait()
+				require.Equal(t, []string{"a-1"}, src.Released(), "the claim goes back at the bound")
+
+				a := arm(t, s, WaitRequest{})
+				synctest.Wait()
+				a.quiet(t)
+				mu.Lock()
+				require.Equal(t, []string{"a-1"}, skips[len(skips)-1], "the waiter skips what it woke for")
+				mu.Unlock()
+				close(another)
+				resp = a.next()
+				require.True(t, resp.Wake)
+				require.Contains(t, resp.Line, "a-2")
+				require.NotContains(t, resp.Line, "a-1")
+			})
+		})
+	}
 }
 
 // A newer waiter supersedes the older one, which is answered at once.
@@ -165,7 +229,7 @@ func TestWaitForWork_Supersede(t *testing.T) {
 	b := openBoard(t)
 	s := newWakeSession(t, b, time.Minute)
 	first := arm(t, s, WaitRequest{PID: 1})
-	first.quietFor(t, 100*time.Millisecond)
+	armedOnBoard(t, b, s.Identity())
 	second := arm(t, s, WaitRequest{PID: 2})
 	require.Equal(t, WakeAnswer{Reason: ReasonSuperseded}, first.answer(t))
 	rec := post(t, b, "user:alice", "", "for the newest")
@@ -213,7 +277,7 @@ func TestWaitForWork_SilentWhileAWaitRuns(t *testing.T) {
 	}
 	require.Len(t, page.Records, 1)
 	require.Equal(t, rec.ID, page.Records[0].ID)
-	a.quietFor(t, 300*time.Millisecond)
+	a.wakesFirstFor(t, b, "after the wait") // not for the one the wait took
 }
 
 // Of two idle sessions, one action for anyone wakes exactly one.
@@ -223,9 +287,8 @@ func TestWaitForWork_ClaimBeforeWake(t *testing.T) {
 	s2 := newWakeSession(t, b, time.Minute)
 	a1 := arm(t, s1, WaitRequest{})
 	a2 := arm(t, s2, WaitRequest{})
-	require.Eventually(t, func() bool {
-		return waiterSince(t, b, s1.Identity()) != nil && waiterSince(t, b, s2.Identity()) != nil
-	}, 5*time.Second, 5*time.Millisecond)
+	armedOnBoard(t, b, s1.Identity())
+	armedOnBoard(t, b, s2.Identity())
 	rec := post(t, b, "user:alice", "", "for one of you")
 	var woke, quiet *armed
 	select {
@@ -240,7 +303,7 @@ func TestWaitForWork_ClaimBeforeWake(t *testing.T) {
 	}
 	require.True(t, woke.answer(t).Wake)
 	require.Contains(t, woke.answer(t).Line, rec.ID)
-	quiet.quietFor(t, 500*time.Millisecond)
+	quiet.wakesFirstFor(t, b, "for the other") // not for the one its peer claimed
 }
 
 // /clear while armed: the old identity's watch ends and the waiter carries
@@ -250,12 +313,11 @@ func TestWaitForWork_RetireCarriesOn(t *testing.T) {
 	s := newWakeSession(t, b, time.Minute)
 	old := s.Identity()
 	a := arm(t, s, WaitRequest{})
-	require.Eventually(t, func() bool { return waiterSince(t, b, old) != nil }, 5*time.Second, 5*time.Millisecond)
+	armedOnBoard(t, b, old)
 	resp, err := s.Retire(t.Context(), RetireRequest{SessionID: "s-2"})
 	require.NoError(t, err)
 	require.Equal(t, old, resp.Retired)
-	require.Eventually(t, func() bool { return waiterSince(t, b, s.Identity()) != nil }, 5*time.Second, 5*time.Millisecond,
-		"the new identity shows the waiter armed")
+	armedOnBoard(t, b, s.Identity()) // under the new identity
 	rec := post(t, b, "user:alice", string(s.Identity()), "for the new one")
 	w := a.answer(t)
 	require.True(t, w.Wake)
@@ -274,7 +336,7 @@ func TestWaitForWork_Outcome(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, p.Records, 1)
 	a := arm(t, s, WaitRequest{})
-	a.quietFor(t, 200*time.Millisecond)
+	armedOnBoard(t, b, s.Identity())
 	_, err = b.Finish(t.Context(), other, rec.ID, "it is\ndone")
 	require.NoError(t, err)
 	resp := a.answer(t)
@@ -287,18 +349,24 @@ func TestWaitForWork_DepartEndsIt(t *testing.T) {
 	b := openBoard(t)
 	s := newWakeSession(t, b, time.Minute)
 	a := arm(t, s, WaitRequest{})
-	a.quietFor(t, 100*time.Millisecond)
+	armedOnBoard(t, b, s.Identity())
 	require.NoError(t, s.Depart(t.Context()))
 	require.Equal(t, WakeAnswer{Reason: ReasonShuttingDown}, a.answer(t))
 }
 
-// A waiter that asked to be re-armed gets the re-arm wake in time.
+// A waiter that asked to be re-armed gets the re-arm wake when that time
+// comes, and not before.
 func TestWaitForWork_Rearm(t *testing.T) {
 	t.Parallel()
-	b := openBoard(t)
-	s := newWakeSession(t, b, time.Minute)
-	resp := arm(t, s, WaitRequest{Rearm: time.Second}).answer(t)
-	require.Equal(t, WakeAnswer{Wake: true, Line: RearmLine}, resp)
+	synctest.Test(t, func(t *testing.T) {
+		s := newWakeSession(t, &actionstest.Source{}, time.Minute)
+		a := arm(t, s, WaitRequest{Rearm: 24 * time.Hour})
+		time.Sleep(24*time.Hour - time.Nanosecond)
+		synctest.Wait()
+		a.quiet(t)
+		time.Sleep(time.Nanosecond)
+		require.Equal(t, WakeAnswer{Wake: true, Line: RearmLine}, a.next())
+	})
 }
 
 // News a waiter found as it went away is kept: the next waiter hears it.

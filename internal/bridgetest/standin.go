@@ -52,6 +52,17 @@ func StandInFromEnv() (StandIn, bool) {
 	return s, true
 }
 
+// Main is the TestMain of a package whose tests run a stand-in claude: in
+// a test binary started as one (StandInFromEnv) it plays claude's part
+// with play and exits with its code; otherwise it builds the binaries into
+// *bin (RunWithClaude), runs the tests and exits. It never returns.
+func Main(m *testing.M, bin *string, play func(StandIn) int, aliases ...string) {
+	if si, ok := StandInFromEnv(); ok {
+		os.Exit(play(si))
+	}
+	os.Exit(RunWithClaude(m, bin, aliases...))
+}
+
 // RunWithClaude builds bee-mcp and bee-hook into a temporary directory,
 // copies the test binary there as "claude" (and links each of aliases to
 // it, for a claude run under another command name), sets *bin to the
@@ -73,12 +84,12 @@ func RunWithClaude(m *testing.M, bin *string, aliases ...string) int {
 }
 
 func buildClaude(dir string, aliases []string) error {
-	for _, c := range []string{"bee-mcp", "bee-hook"} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, c), "github.com/tractat-us/bee/cmd/"+c)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("build %s: %w", c, err)
-		}
+	// One go build links both at once.
+	cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator),
+		"github.com/tractat-us/bee/cmd/bee-mcp", "github.com/tractat-us/bee/cmd/bee-hook")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("build bee-mcp and bee-hook: %w", err)
 	}
 	self, err := os.ReadFile(os.Args[0])
 	if err == nil {

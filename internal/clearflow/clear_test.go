@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tractat-us/bee/actions"
@@ -26,14 +27,7 @@ import (
 // bin holds the binaries built for this package's tests.
 var bin string
 
-// TestMain builds bee-mcp and bee-hook, copies the test binary to a file
-// named claude, and, when run as that stand-in, plays Claude Code's part.
-func TestMain(m *testing.M) {
-	if si, ok := bridgetest.StandInFromEnv(); ok {
-		os.Exit(standInClaude(si))
-	}
-	os.Exit(bridgetest.RunWithClaude(m, &bin, versionedClaude))
-}
+func TestMain(m *testing.M) { bridgetest.Main(m, &bin, standInClaude, versionedClaude) }
 
 // versionedClaude is the stand-in claude's other command name.
 const versionedClaude = "claude-2.1.328"
@@ -199,9 +193,8 @@ func startAs(t testing.TB, source, name string) *session {
 		if s.secondPID != 0 {
 			// Gone before the temporary directories it writes to are removed.
 			syscall.Kill(s.secondPID, syscall.SIGKILL)
-			for deadline := time.Now().Add(10 * time.Second); syscall.Kill(s.secondPID, 0) == nil && time.Now().Before(deadline); {
-				time.Sleep(5 * time.Millisecond)
-			}
+			assert.Eventually(t, func() bool { return syscall.Kill(s.secondPID, 0) != nil }, 10*time.Second, 5*time.Millisecond,
+				"the second bridge outlived SIGKILL")
 		}
 	})
 	s.claudePID = cmd.Process.Pid
@@ -209,6 +202,13 @@ func startAs(t testing.TB, source, name string) *session {
 	s.answer(&hello)
 	s.bridgePID = hello.BridgePid
 	s.mcp.Initialize()
+	// The bridge writes its run file while it answers the handshake, as
+	// under Claude Code, where /clear comes long after: a hook run before
+	// the file is there would find no bridge.
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(s.runFile())
+		return err == nil
+	}, 10*time.Second, 2*time.Millisecond, "the bridge writes its run file")
 	return s
 }
 
@@ -309,14 +309,10 @@ func TestClear_SIGTERMRemovesRunFile(t *testing.T) {
 	_, err := os.Stat(s.runFile())
 	require.NoError(t, err)
 	require.NoError(t, syscall.Kill(s.bridgePID, syscall.SIGTERM))
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if _, err := os.Stat(s.runFile()); os.IsNotExist(err) {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "run file still there after SIGTERM")
-		time.Sleep(5 * time.Millisecond)
-	}
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(s.runFile())
+		return os.IsNotExist(err)
+	}, 5*time.Second, 5*time.Millisecond, "run file still there after SIGTERM")
 	s.mcp.WaitStderr(5*time.Second, "bee-mcp ends")
 }
 
@@ -326,11 +322,8 @@ func TestClear_DeadBridgeReported(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, syscall.Kill(s.bridgePID, syscall.SIGKILL))
 	// Wait until the kernel has reaped it (the stand-in claude waits on it).
-	deadline := time.Now().Add(5 * time.Second)
-	for syscall.Kill(s.bridgePID, 0) == nil {
-		require.True(t, time.Now().Before(deadline), "killed bridge still alive")
-		time.Sleep(5 * time.Millisecond)
-	}
+	require.Eventually(t, func() bool { return syscall.Kill(s.bridgePID, 0) != nil }, 5*time.Second, 5*time.Millisecond,
+		"killed bridge still alive")
 	_, err = os.Stat(s.runFile())
 	require.NoError(t, err, "SIGKILL leaves the run file behind")
 
@@ -406,19 +399,18 @@ func TestClear_ClaimsGoBackToTheBoard(t *testing.T) {
 // bridgeExited waits for the bridge to end and says how it did.
 func (s *session) bridgeExited(d time.Duration) bridgeExit {
 	s.t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		data, err := os.ReadFile(s.exitFile)
-		if err == nil {
-			var e bridgeExit
-			require.NoError(s.t, json.Unmarshal(data, &e))
-			return e
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("bridge did not end within %v\nstderr:\n%s", d, s.mcp.Stderr())
-		}
-		time.Sleep(5 * time.Millisecond)
+	var data []byte
+	ended := assert.Eventually(s.t, func() bool {
+		var err error
+		data, err = os.ReadFile(s.exitFile)
+		return err == nil
+	}, d, 5*time.Millisecond)
+	if !ended {
+		s.t.Fatalf("bridge did not end within %v\nstderr:\n%s", d, s.mcp.Stderr())
 	}
+	var e bridgeExit
+	require.NoError(s.t, json.Unmarshal(data, &e))
+	return e
 }
 
 // cleanupTook reads how long the bridge says its cleanup took.

@@ -123,7 +123,7 @@ func (c *channel) takenOver(log *slog.Logger) bool {
 	}
 	c.sibling = e.Token
 	log.Warn("another bee bridge under the same claude process, launched differently (the plugin and a project server both configured?), now holds the run file; this bridge keeps serving its client, but /clear retires only the other one's identity",
-		logKeyBridgePID, e.PID, logKeyDiffers, differs)
+		logkey.BridgePID, e.PID, logkey.Differs, differs)
 	return false
 }
 

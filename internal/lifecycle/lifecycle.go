@@ -98,14 +98,6 @@ func within(done <-chan struct{}, d time.Duration) bool {
 
 const defaultWatchEvery = 2 * time.Second
 
-// Log attribute keys that package logkey does not (yet) name.
-const (
-	logKeyComm      = "comm"       // a process's command name
-	logKeyRule      = "rule"       // how the claude process was found
-	logKeyBridgePID = "bridge_pid" // another bridge's process
-	logKeyDiffers   = "differs"    // how two bridges' launches differ
-)
-
 // openSource opens the action source cfg names: the shared board (the
 // default, a file or a server) or NoActions.
 func openSource(cfg Config, log *slog.Logger) (actions.Source, error) {
@@ -160,7 +152,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		log.Warn("no claude process above this bridge; serving without the control channel, so /clear cannot retire this identity and no waiter can wake the session")
 	case claude.Rule != ancestry.ByName:
 		log.Warn("claude runs under another command name; taking this bridge's parent as the claude process because CLAUDECODE=1 (the /clear hook finds the same one through $CLAUDE_PID)",
-			logkey.ClaudePID, claudePID, logKeyComm, claude.Comm, logKeyRule, string(claude.Rule))
+			logkey.ClaudePID, claudePID, logkey.Comm, claude.Comm, logkey.Rule, string(claude.Rule))
 	}
 	log = log.With(logkey.ClaudePID, claudePID)
 
@@ -180,12 +172,24 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		HandoverWithin: cfg.HandoverWithin,
 	}, func() (actions.Source, error) { return openSource(cfg, log) })
 
+	// The control channel opens while the handshake is answered: nothing
+	// in the handshake needs it, and writing the run file is the slowest
+	// step of a start. ch is set once chOpened is closed; every use waits
+	// for that (openChannel waits on nothing outside this process).
 	var ch *channel
+	chOpened := make(chan struct{})
 	if found {
-		ch, err = openChannel(cfg.RunDir, claudePID, pending, log)
-		if err != nil {
-			log.Warn("serving without the control channel (no /clear retire, no wake on work)", logkey.Err, err)
-		}
+		go func() {
+			defer close(chOpened)
+			c, err := openChannel(cfg.RunDir, claudePID, pending, log)
+			if err != nil {
+				log.Warn("serving without the control channel (no /clear retire, no wake on work)", logkey.Err, err)
+				return
+			}
+			ch = c
+		}()
+	} else {
+		close(chOpened)
 	}
 
 	srv := bridge.NewServer(pending, &bridge.ServerOptions{Version: cfg.Version, ProgressInterval: cfg.ProgressInterval, Logger: log})
@@ -206,6 +210,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	ss, err := srv.Connect(ctx, transport, nil)
 	if err != nil {
 		// Leave nothing behind: no run file, no joined identity.
+		<-chOpened
 		ch.close(log)
 		abandonSetup()
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), departBound)
@@ -238,7 +243,14 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 	}()
 
-	reason := waitForEnd(ctx, cfg.Signals, cfg.WatchEvery, served, claudePID, ch, log)
+	reason := waitForEnd(ctx, cfg.Signals, cfg.WatchEvery, served, claudePID, func() *channel {
+		select {
+		case <-chOpened:
+			return ch
+		default:
+			return nil // not open yet: nothing to take over
+		}
+	}, log)
 	if reason == "" {
 		reason = "stdin closed"
 		if serveErr != nil && !errors.Is(serveErr, io.EOF) {
@@ -254,6 +266,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// The run file first: it is cheap, and once it is gone no hook starts a
 	// retire. Closing the channel also ends a retire in flight, so the
 	// departure below never queues behind one.
+	<-chOpened
 	ch.close(log)
 	// A setup still running ends now: one that has joined departs on its
 	// own before Wait returns, one that has not never joins.
@@ -294,7 +307,10 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 // waitForEnd blocks until something ends the bridge and says what it was;
 // "" means the MCP session itself ended (served was closed).
-func waitForEnd(ctx context.Context, sigs <-chan os.Signal, every time.Duration, served <-chan struct{}, claudePID int, ch *channel, log *slog.Logger) string {
+//
+// opened returns the control channel, nil while it is not open (or when
+// there is none).
+func waitForEnd(ctx context.Context, sigs <-chan os.Signal, every time.Duration, served <-chan struct{}, claudePID int, opened func() *channel, log *slog.Logger) string {
 	ppid := os.Getppid()
 	tick := time.NewTicker(every)
 	defer tick.Stop()
@@ -313,7 +329,7 @@ func waitForEnd(ctx context.Context, sigs <-chan os.Signal, every time.Duration,
 			if claudePID != 0 && !liveness.Alive(claudePID) {
 				return "claude process gone"
 			}
-			if ch != nil && ch.takenOver(log) {
+			if ch := opened(); ch != nil && ch.takenOver(log) {
 				return "run file taken over by a newer bridge"
 			}
 		}

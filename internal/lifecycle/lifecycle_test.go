@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -42,7 +43,13 @@ type proc struct {
 
 func startBridge(t *testing.T) *proc {
 	t.Helper()
-	dir := t.TempDir()
+	return startBridgeOn(t, t.TempDir())
+}
+
+// startBridgeOn starts a bridge whose board file is dir/board.db, and whose
+// run directory is dir/run.
+func startBridgeOn(t *testing.T, dir string) *proc {
+	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	b := &proc{t: t, in: inW, lines: make(chan string, 100), sigs: make(chan os.Signal, 4), done: make(chan error, 1),
@@ -162,8 +169,11 @@ func TestRun_Ends(t *testing.T) {
 }
 
 func TestRun_BoardUnusable(t *testing.T) {
-	b := startBridge(t)
-	require.NoError(t, os.WriteFile(b.board, []byte("this is not a database, it is a note"), 0o600))
+	// The file is there before the bridge starts: written after, it could
+	// replace a board the bridge had already opened.
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "board.db"), []byte("this is not a database, it is a note"), 0o600))
+	b := startBridgeOn(t, dir)
 	// The handshake still works, and a tool says what is wrong.
 	b.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`)
 	b.await(`"id":1`)
@@ -188,10 +198,8 @@ func TestRun_LateCancelGivesTheClaimBack(t *testing.T) {
 	rec := b.claimOne() // the answer to id 3 has been read
 	require.Equal(t, actions.Claimed, b.state(rec.ID))
 	b.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3,"reason":"AbortError: user-cancel"}}`)
-	deadline := time.Now().Add(5 * time.Second)
-	for b.state(rec.ID) != actions.Open {
-		require.True(t, time.Now().Before(deadline), "the claim was not given back\nlog:\n%s", b.logBuf)
-		time.Sleep(10 * time.Millisecond)
+	if !assert.Eventually(t, func() bool { return b.state(rec.ID) == actions.Open }, 5*time.Second, 10*time.Millisecond) {
+		t.Fatalf("the claim was not given back\nlog:\n%s", b.logBuf)
 	}
 	b.sigs <- syscall.SIGTERM
 	b.ended()

@@ -26,4 +26,24 @@ const (
 	Elapsed   = "elapsed"    // how long something took
 	Err       = "err"        // an error
 	Subsystem = "subsystem"  // the part of bee (or a library) that logged
+
+	Remote        = "remote"         // the caller's address on the control channel
+	Panic         = "panic"          // what a handler panicked with
+	Stack         = "stack"          // the goroutine's stack at that panic
+	RequestID     = "id"             // a JSON-RPC request id
+	Method        = "method"         // a JSON-RPC method
+	Bytes         = "bytes"          // a size in bytes
+	Limit         = "limit"          // the limit a size passed
+	Prefix        = "prefix"         // the start of a line that could not be used
+	ProgressToken = "progress_token" // a request's progress token
+	Pending       = "pending"        // how many requests were still running
+	WaiterPID     = "waiter_pid"     // a wake-on-work waiter's process
+	HookEvent     = "hook_event"     // the hook event a waiter was armed for
+	Kind          = "kind"           // what a wake is for (work, an outcome, a re-arm)
+	Armed         = "armed"          // whether a waiter is armed
+	Within        = "within"         // a bound something must happen within
+	Comm          = "comm"           // a process's command name
+	Rule          = "rule"           // how the claude process was found
+	BridgePID     = "bridge_pid"     // another bridge's process
+	Differs       = "differs"        // how two bridges' launches differ
 )

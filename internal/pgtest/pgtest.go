@@ -35,6 +35,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/jackc/pgx/v5"
 )
 
@@ -531,6 +533,21 @@ func StopShared() {
 		}
 		shared.c = nil
 	}
+}
+
+// Main runs m's tests, stops the cluster Shared started and, when the tests
+// passed, fails if any goroutine is left running (goleak); then it exits
+// the process with the outcome. Call it from TestMain, last.
+func Main(m *testing.M) {
+	code := m.Run()
+	StopShared()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 // Unavailable ends tb because err keeps it from having a server: a skip

@@ -7,10 +7,13 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tractat-us/bee/internal/stdio"
 )
 
 // A client that writes its requests and closes stdin at once (a script,
@@ -55,54 +58,73 @@ func TestTransport_AnswersInFlightAtEOF(t *testing.T) {
 }
 
 // A request still running at the end of In (a long wait, or Claude Code's
-// subscriptions/listen) is cancelled as if the client had sent a cancel:
-// Read hands the server a notifications/cancelled for it, its answer is
-// withheld and goes to OnDropped, and then Read reports EOF.
+// subscriptions/listen) is cancelled as if the client had sent a cancel,
+// 250 ms (the grace for quick answers) after the end: Read hands the server
+// a notifications/cancelled for it, its answer is withheld and goes to
+// OnDropped, and then Read reports EOF.
 func TestConnection_EOFCancelsWhatStillRuns(t *testing.T) {
-	h := newHarness(t, 0)
-	h.send(callLine("7", "7"), pingLine("answered"))
-	h.closeIn()
-	h.readRequest("tools/call", 7)
-	h.readRequest("ping", "answered")
-	h.write(response(t, "answered", `{}`))
+	synctest.Test(t, func(t *testing.T) {
+		r := newBubbleRig(t)
+		h := r.connect(t, r.transport(0))
+		start := time.Now()
+		h.send(callLine("7", "7"), pingLine("answered"))
+		h.closeIn()
+		h.readRequest("tools/call", 7)
+		h.readRequest("ping", "answered")
+		h.write(response(t, "answered", `{}`))
 
-	cancel := h.readRequest("notifications/cancelled", nil)
-	var params struct {
-		RequestID any    `json:"requestId"`
-		Reason    string `json:"reason"`
-	}
-	require.NoError(t, json.Unmarshal(cancel.Params, &params))
-	require.Equal(t, 7.0, params.RequestID)
-	require.Equal(t, "stdin closed", params.Reason)
+		cancel := h.readRequest("notifications/cancelled", nil)
+		require.Equal(t, 250*time.Millisecond, time.Since(start), "cancelled when the grace ends")
+		var params struct {
+			RequestID any    `json:"requestId"`
+			Reason    string `json:"reason"`
+		}
+		require.NoError(t, json.Unmarshal(cancel.Params, &params))
+		require.Equal(t, 7.0, params.RequestID)
+		require.Equal(t, "stdin closed", params.Reason)
 
-	// The server answers the cancelled call: withheld, handed back.
-	h.write(response(t, 7, `{"claimed":"a-3"}`))
-	d := h.nextDropped()
-	require.Equal(t, mustID(t, 7), d.id)
-	_, err := h.conn.Read(t.Context())
-	require.ErrorIs(t, err, io.EOF)
-	require.Equal(t, "answered", h.out.next(t)["id"])
-	h.out.requireNone(t)
+		// The server answers the cancelled call: withheld, handed back.
+		h.write(response(t, 7, `{"claimed":"a-3"}`))
+		d := h.nextDropped()
+		require.Equal(t, mustID(t, 7), d.id)
+		_, err := h.conn.Read(t.Context())
+		require.ErrorIs(t, err, io.EOF)
+		require.Equal(t, 250*time.Millisecond, time.Since(start), "EOF once the cancelled call is answered")
+		require.Equal(t, "answered", h.out.next(t)["id"])
+		h.out.requireNone(t)
+	})
 }
 
 // The end of In is bounded: a request that ignores its cancel does not keep
-// the connection from reporting EOF.
+// the connection from reporting EOF when DrainTimeout (1 s by default, or
+// less than the grace) has passed since the end.
 func TestConnection_EOFWaitIsBounded(t *testing.T) {
-	r := newRig(t)
-	tr := r.transport(0)
-	tr.DrainTimeout = 50 * time.Millisecond
-	conn, err := tr.Connect(t.Context())
-	require.NoError(t, err)
-	defer conn.Close()
-	h := &harness{rig: r, conn: conn}
-	h.send(pingLine("never-answered"))
-	h.closeIn()
-	h.readRequest("ping", "never-answered")
-	h.readRequest("notifications/cancelled", nil)
+	for _, tc := range []struct {
+		drain, cancelAt, eofAt time.Duration
+	}{
+		{0, 250 * time.Millisecond, stdio.DefaultDrainTimeout},
+		{50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond},
+	} {
+		t.Run(tc.eofAt.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newBubbleRig(t)
+				tr := r.transport(0)
+				tr.DrainTimeout = tc.drain
+				h := r.connect(t, tr)
+				start := time.Now()
+				h.send(pingLine("never-answered"))
+				h.closeIn()
+				h.readRequest("ping", "never-answered")
+				h.readRequest("notifications/cancelled", nil)
+				require.Equal(t, tc.cancelAt, time.Since(start))
 
-	_, err = conn.Read(t.Context())
-	require.ErrorIs(t, err, io.EOF)
-	require.True(t, hasLog(r.logs, "stdin closed with requests unanswered"), "the unanswered requests are logged")
+				_, err := h.conn.Read(t.Context())
+				require.ErrorIs(t, err, io.EOF)
+				require.Equal(t, tc.eofAt, time.Since(start))
+				require.True(t, hasLog(r.logs, "stdin closed with requests unanswered"), "the unanswered requests are logged")
+			})
+		})
+	}
 }
 
 // Close does not wait for answers: a Read held back at EOF returns at once.
@@ -110,9 +132,8 @@ func TestConnection_CloseEndsTheEOFWait(t *testing.T) {
 	r := newRig(t)
 	tr := r.transport(0)
 	tr.DrainTimeout = time.Hour
-	conn, err := tr.Connect(t.Context())
-	require.NoError(t, err)
-	h := &harness{rig: r, conn: conn}
+	h := r.connect(t, tr)
+	conn := h.conn
 	h.send(pingLine("in-flight"))
 	h.closeIn()
 	h.readRequest("ping", "in-flight")
@@ -188,13 +209,11 @@ func TestConnection_UnwritableResponseDropped(t *testing.T) {
 	tr := r.transport(0)
 	broken := errors.New("broken pipe")
 	tr.Out = failWriter{err: broken}
-	conn, err := tr.Connect(t.Context())
-	require.NoError(t, err)
-	defer conn.Close()
-	h := &harness{rig: r, conn: conn}
+	h := r.connect(t, tr)
+	conn := h.conn
 	h.send(callLine("4", "4"))
 	h.readRequest("tools/call", 4)
-	err = conn.Write(t.Context(), response(t, 4, `{"claimed":"a-1"}`))
+	err := conn.Write(t.Context(), response(t, 4, `{"claimed":"a-1"}`))
 	require.ErrorIs(t, err, broken)
 	d := r.nextDropped()
 	require.Equal(t, mustID(t, 4), d.id)

@@ -276,6 +276,19 @@ type rig struct {
 // stops the feeding goroutine, checks Out and checks for leaked goroutines.
 func newRig(t *testing.T) *rig {
 	t.Helper()
+	return startRig(t, true)
+}
+
+// newBubbleRig starts a rig inside a synctest bubble, whose own end checks
+// that every goroutine started in it has ended (goleak would count the
+// bubble's test goroutine as a leak).
+func newBubbleRig(t *testing.T) *rig {
+	t.Helper()
+	return startRig(t, false)
+}
+
+func startRig(t *testing.T, checkLeaks bool) *rig {
+	t.Helper()
 	inR, inW := io.Pipe()
 	r := &rig{
 		t:       t,
@@ -300,7 +313,9 @@ func newRig(t *testing.T) *rig {
 		_ = inR.Close() // unblock the feeder if nothing reads In any more
 		<-r.written
 		r.out.requireClean(t)
-		goleak.VerifyNone(t)
+		if checkLeaks {
+			goleak.VerifyNone(t)
+		}
 	})
 	return r
 }
@@ -343,6 +358,17 @@ func (r *rig) nextDropped() dropped {
 	}
 }
 
+// requireNoDrop fails the test if OnDropped has been called and not yet
+// taken.
+func (r *rig) requireNoDrop() {
+	r.t.Helper()
+	select {
+	case d := <-r.dropped:
+		require.FailNow(r.t, "unexpected OnDropped", "%v", d)
+	default:
+	}
+}
+
 // A harness is a rig with a connection made from its Transport.
 type harness struct {
 	*rig
@@ -354,7 +380,14 @@ type harness struct {
 func newHarness(t *testing.T, maxLine int) *harness {
 	t.Helper()
 	r := newRig(t)
-	conn, err := r.transport(maxLine).Connect(t.Context())
+	return r.connect(t, r.transport(maxLine))
+}
+
+// connect connects tr, a Transport over r set up as a test needs it, and
+// closes the connection at cleanup.
+func (r *rig) connect(t *testing.T, tr *stdio.Transport) *harness {
+	t.Helper()
+	conn, err := tr.Connect(t.Context())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close() })
 	return &harness{rig: r, conn: conn}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -70,10 +71,12 @@ func (b *blockTool) handle(ctx context.Context, req *mcp.CallToolRequest, _ bloc
 }
 
 // serve connects a go-sdk server with the block tool over a stdio.Transport
-// on a new rig. At cleanup it ends In and waits for the session to end.
+// on a new rig, in the synctest bubble the test runs in (the end of In
+// waits out the transport's 250 ms grace on the fake clock). At cleanup it
+// ends In and waits for the session to end.
 func serve(t *testing.T) (*rig, *blockTool) {
 	t.Helper()
-	r := newRig(t)
+	r := newBubbleRig(t)
 	tool := &blockTool{
 		started: make(chan struct{}, 4),
 		ended:   make(chan error, 4),
@@ -113,73 +116,77 @@ func waitSignal[T any](t *testing.T, ch <-chan T, what string) T {
 // server: discovery and tools/list are answered, the cancelled tools/call
 // gets no response, and the session carries on.
 func TestTransport_ServeClaudeCodeSession(t *testing.T) {
-	r, tool := serve(t)
-	lines := fixtureLines(t)
+	synctest.Test(t, func(t *testing.T) {
+		r, tool := serve(t)
+		lines := fixtureLines(t)
 
-	r.send(lines[0])
-	probe := r.out.waitFor(t, "server/discover probe response", isResponse("server-discover-probe-1"))
-	require.Contains(t, probe["result"], "supportedVersions")
+		r.send(lines[0])
+		probe := r.out.waitFor(t, "server/discover probe response", isResponse("server-discover-probe-1"))
+		require.Contains(t, probe["result"], "supportedVersions")
 
-	r.send(lines[1]) // subscriptions/listen: stays open
-	r.send(lines[2])
-	r.out.waitFor(t, "server/discover response", isResponse(0.0))
+		r.send(lines[1]) // subscriptions/listen: stays open
+		r.send(lines[2])
+		r.out.waitFor(t, "server/discover response", isResponse(0.0))
 
-	r.send(lines[3])
-	list := r.out.waitFor(t, "tools/list response", isResponse(1.0))
-	tools := list["result"].(map[string]any)["tools"].([]any)
-	require.Len(t, tools, 1)
-	require.Equal(t, "block", tools[0].(map[string]any)["name"])
+		r.send(lines[3])
+		list := r.out.waitFor(t, "tools/list response", isResponse(1.0))
+		tools := list["result"].(map[string]any)["tools"].([]any)
+		require.Len(t, tools, 1)
+		require.Equal(t, "block", tools[0].(map[string]any)["name"])
 
-	r.send(lines[4]) // tools/call, id 2, progressToken 2
-	waitSignal(t, tool.started, "the tool to start")
-	prog := r.out.waitFor(t, "progress while the call is live", func(m map[string]any) bool {
-		return m["method"] == "notifications/progress"
+		r.send(lines[4]) // tools/call, id 2, progressToken 2
+		waitSignal(t, tool.started, "the tool to start")
+		prog := r.out.waitFor(t, "progress while the call is live", func(m map[string]any) bool {
+			return m["method"] == "notifications/progress"
+		})
+		require.Equal(t, 2.0, prog["params"].(map[string]any)["progressToken"])
+
+		r.send(lines[5]) // notifications/cancelled, requestId 2
+		require.ErrorIs(t, waitSignal(t, tool.ended, "the tool to end"), context.Canceled)
+
+		// The go-sdk still writes a response for the cancelled call; the
+		// transport withholds it and hands it to OnDropped.
+		d := r.nextDropped()
+		require.Equal(t, mustID(t, 2), d.id)
+		t.Logf("go-sdk response to the cancelled call (withheld): %s", d.result)
+		require.Contains(t, string(d.result), "context canceled")
+
+		// The session carries on, and nothing answered the cancelled id.
+		r.send(`{"jsonrpc":"2.0","id":3,"method":"ping"}`)
+		r.out.waitFor(t, "ping response", isResponse(3.0))
+		for _, line := range r.out.written() {
+			var m map[string]any
+			require.NoError(t, json.Unmarshal([]byte(line), &m))
+			require.False(t, isResponse(2.0)(m), "a response to the cancelled call was written: %s", line)
+		}
+		r.out.requireClean(t)
 	})
-	require.Equal(t, 2.0, prog["params"].(map[string]any)["progressToken"])
-
-	r.send(lines[5]) // notifications/cancelled, requestId 2
-	require.ErrorIs(t, waitSignal(t, tool.ended, "the tool to end"), context.Canceled)
-
-	// The go-sdk still writes a response for the cancelled call; the
-	// transport withholds it and hands it to OnDropped.
-	d := r.nextDropped()
-	require.Equal(t, mustID(t, 2), d.id)
-	t.Logf("go-sdk response to the cancelled call (withheld): %s", d.result)
-	require.Contains(t, string(d.result), "context canceled")
-
-	// The session carries on, and nothing answered the cancelled id.
-	r.send(`{"jsonrpc":"2.0","id":3,"method":"ping"}`)
-	r.out.waitFor(t, "ping response", isResponse(3.0))
-	for _, line := range r.out.written() {
-		var m map[string]any
-		require.NoError(t, json.Unmarshal([]byte(line), &m))
-		require.False(t, isResponse(2.0)(m), "a response to the cancelled call was written: %s", line)
-	}
-	r.out.requireClean(t)
 }
 
 // A malformed line while a tool call is in flight is answered with -32700
 // and the call still completes with its response.
 func TestTransport_MalformedLineDuringToolCall(t *testing.T) {
-	r, tool := serve(t)
-	lines := fixtureLines(t)
+	synctest.Test(t, func(t *testing.T) {
+		r, tool := serve(t)
+		lines := fixtureLines(t)
 
-	r.send(lines[2])
-	r.out.waitFor(t, "server/discover response", isResponse(0.0))
+		r.send(lines[2])
+		r.out.waitFor(t, "server/discover response", isResponse(0.0))
 
-	r.send(lines[4])
-	waitSignal(t, tool.started, "the tool to start")
+		r.send(lines[4])
+		waitSignal(t, tool.started, "the tool to start")
 
-	r.send("this is not json")
-	reply := r.out.waitFor(t, "parse error reply", func(m map[string]any) bool { return m["error"] != nil })
-	require.Nil(t, reply["id"])
-	require.Equal(t, -32700.0, reply["error"].(map[string]any)["code"])
+		r.send("this is not json")
+		reply := r.out.waitFor(t, "parse error reply", func(m map[string]any) bool { return m["error"] != nil })
+		require.Nil(t, reply["id"])
+		require.Equal(t, -32700.0, reply["error"].(map[string]any)["code"])
 
-	close(tool.release)
-	require.NoError(t, waitSignal(t, tool.ended, "the tool to end"))
-	resp := r.out.waitFor(t, "tools/call response", isResponse(2.0))
-	result := resp["result"].(map[string]any)
-	require.NotEqual(t, true, result["isError"])
-	require.Equal(t, "released", result["content"].([]any)[0].(map[string]any)["text"])
-	r.out.requireClean(t)
+		close(tool.release)
+		require.NoError(t, waitSignal(t, tool.ended, "the tool to end"))
+		resp := r.out.waitFor(t, "tools/call response", isResponse(2.0))
+		result := resp["result"].(map[string]any)
+		require.NotEqual(t, true, result["isError"])
+		require.Equal(t, "released", result["content"].([]any)[0].(map[string]any)["text"])
+		r.out.requireClean(t)
+	})
 }

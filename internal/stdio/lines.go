@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/tractat-us/bee/internal/logkey"
 	"github.com/tractat-us/bee/internal/textcut"
 )
 
@@ -158,11 +159,11 @@ func (c *conn) classify(line []byte, n int64, tooLong bool) (item, bool) {
 			code:    jsonrpc.CodeInvalidRequest,
 			message: fmt.Sprintf("invalid request: line exceeds %d bytes", c.maxLine),
 			log:     "stdin line too long",
-			attrs:   []any{logKeyBytes, n, logKeyLimit, c.maxLine},
+			attrs:   []any{logkey.Bytes, n, logkey.Limit, c.maxLine},
 		}}
 		if id, reply, ok := salvageID(line); ok {
 			it.reject.id, it.salvaged = reply, &id
-			it.reject.attrs = append(it.reject.attrs, logKeyID, string(reply))
+			it.reject.attrs = append(it.reject.attrs, logkey.RequestID, string(reply))
 		}
 		return it, true
 	}
@@ -289,7 +290,7 @@ func (m *members) classify(line []byte) item {
 			return item{reject: &rejection{
 				silent: true,
 				log:    "stdin error response without id dropped",
-				attrs:  []any{logKeyPrefix, prefix(line)},
+				attrs:  []any{logkey.Prefix, prefix(line)},
 			}}
 		}
 		if m.id == nil {
@@ -323,7 +324,7 @@ func (m *members) classify(line []byte) item {
 				return item{reject: &rejection{
 					silent: true,
 					log:    "stdin cancellation without a valid request id dropped",
-					attrs:  []any{logKeyPrefix, prefix(line)},
+					attrs:  []any{logkey.Prefix, prefix(line)},
 				}}
 			}
 			it.cancels, it.cancelID = true, cancelID
@@ -501,16 +502,16 @@ func parseError(line []byte, reason string) item {
 		code:    jsonrpc.CodeParseError,
 		message: "parse error: " + textcut.Bytes(reason, reasonBytes),
 		log:     "stdin line is not json",
-		attrs:   []any{logKeyPrefix, prefix(line)},
+		attrs:   []any{logkey.Prefix, prefix(line)},
 	}}
 }
 
 // invalid rejects a line that is JSON but not a usable JSON-RPC message with
 // -32600, replying with id (nil for null).
 func invalid(line []byte, id json.RawMessage, reason, logMsg string) item {
-	attrs := []any{logKeyPrefix, prefix(line)}
+	attrs := []any{logkey.Prefix, prefix(line)}
 	if id != nil {
-		attrs = append(attrs, logKeyID, string(id))
+		attrs = append(attrs, logkey.RequestID, string(id))
 	}
 	return item{reject: &rejection{
 		code:    jsonrpc.CodeInvalidRequest,

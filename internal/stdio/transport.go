@@ -88,18 +88,6 @@ const (
 	methodProgress  = "notifications/progress"
 )
 
-// Attribute keys of the connection's log records: bee's shared ones from
-// logkey, and those only the transport logs.
-const (
-	logKeyID      = "id"
-	logKeyMethod  = "method"
-	logKeyBytes   = "bytes"
-	logKeyLimit   = "limit"
-	logKeyPrefix  = "prefix"
-	logKeyToken   = "progress_token"
-	logKeyPending = "pending"
-)
-
 // A Transport is an mcp.Transport over a line reader and writer.
 //
 // Set its fields before calling Connect and do not change them afterwards. A
@@ -359,7 +347,7 @@ func (c *conn) endOfInput(ctx context.Context) jsonrpc.Message {
 			}
 			c.mu.Unlock()
 			if len(c.eofCancels) > 0 {
-				c.logger.Info("stdin closed: cancelling requests still in flight", logKeyPending, len(c.eofCancels))
+				c.logger.Info("stdin closed: cancelling requests still in flight", logkey.Pending, len(c.eofCancels))
 			}
 			c.eofStage = 2
 		case 2:
@@ -376,7 +364,7 @@ func (c *conn) endOfInput(ctx context.Context) jsonrpc.Message {
 				c.mu.Lock()
 				n := len(c.inFlight)
 				c.mu.Unlock()
-				c.logger.Warn("stdin closed with requests unanswered", logKeyPending, n, logKeyLimit, c.drainFor)
+				c.logger.Warn("stdin closed with requests unanswered", logkey.Pending, n, logkey.Limit, c.drainFor)
 			}
 			c.eofStage = 3
 		default:
@@ -452,7 +440,7 @@ func (c *conn) accept(it item) (jsonrpc.Message, error) {
 					code:    jsonrpc.CodeInvalidRequest,
 					message: fmt.Sprintf("invalid request: request id %s is already in flight", idText(msg.ID)),
 					log:     "stdin request id already in flight",
-					attrs:   []any{logKeyID, msg.ID.Raw(), logKeyMethod, msg.Method},
+					attrs:   []any{logkey.RequestID, msg.ID.Raw(), logkey.Method, msg.Method},
 				})
 			}
 			return msg, nil
@@ -485,10 +473,10 @@ func (c *conn) markCancelled(id jsonrpc.ID) {
 	}
 	c.mu.Unlock()
 	if ok {
-		c.logger.Debug("request cancelled by client", logKeyID, id.Raw())
+		c.logger.Debug("request cancelled by client", logkey.RequestID, id.Raw())
 	}
 	if late != nil {
-		c.logger.Debug("request cancelled after its response was written; the client discards it", logKeyID, id.Raw())
+		c.logger.Debug("request cancelled after its response was written; the client discards it", logkey.RequestID, id.Raw())
 		if c.onDropped != nil {
 			c.onDropped(late.id, late.result)
 		}
@@ -653,7 +641,7 @@ func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		if isProgress && (progressToken == "" || c.liveTokens[progressToken] == 0) {
 			c.mu.Unlock()
 			c.writeMu.Unlock()
-			c.logger.Debug("progress dropped: its request is not live", logKeyToken, progressToken)
+			c.logger.Debug("progress dropped: its request is not live", logkey.ProgressToken, progressToken)
 			return nil
 		}
 	}
@@ -663,7 +651,7 @@ func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	}
 	if withheld != nil {
 		c.writeMu.Unlock()
-		c.logger.Debug("response withheld: request was cancelled", logKeyID, withheld.ID.Raw())
+		c.logger.Debug("response withheld: request was cancelled", logkey.RequestID, withheld.ID.Raw())
 		c.dropped(withheld)
 		return nil
 	}
@@ -677,7 +665,7 @@ func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	c.writeMu.Unlock()
 	if err != nil {
 		if answer != nil {
-			c.logger.Warn("response not written: stdout failed", logKeyID, answer.ID.Raw(), logkey.Err, err)
+			c.logger.Warn("response not written: stdout failed", logkey.RequestID, answer.ID.Raw(), logkey.Err, err)
 			c.dropped(answer)
 		}
 		return fmt.Errorf("stdio: writing stdout: %w", err)
@@ -700,7 +688,7 @@ func (c *conn) dropUnwritten(msg jsonrpc.Message) {
 		return
 	}
 	c.noteAnswered()
-	c.logger.Warn("response not written: connection closed", logKeyID, resp.ID.Raw())
+	c.logger.Warn("response not written: connection closed", logkey.RequestID, resp.ID.Raw())
 	c.dropped(resp)
 }
 

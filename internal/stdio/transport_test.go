@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/iotest"
+	"testing/synctest"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -488,11 +489,7 @@ func TestConnection_WriteWithholdsCancelledResponse(t *testing.T) {
 	h.readRequest("tools/call", 9) // the withheld id is free again
 	h.write(response(t, 9, `{}`))
 	require.Equal(t, 9.0, h.out.next(t)["id"])
-	select {
-	case d := <-h.dropped:
-		require.FailNow(t, "unexpected OnDropped", "%v", d)
-	default:
-	}
+	h.requireNoDrop()
 }
 
 // A cancel that crosses its response on the wire: the client discards the
@@ -517,11 +514,7 @@ func TestConnection_LateCancelDropsWrittenResponse(t *testing.T) {
 	h.send(cancelLine("5"), callLine("7", "7"))
 	h.readRequest("notifications/cancelled", nil)
 	h.readRequest("tools/call", 7)
-	select {
-	case d := <-h.dropped:
-		require.FailNow(t, "unexpected OnDropped", "%v", d)
-	default:
-	}
+	h.requireNoDrop()
 
 	// The client reuses id 6: a late cancel of 6 now means the new answer.
 	h.send(callLine("6", "6"))
@@ -539,10 +532,7 @@ func TestConnection_LateCancelWindowOff(t *testing.T) {
 	r := newRig(t)
 	tr := r.transport(0)
 	tr.LateCancelWindow = -1
-	conn, err := tr.Connect(t.Context())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = conn.Close() })
-	h := &harness{rig: r, conn: conn}
+	h := r.connect(t, tr)
 	h.send(callLine("5", "5"))
 	h.readRequest("tools/call", 5)
 	h.write(response(t, 5, `{}`))
@@ -550,11 +540,7 @@ func TestConnection_LateCancelWindowOff(t *testing.T) {
 	h.send(cancelLine("5"), callLine("8", "8"))
 	h.readRequest("notifications/cancelled", nil)
 	h.readRequest("tools/call", 8)
-	select {
-	case d := <-h.dropped:
-		require.FailNow(t, "unexpected OnDropped", "%v", d)
-	default:
-	}
+	h.requireNoDrop()
 }
 
 func TestConnection_WriteDropsProgressAfterResponse(t *testing.T) {
@@ -585,25 +571,41 @@ func TestConnection_WriteDropsProgressAfterResponse(t *testing.T) {
 	h.out.requireNone(t)
 }
 
-func TestConnection_LateCancelAfterTheWindow(t *testing.T) {
-	r := newRig(t)
-	tr := r.transport(0)
-	tr.LateCancelWindow = 50 * time.Millisecond
-	conn, err := tr.Connect(t.Context())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = conn.Close() })
-	h := &harness{rig: r, conn: conn}
-	h.send(callLine("5", "5"))
-	h.readRequest("tools/call", 5)
-	h.write(response(t, 5, `{}`))
-	require.Equal(t, 5.0, h.out.next(t)["id"])
-	time.Sleep(100 * time.Millisecond) // past the window
-	h.send(cancelLine("5"), callLine("8", "8"))
-	h.readRequest("notifications/cancelled", nil)
-	h.readRequest("tools/call", 8)
-	select {
-	case d := <-h.dropped:
-		require.FailNow(t, "a cancel past the window dropped a response", "%v", d)
-	default:
+// A late cancel drops the response it crosses up to LateCancelWindow after
+// the response was written, to the fake-clock instant, and not after.
+func TestConnection_LateCancelWindowEdge(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		window  time.Duration // 0: DefaultLateCancelWindow
+		after   time.Duration
+		dropped bool
+	}{
+		{"default, at the window", 0, stdio.DefaultLateCancelWindow, true},
+		{"default, past the window", 0, stdio.DefaultLateCancelWindow + time.Nanosecond, false},
+		{"50ms, at the window", 50 * time.Millisecond, 50 * time.Millisecond, true},
+		{"50ms, past the window", 50 * time.Millisecond, 50*time.Millisecond + time.Nanosecond, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newBubbleRig(t)
+				tr := r.transport(0)
+				tr.LateCancelWindow = tc.window
+				h := r.connect(t, tr)
+				h.send(callLine("5", "5"))
+				h.readRequest("tools/call", 5)
+				h.write(response(t, 5, `{}`))
+				require.Equal(t, 5.0, h.out.next(t)["id"])
+				time.Sleep(tc.after)
+				h.send(cancelLine("5"), callLine("8", "8"))
+				h.readRequest("notifications/cancelled", nil)
+				h.readRequest("tools/call", 8)
+				synctest.Wait()
+				if tc.dropped {
+					require.Equal(t, mustID(t, 5), h.nextDropped().id)
+				} else {
+					h.requireNoDrop()
+				}
+			})
+		})
 	}
 }

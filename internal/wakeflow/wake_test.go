@@ -34,14 +34,7 @@ import (
 // bin holds the binaries built for this package's tests.
 var bin string
 
-// TestMain builds bee-mcp and bee-hook, copies the test binary to a file
-// named claude, and, when run as that stand-in, plays Claude Code's part.
-func TestMain(m *testing.M) {
-	if si, ok := bridgetest.StandInFromEnv(); ok {
-		os.Exit(standInClaude(si))
-	}
-	os.Exit(bridgetest.RunWithClaude(m, &bin))
-}
+func TestMain(m *testing.M) { bridgetest.Main(m, &bin, standInClaude) }
 
 // A command is one line the test sends the stand-in claude on fd 3.
 type command struct {

@@ -2,7 +2,8 @@
 // notifiers: a change concerns everyone, or the waiters of one agent only.
 // Each board carries the key between processes its own way (the embedded
 // board in a notify file's name, the PostgreSQL board in a NOTIFY payload)
-// and fans it out to its local waiters with a Signal.
+// and fans it out to its local waiters with a Signal. A waiting call's loop
+// (look, sleep until woken, look again) is Wait.
 package wakeup
 
 import "github.com/tractat-us/bee/identity"

@@ -1,0 +1,19 @@
+//go:build !linux
+
+package board
+
+import (
+	"errors"
+	"fmt"
+)
+
+// A fileWatch is Linux's inotify watch of the database file (see
+// watch_linux.go). Elsewhere there is none: each call's check of the file
+// still stops the Board, and only an idle Board notices a move late.
+type fileWatch struct{}
+
+func watchFile(path string, _ func(), _ *group) (*fileWatch, error) {
+	return nil, fmt.Errorf("watch %s: %w", path, errors.ErrUnsupported)
+}
+
+func (*fileWatch) close() error { return nil }

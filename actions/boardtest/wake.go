@@ -1,0 +1,27 @@
+package boardtest
+
+import (
+	"testing"
+	"time"
+)
+
+// Closed reports whether ch is closed now, without waiting.
+func Closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// WaitClosed fails the test unless ch closes within a generous bound (10
+// s); what names the waiter woken.
+func WaitClosed(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: not woken within 10 s", what)
+	}
+}
