@@ -303,6 +303,46 @@ func TestBoard_OtherMachinesJudgedByLease(t *testing.T) {
 	require.ErrorIs(t, err, actions.ErrNotLive)
 }
 
+// A server restart gives every member a full lease before any is judged,
+// counted on the board's clock: here one an hour ahead of the server's,
+// which the skew measured at Open puts the restart on. Without it the
+// restart would lie an hour in the board's past and grant nothing.
+func TestBoard_RestartGivesALeaseOnTheBoardsClock(t *testing.T) {
+	t.Parallel()
+	c, err := pgtest.Start(nil)
+	if err != nil {
+		pgtest.Unavailable(t, err)
+	}
+	defer c.Stop()
+	url := c.URL(c.NewDB(t))
+	const lease = 3 * time.Second
+	clock := boardtest.NewManualClock()
+	clock.Advance(time.Hour)
+	opts := func(host string) *Options {
+		return &Options{Lease: lease, SafetyPoll: time.Hour, Clock: clock, hostKey: host}
+	}
+	here := openTest(t, url, opts(""))
+	there := openTest(t, url, opts("elsewhere"))
+	holder := mint(t, "holder")
+	require.NoError(t, there.Join(t.Context(), actions.Member{ID: holder, PID: os.Getpid()}))
+	a := post(t, here, "job")
+	require.Equal(t, a.ID, nextOne(t, there, holder).ID)
+	require.NoError(t, there.Close()) // its renewals stop
+	ms, err := here.Members(t.Context())
+	require.NoError(t, err)
+	require.Len(t, ms, 1)
+	end := ms[0].LeaseUntil
+
+	require.NoError(t, c.Restart())
+	clock.Advance(end.Sub(clock.Now()))
+	nothingNow(t, here, mint(t, "thief")) // the lease has run out, but not a lease since the restart
+
+	// The restart lies as far after Open on the board's clock as it did on
+	// the wall clock: seconds. A minute more and the claim goes back.
+	clock.Advance(lease + time.Minute)
+	require.Equal(t, a.ID, nextOne(t, here, mint(t, "heir")).ID)
+}
+
 func nextOne(t *testing.T, b *Board, who identity.ID) actions.Record {
 	t.Helper()
 	p, err := b.Next(t.Context(), who, "", 5*time.Second)
