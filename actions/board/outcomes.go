@@ -16,9 +16,6 @@ import (
 	"github.com/tractat-us/bee/internal/logkey"
 )
 
-// logKeyState names an action's state in the board's logs.
-const logKeyState = logkey.State
-
 // noSkip is the skip list that skips nothing.
 const noSkip = "[]"
 
@@ -81,7 +78,7 @@ func (b *Board) Cancel(ctx context.Context, by actions.Poster, id, reason string
 		return actions.Record{}, err
 	}
 	b.notify.touch(evEnded, wakeup.ForPoster(rec.From))
-	b.log.Info("action cancelled", logkey.ActionID, rec.ID, logkey.Identity, string(who), logKeyHolder, rec.Holder)
+	b.log.Info("action cancelled", logkey.ActionID, rec.ID, logkey.Identity, string(who), logkey.Holder, rec.Holder)
 	return rec, nil
 }
 
@@ -111,7 +108,7 @@ func (b *Board) Readdress(ctx context.Context, by actions.Poster, id, to string)
 		return actions.Record{}, err
 	}
 	b.notify.touch(evClaimable, wakeup.ForRecipient(rec.To))
-	b.log.Info("action re-addressed", logkey.ActionID, rec.ID, logkey.Identity, string(who), logKeyTo, rec.To)
+	b.log.Info("action re-addressed", logkey.ActionID, rec.ID, logkey.Identity, string(who), logkey.To, rec.To)
 	return rec, nil
 }
 
@@ -445,7 +442,7 @@ func (b *Board) takeOutcome(ctx context.Context, who identity.ID) (actions.Recor
 	if err != nil || !found {
 		return actions.Record{}, false, err
 	}
-	b.log.Info("outcome told", logkey.ActionID, rec.ID, logkey.Identity, string(who), logKeyState, rec.State)
+	b.log.Info("outcome told", logkey.ActionID, rec.ID, logkey.Identity, string(who), logkey.State, rec.State)
 	return rec, true, nil
 }
 

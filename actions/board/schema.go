@@ -285,7 +285,7 @@ func (b *Board) migrate() error {
 				if err := t.script("PRAGMA user_version = " + strconv.Itoa(schemaVersion)); err != nil {
 					return fmt.Errorf("set schema version: %w", err)
 				}
-				b.log.Info("board schema migrated", "from", v, "to", schemaVersion)
+				b.log.Info("board schema migrated", logkey.SchemaFrom, v, logkey.SchemaTo, schemaVersion)
 			}
 			return nil
 		})

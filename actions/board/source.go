@@ -21,14 +21,6 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// Log attribute keys, as logkey names them.
-const (
-	logKeyHolder = logkey.Holder
-	logKeyTo     = logkey.To
-	logKeyFrom   = logkey.From
-	logKeyIDs    = logkey.ActionIDs
-)
-
 // recordCols are the columns scanRecord reads, in order.
 const recordCols = `seq, to_whom, from_whom, title, body, state, holder, result, reason, ended_by, posted_at, claimed_at, done_at`
 
@@ -243,7 +235,7 @@ func (b *Board) Post(ctx context.Context, by actions.Poster, d actions.Draft) (a
 		return actions.Record{}, fmt.Errorf("post: %w", err)
 	}
 	b.notify.touch(evClaimable, wakeup.ForRecipient(rec.To))
-	b.log.Info("action posted", logkey.ActionID, rec.ID, logKeyFrom, rec.From, logKeyTo, rec.To)
+	b.log.Info("action posted", logkey.ActionID, rec.ID, logkey.From, rec.From, logkey.To, rec.To)
 	return rec, nil
 }
 
@@ -365,7 +357,7 @@ func (b *Board) end(ctx context.Context, op string, who identity.ID, id, set, ar
 	}
 	b.addHeld(who, -1)
 	b.notify.touch(evEnded, wakeup.ForPoster(rec.From))
-	b.log.Info("action ended", logkey.ActionID, rec.ID, logkey.Identity, string(who), logKeyState, rec.State)
+	b.log.Info("action ended", logkey.ActionID, rec.ID, logkey.Identity, string(who), logkey.State, rec.State)
 	return rec, nil
 }
 
@@ -904,7 +896,7 @@ func (b *Board) announce(who identity.ID, c claimResult) {
 	if len(c.reclaimed) > 0 {
 		holders := slices.Clone(c.holders)
 		slices.Sort(holders)
-		b.log.Info("claims reclaimed: their holders' leases ran out", logKeyIDs, c.reclaimed, logKeyHolder, slices.Compact(holders))
+		b.log.Info("claims reclaimed: their holders' leases ran out", logkey.ActionIDs, c.reclaimed, logkey.Holder, slices.Compact(holders))
 		b.notify.touch(evClaimable, wakeup.Everyone)
 	}
 	if c.joined {
