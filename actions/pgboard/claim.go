@@ -155,7 +155,7 @@ func (b *Board) claim(ctx context.Context, who identity.ID, l look, skip []int64
 		return actions.Record{}, false, err
 	}
 	if len(reclaimed) > 0 {
-		b.log.Info("claims reclaimed: their holders' leases ran out or they departed", logKeyIDs, reclaimed)
+		b.log.Info("claims reclaimed: their holders' leases ran out or they departed", logkey.ActionIDs, reclaimed)
 		b.listen.broadcast(evClaimable, wakeup.Everyone)
 	}
 	if joined {
@@ -432,6 +432,6 @@ func (b *Board) takeOutcome(ctx context.Context, who identity.ID) (actions.Recor
 	if err != nil || !found {
 		return actions.Record{}, false, err
 	}
-	b.log.Info("outcome told", logkey.ActionID, rec.ID, logkey.Identity, string(who), logKeyState, rec.State)
+	b.log.Info("outcome told", logkey.ActionID, rec.ID, logkey.Identity, string(who), logkey.State, rec.State)
 	return rec, true, nil
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tractat-us/bee/internal/logkey"
 )
 
 // The schema, one migration per version. bee_schema_version holds the
@@ -167,7 +169,7 @@ func (b *Board) migrateLocked(ctx context.Context) error {
 		return b.fail(ctx, "migrate", err)
 	}
 	b.created = v == 0
-	b.log.Info("board schema migrated", "from", v, "to", schemaVersion)
+	b.log.Info("board schema migrated", logkey.SchemaFrom, v, logkey.SchemaTo, schemaVersion)
 	return nil
 }
 

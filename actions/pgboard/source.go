@@ -17,15 +17,6 @@ import (
 	"github.com/tractat-us/bee/internal/logkey"
 )
 
-// Log attribute keys, as logkey names them.
-const (
-	logKeyHolder = logkey.Holder
-	logKeyTo     = logkey.To
-	logKeyFrom   = logkey.From
-	logKeyState  = logkey.State
-	logKeyIDs    = logkey.ActionIDs
-)
-
 // recordCols are the columns scanRecord reads, in order.
 const recordCols = `seq, to_whom, from_whom, title, body, state, holder, result, reason, ended_by, posted_at, claimed_at, ended_at`
 
@@ -118,7 +109,7 @@ func (b *Board) Post(ctx context.Context, by actions.Poster, d actions.Draft) (a
 		return actions.Record{}, fmt.Errorf("post: %w", err)
 	}
 	b.listen.broadcast(evClaimable, keyOf(evClaimable, rec))
-	b.log.Info("action posted", logkey.ActionID, rec.ID, logKeyFrom, rec.From, logKeyTo, rec.To)
+	b.log.Info("action posted", logkey.ActionID, rec.ID, logkey.From, rec.From, logkey.To, rec.To)
 	return rec, nil
 }
 
@@ -239,7 +230,7 @@ func (b *Board) end(ctx context.Context, op string, who identity.ID, id, set, ar
 	if err != nil {
 		return actions.Record{}, err
 	}
-	b.log.Info("action ended", logkey.ActionID, rec.ID, logkey.Identity, string(who), logKeyState, rec.State)
+	b.log.Info("action ended", logkey.ActionID, rec.ID, logkey.Identity, string(who), logkey.State, rec.State)
 	return rec, nil
 }
 
@@ -348,7 +339,7 @@ func (b *Board) Cancel(ctx context.Context, by actions.Poster, id, reason string
 		return actions.Record{}, fmt.Errorf("cancel %s: %w", id, err)
 	}
 	b.listen.broadcast(evEnded, keyOf(evEnded, rec))
-	b.log.Info("action cancelled", logkey.ActionID, rec.ID, logkey.Identity, string(who), logKeyHolder, rec.Holder)
+	b.log.Info("action cancelled", logkey.ActionID, rec.ID, logkey.Identity, string(who), logkey.Holder, rec.Holder)
 	return rec, nil
 }
 
@@ -400,7 +391,7 @@ func (b *Board) Readdress(ctx context.Context, by actions.Poster, id, to string)
 		return actions.Record{}, fmt.Errorf("readdress %s: %w", id, err)
 	}
 	b.listen.broadcast(evClaimable, keyOf(evClaimable, rec))
-	b.log.Info("action re-addressed", logkey.ActionID, rec.ID, logkey.Identity, string(who), logKeyTo, rec.To)
+	b.log.Info("action re-addressed", logkey.ActionID, rec.ID, logkey.Identity, string(who), logkey.To, rec.To)
 	return rec, nil
 }
 
