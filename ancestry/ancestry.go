@@ -64,6 +64,12 @@ func Nearest(chain []Proc) (pid int, ok bool) {
 // error. It fails when pid itself cannot be read, when an ancestor cannot be
 // read for another reason (for example permissions), or when ctx is done.
 func Chain(ctx context.Context, pid int) ([]Proc, error) {
+	return chainUntil(ctx, pid, nil)
+}
+
+// chainUntil is Chain that also stops after the first ancestor for which
+// stop is true (stop nil: never).
+func chainUntil(ctx context.Context, pid int, stop func(Proc) bool) ([]Proc, error) {
 	self, err := procOf(ctx, pid)
 	if err != nil {
 		return nil, fmt.Errorf("ancestry: reading process %d: %w", pid, err)
@@ -83,7 +89,7 @@ func Chain(ctx context.Context, pid int) ([]Proc, error) {
 			return nil, fmt.Errorf("ancestry: reading ancestor %d of %d: %w", cur, pid, err)
 		}
 		chain = append(chain, p)
-		if cur == 1 {
+		if cur == 1 || (stop != nil && stop(p)) {
 			break
 		}
 		cur = p.PPID

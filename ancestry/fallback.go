@@ -100,7 +100,10 @@ func Pick(chain []Proc, h Hints) (f Found, ok bool) {
 // no rule finds a Claude process; err is non-nil only when the walk itself
 // failed.
 func Find(ctx context.Context, h Hints) (f Found, ok bool, err error) {
-	chain, err := Chain(ctx, os.Getpid())
+	// The name rule takes the nearest claude by name over any fallback, so
+	// the walk can end there; the fallbacks see the whole chain when no
+	// ancestor is named claude.
+	chain, err := chainUntil(ctx, os.Getpid(), func(p Proc) bool { return IsClaude(p.Comm) })
 	if err != nil {
 		return Found{}, false, err
 	}

@@ -48,3 +48,19 @@ func TestProcOf_GoneIsGone(t *testing.T) {
 	_, err := procOf(context.Background(), 1<<30) // above pid_max
 	require.True(t, isGone(err), "err = %v", err)
 }
+
+// chainUntil ends the walk at the first ancestor stop accepts, and Chain
+// walks on past it.
+func TestChainUntil_Stops(t *testing.T) {
+	ctx := context.Background()
+	full, err := Chain(ctx, os.Getpid())
+	require.NoError(t, err)
+	require.NotEmpty(t, full)
+	first, err := chainUntil(ctx, os.Getpid(), func(Proc) bool { return true })
+	require.NoError(t, err)
+	require.Equal(t, full[:1], first)
+	parent := full[0].PID
+	upTo, err := chainUntil(ctx, os.Getpid(), func(p Proc) bool { return p.PID == parent })
+	require.NoError(t, err)
+	require.Equal(t, full[:1], upTo)
+}
