@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tractat-us/bee/actions/internal/wakeup"
 )
 
 // A group tracks the goroutines a Board starts, so that Close can wait for
@@ -163,7 +165,7 @@ func (l *writeLock) acquire(ctx context.Context) (release func(), err error) {
 
 		l.mu.Lock()
 		q.waiting = false
-		answered := isDone(q.done)
+		answered := wakeup.Closed(q.done)
 		if answered {
 			l.pending = nil
 		}
@@ -222,15 +224,6 @@ func flockWait(fd int) error {
 	}
 }
 
-func isDone(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
-
 // held records this process as the holder and checks the damage mark; the
 // lock is held.
 func (l *writeLock) held() (release func(), err error) {
@@ -265,7 +258,7 @@ func (l *writeLock) close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.closed = true
-	if q := l.pending; q != nil && !isDone(q.done) {
+	if q := l.pending; q != nil && !wakeup.Closed(q.done) {
 		return nil
 	}
 	return l.f.Close()

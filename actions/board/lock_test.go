@@ -13,6 +13,7 @@ import (
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/boardtest"
+	"github.com/tractat-us/bee/actions/internal/wakeup"
 )
 
 // stopped waits until process pid is stopped.
@@ -96,7 +97,7 @@ func TestBoard_GaveUpCallsShareOneQueuedRequest(t *testing.T) {
 			first = q
 		}
 		require.Same(t, first, q, "one request, however many calls gave up")
-		require.False(t, isDone(q.done))
+		require.False(t, wakeup.Closed(q.done))
 	}
 	// The message names this process: the other Board's lock file is held
 	// here.
@@ -105,7 +106,7 @@ func TestBoard_GaveUpCallsShareOneQueuedRequest(t *testing.T) {
 
 	release()
 	// Nobody waits when the kernel grants it, so it goes straight back.
-	require.Eventually(t, func() bool { return isDone(first.done) }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return wakeup.Closed(first.done) }, 10*time.Second, time.Millisecond)
 	post(t, other, "user:alice", "", "other")
 	post(t, b, "user:alice", "", "after")
 	b.lock.mu.Lock()
@@ -136,7 +137,7 @@ func TestBoard_CloseWhileQueued(t *testing.T) {
 	require.Less(t, time.Since(start), time.Second)
 
 	release()
-	require.Eventually(t, func() bool { return isDone(q.done) }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return wakeup.Closed(q.done) }, 10*time.Second, time.Millisecond)
 	post(t, holder, "user:alice", "", "not wedged")
 }
 

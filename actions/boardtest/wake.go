@@ -3,17 +3,12 @@ package boardtest
 import (
 	"testing"
 	"time"
+
+	"github.com/tractat-us/bee/actions/internal/wakeup"
 )
 
 // Closed reports whether ch is closed now, without waiting.
-func Closed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
+func Closed(ch <-chan struct{}) bool { return wakeup.Closed(ch) }
 
 // WaitClosed fails the test unless ch closes within a generous bound (10
 // s); what names the waiter woken.

@@ -240,7 +240,7 @@ func (l *listener) listenWanted(ctx context.Context, conn *pgx.Conn, listening m
 	first := !l.up
 	l.up = true
 	for _, name := range todo {
-		if done := l.wanted[name]; !isClosed(done) {
+		if done := l.wanted[name]; !wakeup.Closed(done) {
 			close(done)
 		}
 	}
@@ -249,15 +249,6 @@ func (l *listener) listenWanted(ctx context.Context, conn *pgx.Conn, listening m
 		l.broadcastAll()
 	}
 	return nil
-}
-
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }
 
 // want makes the listener LISTEN on the channels names, and waits a little
@@ -279,7 +270,7 @@ func (l *listener) want(names ...string) {
 	l.mu.Unlock()
 	pending := false
 	for _, done := range waits {
-		pending = pending || !isClosed(done)
+		pending = pending || !wakeup.Closed(done)
 	}
 	if !pending || !up {
 		return

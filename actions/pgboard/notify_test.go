@@ -12,22 +12,29 @@ import (
 	"github.com/tractat-us/bee/internal/pgtest"
 )
 
+// writerAndListener opens two Boards on a new database and returns the
+// first and the second's listener, once it is connected.
+func writerAndListener(t *testing.T) (*Board, *listener) {
+	t.Helper()
+	c := pgtest.Shared(t)
+	url := c.URL(c.NewDB(t))
+	writer := openTest(t, url, nil)
+	l := openTest(t, url, nil).listen
+	require.Eventually(t, func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.up
+	}, 10*time.Second, 10*time.Millisecond, "the reader's listener connects")
+	return writer, l
+}
+
 // A change that concerns one agent wakes, in another Board, only the
 // waiters of that agent (and those of every event); one that concerns
 // everyone wakes them all. A listener receives notifications in commit
 // order, so once a later one has reached it, an earlier one that should
 // have woken a waiter has too.
 func TestListener_WakesOnlyWhomItConcerns(t *testing.T) {
-	c := pgtest.Shared(t)
-	url := c.URL(c.NewDB(t))
-	writer := openTest(t, url, nil)
-	reader := openTest(t, url, nil)
-	l := reader.listen
-	require.Eventually(t, func() bool {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		return l.up
-	}, 10*time.Second, 10*time.Millisecond, "the reader's listener connects")
+	writer, l := writerAndListener(t)
 
 	x := mint(t, "x")
 	forX, forY := l.wakeCh("x"), l.wakeCh("y")
@@ -65,16 +72,7 @@ func TestListener_WakesOnlyWhomItConcerns(t *testing.T) {
 // addressed to x, or of its claim and end, and hears one notification for
 // an action for anyone.
 func TestListener_HearsOnlyItsAgents(t *testing.T) {
-	c := pgtest.Shared(t)
-	url := c.URL(c.NewDB(t))
-	writer := openTest(t, url, nil)
-	reader := openTest(t, url, nil)
-	l := reader.listen
-	require.Eventually(t, func() bool {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		return l.up
-	}, 10*time.Second, 10*time.Millisecond, "the reader's listener connects")
+	writer, l := writerAndListener(t)
 	heard := func() int {
 		l.mu.Lock()
 		defer l.mu.Unlock()

@@ -84,3 +84,13 @@ func (s *Signal) Fire(key string) {
 		delete(s.agents, key)
 	}
 }
+
+// Closed reports whether ch is closed now, without waiting.
+func Closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}

@@ -6,35 +6,26 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func closed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
-
 func TestSignal_Fire(t *testing.T) {
 	s := NewSignal()
 	x, y, every := s.ForAgent("x"), s.ForAgent("y"), s.Every()
 	require.Equal(t, x, s.ForAgent("x"), "waiters of one agent share a channel")
 
 	s.Fire("x")
-	require.True(t, closed(x))
-	require.True(t, closed(every))
-	require.False(t, closed(y))
+	require.True(t, Closed(x))
+	require.True(t, Closed(every))
+	require.False(t, Closed(y))
 
 	x, every = s.ForAgent("x"), s.Every()
-	require.False(t, closed(x), "a fresh channel after the event")
+	require.False(t, Closed(x), "a fresh channel after the event")
 	s.Fire(People)
-	require.True(t, closed(every))
-	require.False(t, closed(x))
-	require.False(t, closed(y))
+	require.True(t, Closed(every))
+	require.False(t, Closed(x))
+	require.False(t, Closed(y))
 
 	s.Fire(Everyone)
-	require.True(t, closed(x))
-	require.True(t, closed(y))
+	require.True(t, Closed(x))
+	require.True(t, Closed(y))
 }
 
 func TestKeys(t *testing.T) {
