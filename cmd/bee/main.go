@@ -24,7 +24,6 @@ import (
 	"syscall"
 
 	"github.com/tractat-us/bee/actions"
-	"github.com/tractat-us/bee/actions/board"
 	"github.com/tractat-us/bee/actions/boards"
 	"github.com/tractat-us/bee/internal/termtext"
 	"github.com/tractat-us/bee/internal/version"
@@ -179,7 +178,7 @@ Commands:
 
 Every command takes --board, and all but serve take --json (the records
 as JSON, for scripts). The board (a file, or a postgres:// URL for a board
-shared across machines) is $`+board.EnvPath+`, else ~/.bee/board.db;
+shared across machines) is $`+boards.EnvLocation+`, else ~/.bee/board.db;
 --board (before or after the command) overrides both. Run "bee <command>
 --help" for a command's flags, "bee --version" for bee's version.
 `, "\n"))
@@ -195,7 +194,7 @@ type env struct {
 func (e *env) flags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("bee-"+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&e.board, "board", e.board, "the board: a file, or a postgres:// URL (default $"+board.EnvPath+", else ~/.bee/board.db)")
+	fs.StringVar(&e.board, "board", e.board, "the board: a file, or a postgres:// URL (default $"+boards.EnvLocation+", else ~/.bee/board.db)")
 	return fs
 }
 

@@ -170,9 +170,9 @@ func TestMain_PostRefusalMessages(t *testing.T) {
 		want string
 		is   error
 	}{
-		{[]string{strings.Repeat("x", 300)}, "bee post: title is 300 characters, more than 200 (put the detail in the body)", board.ErrTooLong},
-		{[]string{"two\nlines"}, "bee post: title must be one line (put the rest in the body)", board.ErrBadText},
-		{[]string{"t", "\xff"}, "bee post: body is not valid UTF-8", board.ErrBadText},
+		{[]string{strings.Repeat("x", 300)}, "bee post: title is 300 characters, more than 200 (put the detail in the body)", actions.ErrTooLong},
+		{[]string{"two\nlines"}, "bee post: title must be one line (put the rest in the body)", actions.ErrBadText},
+		{[]string{"t", "\xff"}, "bee post: body is not valid UTF-8", actions.ErrBadText},
 		{[]string{"--to", "two words", "t"}, `bee post: --to "two words" is not an agent name: an agent name holds letters, digits, '.', '_' and '-' only, and starts with a letter or digit`, nil},
 		{[]string{"--to", "agent:x#12", "t"}, `bee post: --to "agent:x#12" is not an identity: an identity is agent:<name>#<8 lowercase hex digits>, as bee agents lists them; to reach any identity of an agent, give its name alone`, nil},
 		{[]string{"--to", "user:bob", "t"}, `bee post: --to "user:bob" names a person; actions are for agents: give an agent name or one identity`, nil},

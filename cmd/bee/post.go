@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/tractat-us/bee/actions"
-	"github.com/tractat-us/bee/actions/board"
 	"github.com/tractat-us/bee/identity"
 )
 
@@ -48,7 +47,7 @@ func (c *PostCommand) Run(ctx context.Context, args []string) error {
 		body = pos[1]
 	}
 	if body == "-" {
-		raw, err := io.ReadAll(io.LimitReader(c.env.main.Stdin, board.MaxBodyLen+1))
+		raw, err := io.ReadAll(io.LimitReader(c.env.main.Stdin, actions.MaxBodyLen+1))
 		if err != nil {
 			return fmt.Errorf("bee post: read the body from stdin: %w", err)
 		}
@@ -72,7 +71,7 @@ func (c *PostCommand) Run(ctx context.Context, args []string) error {
 		if errors.Is(err, actions.ErrEmptyTitle) {
 			return &usageError{msg: "bee " + err.Error(), hint: "bee post --help", err: err}
 		}
-		for _, bad := range []error{board.ErrBadRecipient, board.ErrTooLong, board.ErrBadText} {
+		for _, bad := range []error{actions.ErrBadRecipient, actions.ErrTooLong, actions.ErrBadText} {
 			if errors.Is(err, bad) {
 				// The board's message ends in the sentinel's name ("...: too
 				// long"), which tells a person nothing the rest does not.
@@ -108,7 +107,7 @@ func checkTo(cmd, hint, to string) error {
 	switch {
 	case to == "" || identity.IsID(to):
 		return nil
-	case strings.HasPrefix(to, board.UserPrefix):
+	case strings.HasPrefix(to, actions.UserPrefix):
 		return usagef(hint, "bee %s: --to %q names a person; actions are for agents: give an agent name or one identity", cmd, to)
 	case strings.HasPrefix(to, identity.Prefix):
 		return usagef(hint, "bee %s: --to %q is not an identity: an identity is agent:<name>#<8 lowercase hex digits>, as bee agents lists them; to reach any identity of an agent, give its name alone", cmd, to)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	"github.com/tractat-us/bee/actions"
-	"github.com/tractat-us/bee/actions/board"
 )
 
 // ReaddressCommand is `bee readdress`: a person sends an open action to
@@ -51,7 +50,7 @@ func (c *ReaddressCommand) Run(ctx context.Context, args []string) error {
 		return b.Readdress(ctx, who, fs.Arg(0), c.to)
 	})
 	if err != nil {
-		for _, bad := range []error{actions.ErrUnknownAction, board.ErrBadRecipient, actions.ErrNotLive} {
+		for _, bad := range []error{actions.ErrUnknownAction, actions.ErrBadRecipient, actions.ErrNotLive} {
 			if errors.Is(err, bad) {
 				return usagef("bee readdress --help", "bee %v", err)
 			}
