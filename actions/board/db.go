@@ -18,6 +18,19 @@ const recordCols = `seq, to_whom, from_whom, title, body, state, holder, result,
 
 type scanner interface{ Scan(dest ...any) error }
 
+// selectAction reads one action, by its seq.
+const selectAction = `SELECT ` + recordCols + ` FROM actions WHERE seq = ?`
+
+// noRows maps the database's "no rows" for one action to the contract's
+// actions.ErrUnknownAction, unwrapped (see engine.Store): the one place the
+// board file does.
+func noRows(err error) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return actions.ErrUnknownAction
+	}
+	return err
+}
+
 func scanRecord(s scanner, extra ...any) (actions.Record, error) {
 	var (
 		r                  actions.Record

@@ -16,28 +16,15 @@ import (
 	"github.com/tractat-us/bee/identity"
 )
 
-// store is the Board as its engine sees it (engine.Store): the board
-// file's reads, its write transaction (see wtx), the notify files and this
-// process's members. Its methods are the Board's, through another type, so
-// that they stay out of the Board's API.
+// store is the Board as its engine sees it (engine.Store), under another
+// type so that these methods stay out of the Board's API: the file's
+// reads, its write transaction (wtx), the notify files, and the renewals
+// of this process's members.
 type store Board
-
-var _ engine.Store = (*store)(nil)
 
 func (s *store) b() *Board { return (*Board)(s) }
 
-// noRows maps the database's "no rows" for one action to the contract's
-// actions.ErrUnknownAction, unwrapped (see engine.Store): the one place the
-// board file does.
-func noRows(err error) error {
-	if errors.Is(err, sql.ErrNoRows) {
-		return actions.ErrUnknownAction
-	}
-	return err
-}
-
-// selectAction reads one action, by its seq.
-const selectAction = `SELECT ` + recordCols + ` FROM actions WHERE seq = ?`
+var _ engine.Store = (*store)(nil)
 
 // Closed implements engine.Store (see Board.closed).
 func (s *store) Closed() error { return s.b().closed() }
@@ -92,16 +79,7 @@ func (s *store) page(ctx context.Context, op string, withRev bool, query string,
 			return err
 		}
 		defer rows.Close()
-		out, err = pages.Read(rows, func() (pages.Row, error) {
-			var r pages.Row
-			var err error
-			if withRev {
-				r.Record, err = scanRecord(rows, &r.Rev)
-			} else {
-				r.Record, err = scanRecord(rows)
-			}
-			return r, err
-		})
+		out, err = pages.Read(rows, withRev, func(extra ...any) (actions.Record, error) { return scanRecord(rows, extra...) })
 		return err
 	})
 	return out, err
@@ -199,24 +177,21 @@ func (s *store) Look(ctx context.Context, w engine.Want) (engine.Look, error) {
 }
 
 // Untold implements engine.Store.
-func (s *store) Untold(ctx context.Context, who identity.ID) (bool, error) {
+func (s *store) Untold(ctx context.Context, who identity.ID) (int64, error) {
 	var seq int64
 	err := s.b().read(ctx, "look for outcomes", func(ctx context.Context) error {
 		return s.b().row(ctx, untold, string(who), agentPrefix(who)).Scan(&seq)
 	})
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
-	return err == nil, err
+	return seq, noRows(err)
 }
 
 // agentPrefix is what the identities of who's agent start with.
 func agentPrefix(who identity.ID) string { return identity.Prefix + who.Agent() + "#" }
 
-// Dead implements engine.Store: the members, not departed, whose process
-// has died (every member of the file runs on this machine).
-func (s *store) Dead(ctx context.Context) ([]identity.ID, error) {
-	var dead []identity.ID
+// Processes implements engine.Store: every member of the file runs on
+// this machine.
+func (s *store) Processes(ctx context.Context) ([]engine.Process, error) {
+	var procs []engine.Process
 	err := s.b().read(ctx, "look for dead members", func(ctx context.Context) error {
 		rows, err := s.b().rows(ctx, `SELECT identity, pid FROM members WHERE departed_at IS NULL AND pid > 0`)
 		if err != nil {
@@ -224,18 +199,17 @@ func (s *store) Dead(ctx context.Context) ([]identity.ID, error) {
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var id string
-			var pid int
-			if err := rows.Scan(&id, &pid); err != nil {
+			var p engine.Process
+			if err := rows.Scan(&p.ID, &p.PID); err != nil {
 				return err
 			}
-			if !processAlive(pid) && identity.IsID(id) {
-				dead = append(dead, identity.ID(id))
+			if identity.IsID(string(p.ID)) {
+				procs = append(procs, p)
 			}
 		}
 		return rows.Err()
 	})
-	return dead, err
+	return procs, err
 }
 
 // liveMember is what the board knows of a member to judge whether it lives.

@@ -53,6 +53,16 @@ func scanRecord(row pgx.Row, extra ...any) (actions.Record, error) {
 	return r, nil
 }
 
+// noRows maps pgx's "no rows" for one action to the contract's
+// actions.ErrUnknownAction, unwrapped (see engine.Store): the one place the
+// PostgreSQL board does.
+func noRows(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return actions.ErrUnknownAction
+	}
+	return err
+}
+
 // collect scans every row of rows as a record.
 func collect(rows pgx.Rows, err error) ([]actions.Record, error) {
 	if err != nil {

@@ -2,7 +2,7 @@ package pgboard
 
 import (
 	"context"
-	"errors"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,25 +14,15 @@ import (
 	"github.com/tractat-us/bee/identity"
 )
 
-// store is the Board as its engine sees it (engine.Store): the database's
-// reads, its transactions (see ptx), the listener and this process's
-// members. Its methods are the Board's, through another type, so that they
-// stay out of the Board's API.
+// A store is a Board seen by its engine (engine.Store): the reads of the
+// database, its transactions (ptx), the listener and the members this
+// process renews. It is another type so that its methods are not the
+// Board's.
 type store Board
 
 var _ engine.Store = (*store)(nil)
 
 func (s *store) b() *Board { return (*Board)(s) }
-
-// noRows maps pgx's "no rows" for one action to the contract's
-// actions.ErrUnknownAction, unwrapped (see engine.Store): the one place the
-// PostgreSQL board does.
-func noRows(err error) error {
-	if errors.Is(err, pgx.ErrNoRows) {
-		return actions.ErrUnknownAction
-	}
-	return err
-}
 
 // Closed implements engine.Store.
 func (s *store) Closed() error { return s.b().closed() }
@@ -87,16 +77,7 @@ func (s *store) page(ctx context.Context, op string, withRev bool, query string,
 			return err
 		}
 		defer rows.Close()
-		out, err = pages.Read(rows, func() (pages.Row, error) {
-			var r pages.Row
-			var err error
-			if withRev {
-				r.Record, err = scanRecord(rows, &r.Rev)
-			} else {
-				r.Record, err = scanRecord(rows)
-			}
-			return r, err
-		})
+		out, err = pages.Read(rows, withRev, func(extra ...any) (actions.Record, error) { return scanRecord(rows, extra...) })
 		return err
 	})
 	return out, err
@@ -166,44 +147,31 @@ func (s *store) Look(ctx context.Context, w engine.Want) (engine.Look, error) {
 }
 
 // Untold implements engine.Store.
-func (s *store) Untold(ctx context.Context, who identity.ID) (bool, error) {
+func (s *store) Untold(ctx context.Context, who identity.ID) (int64, error) {
 	var seq int64
 	err := s.b().read(ctx, "look for outcomes", func(ctx context.Context) error {
-		return s.pool.QueryRow(ctx, untold, string(who), agentPrefix(who)).Scan(&seq)
+		return s.pool.QueryRow(ctx, untold, string(who), identity.Prefix+who.Agent()+"#").Scan(&seq)
 	})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
-	}
-	return err == nil, err
+	return seq, noRows(err)
 }
 
-// agentPrefix is what the identities of who's agent start with.
-func agentPrefix(who identity.ID) string { return identity.Prefix + who.Agent() + "#" }
-
-// Dead implements engine.Store: the members of this machine, not
-// departed, whose process has died.
-func (s *store) Dead(ctx context.Context) ([]identity.ID, error) {
-	var dead []identity.ID
+// Processes implements engine.Store: the members of this machine.
+func (s *store) Processes(ctx context.Context) ([]engine.Process, error) {
+	var procs []engine.Process
 	err := s.b().read(ctx, "look for dead members", func(ctx context.Context) error {
-		dead = nil
 		rows, err := s.pool.Query(ctx, `SELECT identity, pid FROM bee_members WHERE departed_at IS NULL AND host_key = $1 AND pid > 0`, s.hostKey)
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var id string
-			var pid int
-			if err := rows.Scan(&id, &pid); err != nil {
-				return err
-			}
-			if !processAlive(pid) && identity.IsID(id) {
-				dead = append(dead, identity.ID(id))
-			}
-		}
-		return rows.Err()
+		procs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (engine.Process, error) {
+			var p engine.Process
+			err := row.Scan(&p.ID, &p.PID)
+			return p, err
+		})
+		procs = slices.DeleteFunc(procs, func(p engine.Process) bool { return !identity.IsID(string(p.ID)) })
+		return err
 	})
-	return dead, err
+	return procs, err
 }
 
 // memberRows reads the member rows m where judges (its parameters after

@@ -245,5 +245,5 @@ const untold = `SELECT seq FROM bee_actions WHERE told_at IS NULL AND state IN (
 // TellOutcome implements engine.Tx.
 func (t ptx) TellOutcome(who identity.ID) (actions.Record, bool, error) {
 	return found(scanRecord(t.tx.QueryRow(t.ctx, `UPDATE bee_actions SET told_at = `+nowSQL("$3")+`
-		WHERE seq = (`+untold+` FOR UPDATE SKIP LOCKED) RETURNING `+recordCols, string(who), agentPrefix(who), t.b.now())))
+		WHERE seq = (`+untold+` FOR UPDATE SKIP LOCKED) RETURNING `+recordCols, string(who), identity.Prefix+who.Agent()+"#", t.b.now())))
 }

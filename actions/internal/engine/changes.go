@@ -132,7 +132,10 @@ func (e *Engine) markTold(ctx context.Context, who identity.ID, recs []actions.R
 // takeOutcome marks told, and returns, an outcome who should hear. It
 // reads first, so that idle looks do not write.
 func (e *Engine) takeOutcome(ctx context.Context, who identity.ID) (actions.Record, bool, error) {
-	if ok, err := e.s.Untold(ctx, who); err != nil || !ok {
+	if _, err := e.s.Untold(ctx, who); err != nil {
+		if err == actions.ErrUnknownAction {
+			err = nil
+		}
 		return actions.Record{}, false, err
 	}
 	var (

@@ -9,6 +9,7 @@ import (
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/internal/wakeup"
 	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/internal/liveness"
 	"github.com/tractat-us/bee/internal/logkey"
 )
 
@@ -73,15 +74,25 @@ func (e *Engine) departTx(t *txn, who identity.ID) (released, readdressed []stri
 }
 
 // reap departs the members whose bridge process has died without a word
-// (SIGKILL, a crash), as far as the store can see their processes: their
+// (SIGKILL, a crash), of those whose process the store can see (see
+// Store.Processes): their
 // claims go back to open and what was addressed to them goes to their
 // agent name at once, instead of when a lease runs out. Every view calls
 // it first, so a dead holder never shows as holding. It writes only when
 // it finds one; a failure is logged and left to the next look or the
 // lease.
 func (e *Engine) reap(ctx context.Context) {
-	dead, err := e.s.Dead(ctx)
-	if err != nil || len(dead) == 0 {
+	procs, err := e.s.Processes(ctx)
+	if err != nil {
+		return
+	}
+	var dead []identity.ID
+	for _, p := range procs {
+		if !liveness.Alive(p.PID) {
+			dead = append(dead, p.ID)
+		}
+	}
+	if len(dead) == 0 {
 		return
 	}
 	var released, readdressed []string

@@ -65,13 +65,13 @@ type Reads interface {
 	// Look says, without writing, whether a claim for w could succeed now
 	// and when a lease next runs out.
 	Look(ctx context.Context, w Want) (Look, error)
-	// Untold reports whether an ended action exists whose outcome who
-	// should hear and nobody has been told of: posted by who, or by a
-	// departed identity of who's agent.
-	Untold(ctx context.Context, who identity.ID) (bool, error)
-	// Dead returns the members, not departed, whose process this store can
-	// see has died (on this machine).
-	Dead(ctx context.Context) ([]identity.ID, error)
+	// Untold is the seq of an ended action whose outcome who should hear
+	// and nobody has been told of (posted by who, or by a departed identity
+	// of who's agent), or actions.ErrUnknownAction when there is none.
+	Untold(ctx context.Context, who identity.ID) (int64, error)
+	// Processes returns the members, not departed, whose process runs on
+	// this machine (so that its death can be seen), with their pids.
+	Processes(ctx context.Context) ([]Process, error)
 	// Alive returns, for each of the identities ids that has a member row,
 	// whether it is live by the store's rule (its process, or its lease).
 	Alive(ctx context.Context, ids []string) (map[string]bool, error)
@@ -233,6 +233,12 @@ const (
 	// NotTold: when its poster's agent hears.
 	NotTold
 )
+
+// A Process is a member as Processes returns it.
+type Process struct {
+	ID  identity.ID
+	PID int
+}
 
 // A MemberLife is a member row as AgentMembers returns it.
 type MemberLife struct {

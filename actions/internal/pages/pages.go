@@ -29,13 +29,21 @@ type Row struct {
 	Rev int64
 }
 
-// Read returns the rows scan scans from rows, one a row, until rows end or
-// they hold MaxBytes; it returns scan's error or rows'.
-func Read(rows Rows, scan func() (Row, error)) ([]Row, error) {
+// Read returns the rows of rows, one a row, until rows end or they hold
+// MaxBytes: scan reads a row's record, and its rev into the one extra
+// destination it is given when withRev is set. It returns scan's error or
+// rows'.
+func Read(rows Rows, withRev bool, scan func(extra ...any) (actions.Record, error)) ([]Row, error) {
 	var out []Row
 	size := 0
 	for size < MaxBytes && rows.Next() {
-		r, err := scan()
+		var r Row
+		var err error
+		if withRev {
+			r.Record, err = scan(&r.Rev)
+		} else {
+			r.Record, err = scan()
+		}
 		if err != nil {
 			return nil, err
 		}
