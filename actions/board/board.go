@@ -50,12 +50,12 @@
 //
 // Next to the database at path live SQLite's own path-wal and path-shm, the
 // write lock path-lock, the file path-watching that Boards running
-// [Board.Wait] hold a shared lock on, and the directory path-notify holding
+// Changes hold a shared lock on, and the directory path-notify holding
 // the files whose changes wake waiters: "wake" (an action may have become
 // claimable by anyone) and "wake-<agent>" (by that agent), "ended" and
 // "ended-<agent>" (an action posted by that agent ended; "ended-~people"
 // for a person's), and "change" (an action changed in another way; only
-// Wait cares, and only Boards running Wait are told). Deleting or replacing
+// Changes cares, and only Boards running Changes are told). Deleting or replacing
 // the notify files or directory is harmless. The lock file also holds a
 // short text record: who took the lock last and when, which
 // database file the -wal and -shm files belong to, and a file found

@@ -194,6 +194,6 @@ func (b *Board) read(ctx context.Context, op string, fn func(ctx context.Context
 }
 
 // nextRev is the change number for the rows a write transaction changes:
-// above every change before it, since writes are serialized. Wait reports
+// above every change before it, since writes are serialized. Changes reports
 // changes in (rev, seq) order, so each change is reported once.
 const nextRev = `(SELECT coalesce(max(rev), 0) + 1 FROM actions)`

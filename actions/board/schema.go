@@ -32,7 +32,7 @@ import (
 // transaction, and refuses a file whose version is higher than len(migrations).
 //
 // actions: one row per action. seq is the posting order and the action's
-// identity (id is derived from it: "a-<seq>"); rev orders changes, so Wait
+// identity (id is derived from it: "a-<seq>"); rev orders changes, so Changes
 // can report each change once. A done action keeps its holder: the identity
 // that finished it.
 //

@@ -97,8 +97,10 @@ type Config struct {
 	// OnceBound bounds a Next that looks once (a non-positive timeout).
 	OnceBound time.Duration
 	// HotClaims lets an identity that claimed a moment ago claim again
-	// without looking first (see call.hot): for a store whose Look costs
-	// about what a claim does.
+	// without looking first (see call.hot): for a store whose writers
+	// queue on one lock (the file's), where waiters look first to stay
+	// off it but one draining a queue need not. PostgreSQL's claims skip
+	// each other's rows instead, and always look first.
 	HotClaims bool
 
 	// Test hooks. AfterClaim runs right after a claim commits, before the
