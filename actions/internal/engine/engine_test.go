@@ -27,10 +27,12 @@ type fakeStore struct {
 	commit  error // what Write returns after running fn
 }
 
-func (s *fakeStore) Closed() error             { return nil }
-func (s *fakeStore) Cursors() position.Cursors { return position.Cursors{ID: "b0000001", Where: "test"} }
-func (s *fakeStore) Tell(e Event)              { s.told = append(s.told, e) }
-func (s *fakeStore) Shutdown() error           { return nil }
+func (s *fakeStore) Closed() error { return nil }
+func (s *fakeStore) Cursors() position.Cursors {
+	return position.Cursors{ID: "b0000001", Where: "test"}
+}
+func (s *fakeStore) Tell(e Event)    { s.told = append(s.told, e) }
+func (s *fakeStore) Shutdown() error { return nil }
 func (s *fakeStore) Processes(context.Context) ([]Process, error) {
 	return nil, nil
 }
@@ -45,7 +47,9 @@ func (s *fakeStore) Alive(_ context.Context, ids []string) (map[string]bool, err
 	return out, nil
 }
 
-func (s *fakeStore) AgentMembers(context.Context, string) ([]MemberLife, error) { return s.members, nil }
+func (s *fakeStore) AgentMembers(context.Context, string) ([]MemberLife, error) {
+	return s.members, nil
+}
 
 func (s *fakeStore) Write(_ context.Context, _ string, fn func(Tx) error) error {
 	if err := fn(s.tx); err != nil {
@@ -176,7 +180,10 @@ func TestEngine_ErrorsQuoteWithinBounds(t *testing.T) {
 		"get":    func() error { _, err := e.Get(t.Context(), huge); return err },
 		"finish": func() error { _, err := e.Finish(t.Context(), who, huge, ""); return err },
 		"cancel": func() error { _, err := e.Cancel(t.Context(), actions.Agent(who), huge, ""); return err },
-		"await":  func() error { _, err := e.Await(t.Context(), actions.Agent(who), []string{huge}, time.Second); return err },
+		"await": func() error {
+			_, err := e.Await(t.Context(), actions.Agent(who), []string{huge}, time.Second)
+			return err
+		},
 		"next": func() error {
 			_, err := e.Next(t.Context(), who, actions.Cursor(huge), time.Second)
 			return err
