@@ -226,8 +226,11 @@ type Options struct {
 }
 
 // A Board is an open board file. Its methods are safe for concurrent use.
-// It implements actions.Board: the engine's methods over this file's
-// store (see store).
+// They are actions.Board's (Name, Join, Depart, Next, Notice, Await, List,
+// ListFiltered, Get, Post, Finish, Fail, Release, Cancel, Readdress,
+// SetWaiter, Members, Head, Changes and Close; see actions.Source and
+// actions.Board for what each promises), served by the board engine
+// (actions/internal/engine) over this file's store, and Path, Created and Location.
 type Board struct {
 	*engineCore
 

@@ -162,9 +162,12 @@ type Options struct {
 	inClaim func(backendPID uint32)
 }
 
-// A Board is an open PostgreSQL board. Its methods are safe for concurrent
-// use. It implements actions.Board: the engine's methods over this
-// database's store (see store).
+// A Board is an open PostgreSQL board. Its methods are safe for concurrent use.
+// They are actions.Board's (Name, Join, Depart, Next, Notice, Await, List,
+// ListFiltered, Get, Post, Finish, Fail, Release, Cancel, Readdress,
+// SetWaiter, Members, Head, Changes and Close; see actions.Source and
+// actions.Board for what each promises), served by the board engine
+// (actions/internal/engine) over this database's store, and Created and Location.
 type Board struct {
 	*engineCore
 
