@@ -115,7 +115,7 @@ func TestMain_WatchPrintsEscaped(t *testing.T) {
 	defer func() {
 		cancel()
 		wg.Wait()
-		require.NoError(t, runErr)
+		require.Equal(t, exitInterrupted, exitOf(runErr), "%v", runErr)
 		stdout.close()
 		stderr.close()
 	}()

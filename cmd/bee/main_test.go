@@ -25,6 +25,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(envRunAs) == "bee" {
+		main()
+	}
 	pgtest.Main(m) // stops the PostgreSQL cluster a test may have started
 }
 
@@ -209,7 +212,8 @@ func TestMain_MissingBoard(t *testing.T) {
 	path := boardPath(t)
 	for _, args := range [][]string{{"list"}, {"show", "a-1"}, {"agents"}} {
 		_, _, err := run(t, path, "", args...)
-		require.ErrorContains(t, err, "no board at "+path, "%v", args)
+		require.ErrorContains(t, err, "no board at "+path+": nothing has been posted there yet", "%v", args)
+		require.Equal(t, exitNo, exitOf(err))
 		require.NoFileExists(t, path, "%v must not create the board", args)
 	}
 	bee(t, path, "post", "first")
@@ -220,7 +224,7 @@ func TestMain_MissingBoard(t *testing.T) {
 // A command that creates the board says so, once: a mistyped --board
 // shows up at once instead of passing for an empty board.
 func TestMain_CreatedBoardIsAnnounced(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "typo", "board.db")
+	path := filepath.Join(t.TempDir(), "typo.db")
 	_, stderr, err := run(t, path, "", "post", "first")
 	require.NoError(t, err)
 	require.Equal(t, "created a new board at "+path+"\n", stderr)
@@ -248,12 +252,17 @@ func TestMain_ShowUnknown(t *testing.T) {
 	require.ErrorIs(t, err, actions.ErrUnknownAction)
 	var buf bytes.Buffer
 	require.Equal(t, 1, exitCode(err, &buf))
-	require.Equal(t, `Error: bee show: no action "a-42" on the board at `+path+" (bee list --all shows the ids)\n", buf.String())
+	require.Equal(t, `Error: bee show: no action "a-42" on the board at `+path+"\nTry: bee list --all shows every action's id\n", buf.String())
 
-	// A bare number is taken for the id people see as a-7.
-	_, _, err = run(t, path, "", "show", "7")
-	require.ErrorIs(t, err, actions.ErrUnknownAction)
-	require.EqualError(t, err, `bee show: no action "7"; action ids look like a-7: bee show a-7`)
+	// A bare number is taken for the id people see as a-7, and an id in
+	// capitals for the same in lower case.
+	for id, hint := range map[string]string{"7": "action ids look like a-7: bee show a-7", "A-1": "action ids are lower case: bee show a-1"} {
+		_, _, err = run(t, path, "", "show", id)
+		require.ErrorIs(t, err, actions.ErrUnknownAction)
+		buf.Reset()
+		require.Equal(t, 1, exitCode(err, &buf))
+		require.Equal(t, `Error: bee show: no action "`+id+`" on the board at `+path+"\nTry: "+hint+"\n", buf.String())
+	}
 	_, _, err = run(t, path, "", "show")
 	requireUsage(t, err, "want one action id")
 }
@@ -408,7 +417,7 @@ func TestMain_Watch(t *testing.T) {
 
 			cancel()
 			wg.Wait()
-			require.NoError(t, runErr, "watch ends cleanly when interrupted")
+			require.Equal(t, exitInterrupted, exitOf(runErr), "watch ends as interrupted: %v", runErr)
 			stdout.close()
 			stderr.close()
 		})
@@ -417,10 +426,11 @@ func TestMain_Watch(t *testing.T) {
 
 func requireUsage(t *testing.T, err error, contains string) {
 	t.Helper()
-	var ue *usageError
-	require.ErrorAs(t, err, &ue)
-	require.Contains(t, ue.Error(), contains)
-	require.NotEmpty(t, ue.hint)
+	var ce *cliError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, exitUsage, ce.code, "%v", err)
+	require.Contains(t, ce.Error(), contains)
+	require.NotEmpty(t, ce.hint)
 }
 
 func TestParseInterspersed(t *testing.T) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -52,6 +51,13 @@ func (c *PostCommand) Run(ctx context.Context, args []string) error {
 		if err != nil {
 			return fmt.Errorf("bee post: read the body from stdin: %w", err)
 		}
+		if len(raw) > board.MaxBodyLen {
+			// Only the first MaxBodyLen+1 bytes were read: the limit is
+			// all bee knows.
+			return &cliError{code: exitUsage, err: actions.ErrTooLong,
+				msg:  fmt.Sprintf("bee post: the body on stdin is more than %d bytes (64 KiB), the most an action holds", board.MaxBodyLen),
+				hint: "put the detail in a file, and name the file in a shorter body"}
+		}
 		body = string(raw)
 	}
 	poster, err := c.poster()
@@ -62,25 +68,14 @@ func (c *PostCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 
-	b, err := c.env.open(true)
+	b, err := c.env.open("post", true)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
 	rec, err := b.Post(ctx, poster, actions.Draft{To: c.to, Title: title, Body: body})
 	if err != nil {
-		if errors.Is(err, actions.ErrEmptyTitle) {
-			return &usageError{msg: "bee " + err.Error(), hint: "bee post --help", err: err}
-		}
-		for _, bad := range []error{board.ErrBadRecipient, board.ErrTooLong, board.ErrBadText} {
-			if errors.Is(err, bad) {
-				// The board's message ends in the sentinel's name ("...: too
-				// long"), which tells a person nothing the rest does not.
-				msg := strings.TrimSuffix(err.Error(), ": "+bad.Error())
-				return &usageError{msg: "bee " + msg, hint: "bee post --help", err: err}
-			}
-		}
-		return fmt.Errorf("bee %w", err)
+		return c.env.refusal(ctx, b, "post", "", err)
 	}
 	return c.env.printRecord(c.asJSON, rec, fmt.Sprintf("posted %s for %s: %s", safe(rec.ID), recipient(rec.To), safe(rec.Title)))
 }

@@ -33,7 +33,8 @@ func TestMain_OnPostgres(t *testing.T) {
 	// board, and creates nothing.
 	for _, args := range [][]string{{"list"}, {"agents"}} {
 		out, errOut, err := run(t, url, "", args...)
-		require.ErrorContains(t, err, "no board at postgres://"+pgtest.PasswordRole+"@", "%v", args)
+		require.ErrorContains(t, err, "no board in the database postgres://"+pgtest.PasswordRole+"@", "%v", args)
+		require.Equal(t, exitNo, exitOf(err))
 		noPassword(t, out, errOut, err.Error())
 	}
 
