@@ -61,7 +61,7 @@ func (c *BackupCommand) Run(ctx context.Context, args []string) error {
 	}
 	if err := bk.Backup(ctx, dst); err != nil {
 		if errors.Is(err, board.ErrBackupExists) {
-			return refusedf(err, "remove it, or name a new file", "bee backup: %s exists already; bee backup never overwrites a file", dst)
+			return backupExists(dst)
 		}
 		return c.env.refusal(ctx, b, "backup", "", err)
 	}
@@ -73,7 +73,7 @@ func (c *BackupCommand) Run(ctx context.Context, args []string) error {
 // exists or whose folder does not.
 func checkBackupPath(dst string) error {
 	if _, err := os.Lstat(dst); err == nil {
-		return refusedf(board.ErrBackupExists, "remove it, or name a new file", "bee backup: %s exists already; bee backup never overwrites a file", dst)
+		return backupExists(dst)
 	}
 	dir := filepath.Dir(dst)
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
@@ -82,6 +82,11 @@ func checkBackupPath(dst string) error {
 			hint: "create it first: mkdir -p " + shellQuote(dir)}
 	}
 	return nil
+}
+
+// backupExists refuses dst, which exists.
+func backupExists(dst string) error {
+	return refusedf(board.ErrBackupExists, "remove it, or name a new file", "bee backup: %s exists already, and a backup never overwrites a file", dst)
 }
 
 // Usage prints how to use `bee backup`.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"os"
 	"strings"
@@ -46,13 +47,28 @@ func requireInert(t *testing.T, out string) {
 	}
 }
 
+// rewriteTitle sets the title of the action seq straight in the board
+// file, as a board written before titles were checked may hold it (bee
+// post refuses control characters in a title now): every view must still
+// show it inert.
+func rewriteTitle(t *testing.T, path string, seq int, title string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
+	require.NoError(t, err)
+	defer db.Close()
+	_, err = db.ExecContext(t.Context(), `UPDATE actions SET title = ? WHERE seq = ?`, title, seq)
+	require.NoError(t, err)
+}
+
 // Board text is printed escaped by every human view, and kept as posted on
 // the board and in --json.
 func TestMain_HostileTextPrintedEscaped(t *testing.T) {
+	t.Parallel()
 	path := boardPath(t)
-	out := bee(t, path, "post", "--to", "worker", hostile, "first line\r"+overwrite+"\n\x07second\tline\n")
+	out := bee(t, path, "post", "--to", "worker", "fix "+bidi, "first line\r"+overwrite+"\n\x07second\tline\n")
 	requireInert(t, out)
-	require.Contains(t, out, `\x1b]52;c;`)
+	require.Contains(t, out, `fix \u202etxt.exe\u2066`)
+	rewriteTitle(t, path, 1, hostile)
 
 	b, err := board.Open(path, nil)
 	require.NoError(t, err)
@@ -85,7 +101,8 @@ func TestMain_HostileTextPrintedEscaped(t *testing.T) {
 	requireInert(t, out)
 	require.Contains(t, out, `a-1 done by agent:worker#0491068b: done\r\x1b[2J\x1b[Hall good`)
 
-	bee(t, path, "post", "second "+screenClear+bidi)
+	bee(t, path, "post", "second")
+	rewriteTitle(t, path, 2, "second "+screenClear+bidi)
 	out = bee(t, path, "readdress", "a-2", "--to", "reviewer")
 	requireInert(t, out)
 	out = bee(t, path, "cancel", "a-2")
@@ -104,8 +121,10 @@ func TestMain_HostileTextPrintedEscaped(t *testing.T) {
 }
 
 func TestMain_WatchPrintsEscaped(t *testing.T) {
+	t.Parallel()
 	path := boardPath(t)
 	bee(t, path, "post", "before the watch")
+	rewriteTitle(t, path, 1, hostile)
 	stdout, stderr := newLineReader(), newLineReader()
 	m := &Main{Stdin: strings.NewReader(""), Stdout: stdout, Stderr: stderr, Getenv: func(string) string { return "" }}
 	ctx, cancel := context.WithCancel(t.Context())
@@ -124,9 +143,10 @@ func TestMain_WatchPrintsEscaped(t *testing.T) {
 	b, err := board.Open(path, nil)
 	require.NoError(t, err)
 	defer b.Close()
-	_, err = b.Post(t.Context(), "user:mallory", actions.Draft{To: "worker", Title: hostile})
+	// A claim of a-1 shows it as it now is.
+	_, err = b.Next(t.Context(), "agent:worker#12345678", "", 5*time.Second)
 	require.NoError(t, err)
 	line := stdout.next(t, 10*time.Second)
 	requireInert(t, line)
-	require.Regexp(t, `^\d\d:\d\d:\d\d  a-2 +open +for worker +fix \\x1b\]52;c;`, line)
+	require.Regexp(t, `^\d\d:\d\d:\d\d  a-1 +claimed by agent:worker#12345678 +for anyone +fix \\x1b\]52;c;`, line)
 }

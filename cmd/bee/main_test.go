@@ -154,7 +154,7 @@ func TestMain_PostRefusals(t *testing.T) {
 	_, _, err := run(t, path, "", "post")
 	requireUsage(t, err, "no title")
 	_, _, err = run(t, path, "", "post", "   ")
-	requireUsage(t, err, "title is empty")
+	requireUsage(t, err, "the title is blank")
 	_, _, err = run(t, path, "", "post", "--from", "a b", "t")
 	requireUsage(t, err, "cannot post as --from")
 	_, _, err = run(t, path, "", "post", "t", "b", "extra")
@@ -176,8 +176,12 @@ func TestMain_PostRefusalMessages(t *testing.T) {
 		{[]string{strings.Repeat("x", 300)}, "bee post: title is 300 characters, more than 200 (put the detail in the body)", board.ErrTooLong},
 		{[]string{"two\nlines"}, "bee post: title must be one line (put the rest in the body)", board.ErrBadText},
 		{[]string{"t", "\xff"}, "bee post: body is not valid UTF-8", board.ErrBadText},
-		{[]string{"--to", "two words", "t"}, `bee post: --to "two words" is not an agent name: an agent name holds letters, digits, '.', '_' and '-' only, and starts with a letter or digit`, nil},
-		{[]string{"--to", "agent:x#12", "t"}, `bee post: --to "agent:x#12" is not an identity: an identity is agent:<name>#<8 lowercase hex digits>, as bee agents lists them; to reach any identity of an agent, give its name alone`, nil},
+		{[]string{"bell\a"}, "bee post: title holds the control character U+0007; a title is plain text", board.ErrBadText},
+		{[]string{"nul\x00title"}, "bee post: title holds the control character U+0000; a title is plain text", board.ErrBadText},
+		{[]string{"next line\u0085x"}, "bee post: title holds the control character U+0085; a title is plain text", board.ErrBadText},
+		{[]string{"t", "nul\x00body"}, "bee post: body holds a NUL character", board.ErrBadText},
+		{[]string{"--to", "two words", "t"}, `bee post: --to "two words" is not an agent name, which holds letters, digits, '.', '_' and '-' only, and starts with a letter or digit`, nil},
+		{[]string{"--to", "agent:x#12", "t"}, `bee post: --to "agent:x#12" is not an identity, which looks like agent:<name>#<8 lowercase hex digits> (bee agents lists them); to reach whichever session of an agent is free, give the agent's name alone`, nil},
 		{[]string{"--to", "user:bob", "t"}, `bee post: --to "user:bob" names a person; actions are for agents: give an agent name or one identity`, nil},
 		{[]string{"--from", "a b", "t"}, `bee post: cannot post as --from "a b": a person's name holds letters, digits, '.', '_' and '-' only, and starts with a letter or digit`, nil},
 	} {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -74,7 +75,10 @@ func (c *PostCommand) Run(ctx context.Context, args []string) error {
 	}
 	defer b.Close()
 	rec, err := b.Post(ctx, poster, actions.Draft{To: c.to, Title: title, Body: body})
-	if err != nil {
+	switch {
+	case errors.Is(err, actions.ErrEmptyTitle):
+		return &cliError{code: exitUsage, err: err, msg: "bee post: the title is blank; an action needs one", hint: `bee post "TITLE" ["BODY"]`}
+	case err != nil:
 		return c.env.refusal(ctx, b, "post", "", err)
 	}
 	return c.env.printRecord(c.asJSON, rec, fmt.Sprintf("posted %s for %s: %s", safe(rec.ID), recipient(rec.To), safe(rec.Title)))
@@ -106,9 +110,9 @@ func checkTo(cmd, hint, to string) error {
 	case strings.HasPrefix(to, board.UserPrefix):
 		return usagef(hint, "bee %s: --to %q names a person; actions are for agents: give an agent name or one identity", cmd, to)
 	case strings.HasPrefix(to, identity.Prefix):
-		return usagef(hint, "bee %s: --to %q is not an identity: an identity is agent:<name>#<8 lowercase hex digits>, as bee agents lists them; to reach any identity of an agent, give its name alone", cmd, to)
+		return usagef(hint, "bee %s: --to %q is not an identity, which looks like agent:<name>#<8 lowercase hex digits> (bee agents lists them); to reach whichever session of an agent is free, give the agent's name alone", cmd, to)
 	case identity.CheckName(to) != nil:
-		return usagef(hint, "bee %s: --to %q is not an agent name: an agent name %s", cmd, to, nameRule(to))
+		return usagef(hint, "bee %s: --to %q is not an agent name, which %s", cmd, to, nameRule(to))
 	}
 	return nil
 }

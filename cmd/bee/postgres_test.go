@@ -38,6 +38,19 @@ func TestMain_OnPostgres(t *testing.T) {
 		noPassword(t, out, errOut, err.Error())
 	}
 
+	// Text the board cannot keep is refused as on the file board, in
+	// words, before it reaches the server (which refuses a NUL raw).
+	for args, want := range map[[2]string]string{
+		{"nul\x00title", ""}: "bee post: title holds the control character U+0000; a title is plain text",
+		{"bell\a", ""}:       "bee post: title holds the control character U+0007; a title is plain text",
+		{"t", "nul\x00body"}: "bee post: body holds a NUL character",
+	} {
+		_, _, err := run(t, url, "", "post", args[0], args[1])
+		require.EqualError(t, err, want)
+		require.ErrorIs(t, err, actions.ErrBadText)
+		require.Equal(t, exitUsage, exitOf(err))
+	}
+
 	out := bee(t, url, "post", "--to", "worker", "build it")
 	require.Equal(t, "posted a-1 for worker: build it\n", out)
 	out = bee(t, url, "list")

@@ -56,7 +56,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	srv := boardpage.New(b, person, &boardpage.Options{Port: c.port, Logger: logger})
 	if err := srv.Start(); err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
-			return refusedf(err, "bee serve (a free port), or bee serve --port N with another N", "bee serve: port %d on 127.0.0.1 is taken by another program", c.port)
+			return refusedf(err, "leave --port out for a free port, or give another", "bee serve: port %d on 127.0.0.1 is taken by another program", c.port)
 		}
 		return fmt.Errorf("bee serve: %w", err)
 	}
