@@ -105,13 +105,22 @@ func TestMain_HostileTextPrintedEscaped(t *testing.T) {
 	rewriteTitle(t, path, 2, "second "+screenClear+bidi)
 	out = bee(t, path, "readdress", "a-2", "--to", "reviewer")
 	requireInert(t, out)
+	out = bee(t, path, "readdress", "a-2", "--to", "worker", "--json")
+	requireInert(t, out)
 	out = bee(t, path, "cancel", "a-2")
 	requireInert(t, out)
 	require.Contains(t, out, `cancelled a-2: second \x1b[2J\x1b[H\u202etxt.exe\u2066`)
 
-	// The board keeps the text as posted, and --json carries it exactly.
+	// The board keeps the text as posted, and --json carries it exactly,
+	// with what a terminal would act on as JSON escapes.
+	out = bee(t, path, "show", "--json", "a-1")
+	requireInert(t, out)
+	require.Contains(t, out, `\u202etxt.exe\u2066\u009b31m`)
+	for _, args := range [][]string{{"list", "--all", "--json"}, {"agents", "--json"}, {"wait", "a-1", "--json"}, {"show", "a-2", "--json"}} {
+		requireInert(t, bee(t, path, args...))
+	}
 	var rec actions.Record
-	require.NoError(t, json.Unmarshal([]byte(bee(t, path, "show", "--json", "a-1")), &rec))
+	require.NoError(t, json.Unmarshal([]byte(out), &rec))
 	require.Equal(t, hostile, rec.Title)
 	require.Equal(t, "done\r"+screenClear+"all good", rec.Result)
 	var members []board.MemberInfo

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"time"
@@ -54,7 +53,6 @@ func (c *WatchCommand) Run(ctx context.Context, args []string) error {
 	fmt.Fprintf(c.env.main.Stderr, "watching %s; interrupt (Ctrl-C) to stop\n", b.Location())
 
 	out := c.env.main.Stdout
-	enc := json.NewEncoder(out)
 	for {
 		page, err := b.Changes(ctx, cursor, watchPoll)
 		if ctx.Err() != nil {
@@ -65,7 +63,7 @@ func (c *WatchCommand) Run(ctx context.Context, args []string) error {
 		}
 		for _, r := range page.Records {
 			if c.asJSON {
-				err = enc.Encode(r)
+				err = writeJSONLine(out, r)
 			} else {
 				_, err = fmt.Fprintf(out, "%s  %-5s  %-40s  for %-20s  %s\n",
 					time.Now().Format("15:04:05"), safe(r.ID), describe(r), recipient(r.To), oneLine(r.Title, 60))
