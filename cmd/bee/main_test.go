@@ -25,8 +25,11 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(envRunAs) == "bee" {
+	switch os.Getenv(envRunAs) {
+	case "bee":
 		main()
+	case "poster":
+		os.Exit(posterRole())
 	}
 	pgtest.Main(m) // stops the PostgreSQL cluster a test may have started
 }
