@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -81,4 +85,40 @@ func TestMain_OnPostgres(t *testing.T) {
 	require.ErrorContains(t, err, `refused role "`+pgtest.PasswordRole+`"`)
 	require.NotContains(t, err.Error(), "not-the-password")
 	noPassword(t, errOut, err.Error())
+}
+
+// The README's backup of a board on PostgreSQL works as written: bee
+// backup refuses it and names pg_dump; pg_dump --table='bee_*' of the
+// board, restored with psql into an empty database, is the same board.
+func TestMain_PostgresBackupWithPgDump(t *testing.T) {
+	c := pgtest.Shared(t)
+	binDir, err := pgtest.FindBin()
+	if err != nil {
+		pgtest.Unavailable(t, err)
+	}
+	for _, tool := range []string{"pg_dump", "psql"} {
+		if _, err := os.Stat(filepath.Join(binDir, tool)); err != nil {
+			pgtest.Unavailable(t, fmt.Errorf("no %s next to initdb: %w", tool, err))
+		}
+	}
+	from, to := c.URL(c.NewDB(t)), c.URL(c.NewDB(t))
+	bee(t, from, "post", "--to", "worker", "kept", "its body")
+	bee(t, from, "post", "cancelled one")
+	bee(t, from, "cancel", "a-2", "--reason", "not needed")
+
+	_, _, err = run(t, from, "", "backup", filepath.Join(t.TempDir(), "copy.db"))
+	requireUsage(t, err, "the board is on PostgreSQL")
+	var msg bytes.Buffer
+	exitCode(err, &msg)
+	require.Contains(t, msg.String(), "Try: pg_dump --table='bee_*'")
+
+	dump, err := exec.CommandContext(t.Context(), filepath.Join(binDir, "pg_dump"), "--table=bee_*", from).Output()
+	require.NoError(t, err)
+	psql := exec.CommandContext(t.Context(), filepath.Join(binDir, "psql"), "-q", "-v", "ON_ERROR_STOP=1", to)
+	psql.Stdin = bytes.NewReader(dump)
+	out, err := psql.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+
+	require.Equal(t, bee(t, from, "list", "--all", "--json"), bee(t, to, "list", "--all", "--json"))
+	require.Contains(t, bee(t, to, "post", "after the restore"), "posted a-3", "the restored board goes on")
 }
