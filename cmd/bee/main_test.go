@@ -67,6 +67,7 @@ func boardPath(t *testing.T) string {
 }
 
 func TestMain_PostListShow(t *testing.T) {
+	t.Parallel()
 	path := boardPath(t)
 	out := bee(t, path, "post", "fix the flaky test", "it fails one run in ten")
 	require.Equal(t, "posted a-1 for anyone: fix the flaky test\n", out)
@@ -106,6 +107,7 @@ func TestMain_PostListShow(t *testing.T) {
 }
 
 func TestMain_ListFilters(t *testing.T) {
+	t.Parallel()
 	path := boardPath(t)
 	bee(t, path, "post", "one")
 	bee(t, path, "post", "two")
@@ -144,6 +146,7 @@ func TestMain_ListFilters(t *testing.T) {
 }
 
 func TestMain_PostBodyFromStdin(t *testing.T) {
+	t.Parallel()
 	path := boardPath(t)
 	out, _, err := run(t, path, "line one\nline two\n", "post", "--json", "piped", "-")
 	require.NoError(t, err)
@@ -153,6 +156,7 @@ func TestMain_PostBodyFromStdin(t *testing.T) {
 }
 
 func TestMain_PostRefusals(t *testing.T) {
+	t.Parallel()
 	path := boardPath(t)
 	_, _, err := run(t, path, "", "post")
 	requireUsage(t, err, "no title")
@@ -170,6 +174,7 @@ func TestMain_PostRefusals(t *testing.T) {
 // Refusals say what is wrong in a person's words: no sentinel names
 // ("...: too long") and no chains of causes.
 func TestMain_PostRefusalMessages(t *testing.T) {
+	t.Parallel()
 	path := boardPath(t)
 	for _, tc := range []struct {
 		args []string
@@ -216,6 +221,7 @@ func newBoard(t *testing.T) string {
 // Reading a board that is not there is an error naming the path, never an
 // empty board; posting creates it.
 func TestMain_MissingBoard(t *testing.T) {
+	t.Parallel()
 	path := boardPath(t)
 	for _, args := range [][]string{{"list"}, {"show", "a-1"}, {"agents"}} {
 		_, _, err := run(t, path, "", args...)
@@ -231,6 +237,7 @@ func TestMain_MissingBoard(t *testing.T) {
 // A command that creates the board says so, once: a mistyped --board
 // shows up at once instead of passing for an empty board.
 func TestMain_CreatedBoardIsAnnounced(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "typo.db")
 	_, stderr, err := run(t, path, "", "post", "first")
 	require.NoError(t, err)
@@ -254,6 +261,7 @@ func TestMain_CreatedBoardIsAnnounced(t *testing.T) {
 }
 
 func TestMain_ShowUnknown(t *testing.T) {
+	t.Parallel()
 	path := newBoard(t)
 	_, _, err := run(t, path, "", "show", "a-42")
 	require.ErrorIs(t, err, actions.ErrUnknownAction)
@@ -275,6 +283,7 @@ func TestMain_ShowUnknown(t *testing.T) {
 }
 
 func TestMain_Agents(t *testing.T) {
+	t.Parallel()
 	path := newBoard(t)
 	require.Equal(t, "no live agents on "+path+"\n", bee(t, path, "agents"))
 
@@ -313,6 +322,7 @@ func TestMain_Agents(t *testing.T) {
 }
 
 func TestMain_UsageErrors(t *testing.T) {
+	t.Parallel()
 	path := boardPath(t)
 	_, _, err := run(t, path, "", "frobnicate")
 	requireUsage(t, err, `unknown command "frobnicate"`)
@@ -328,6 +338,7 @@ func TestMain_UsageErrors(t *testing.T) {
 }
 
 func TestMain_Help(t *testing.T) {
+	t.Parallel()
 	path := boardPath(t)
 	out := bee(t, path, "--help")
 	require.Contains(t, out, "Commands:")
@@ -383,8 +394,10 @@ func (l *lineReader) close() {
 }
 
 func TestMain_Watch(t *testing.T) {
+	t.Parallel()
 	for _, asJSON := range []bool{false, true} {
 		t.Run(map[bool]string{false: "text", true: "json"}[asJSON], func(t *testing.T) {
+			t.Parallel()
 			path := boardPath(t)
 			bee(t, path, "post", "before the watch")
 			stdout, stderr := newLineReader(), newLineReader()
@@ -441,6 +454,7 @@ func requireUsage(t *testing.T, err error, contains string) {
 }
 
 func TestParseInterspersed(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args     []string
 		wantJSON bool

@@ -41,6 +41,7 @@ func claim(t *testing.T, b *board.Board, who identity.ID) actions.Record {
 }
 
 func TestMain_WaitExitCodes(t *testing.T) {
+	t.Parallel()
 	path := newBoard(t)
 	b, w := worker(t, path)
 	bee(t, path, "post", "one")
@@ -91,6 +92,7 @@ func TestMain_WaitExitCodes(t *testing.T) {
 func exitErrOrNil(_, _ string, err error) error { return err }
 
 func TestMain_CancelAndReaddress(t *testing.T) {
+	t.Parallel()
 	path := newBoard(t)
 	b, w := worker(t, path)
 	bee(t, path, "post", "held one")
