@@ -20,7 +20,7 @@ type CancelCommand struct {
 
 func (c *CancelCommand) flagSet() *flag.FlagSet {
 	fs := c.env.flags("cancel")
-	fs.StringVar(&c.reason, "reason", "", "why it is called off; its holder is told when it next tries to finish it")
+	fs.StringVar(&c.reason, "reason", "", "why it is called off, at most 64 KiB (as on the board page); its holder is told when it next tries to finish it")
 	fs.StringVar(&c.from, "from", "", "cancel as this person (default $USER)")
 	fs.BoolVar(&c.asJSON, "json", false, "print the cancelled action as JSON")
 	return fs

@@ -127,8 +127,9 @@ Usage:
 
 	bee post [flags] TITLE [BODY | -]
 
-The title is one line of at most 200 characters; the body, at most 64 KiB,
-holds the detail ("-" reads it from stdin). The action is posted as
+The title is one line of at most 200 characters, with no control
+characters; the body, at most 64 KiB, holds the detail ("-" reads it from
+stdin). The action is posted as
 user:<name>. Flags go before the title.
 
 Flags:
