@@ -211,7 +211,7 @@ func TestDemo_BuildsWhatItRuns(t *testing.T) {
 	stdout, stderr, code := script(t, []string{"BEE_DEMO_BIN=", "GOBIN=" + gobin})
 	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
 	require.Contains(t, stdout, "== building bee, bee-mcp and bee-hook into "+gobin+"\n")
-	require.Contains(t, stdout, "about 1.5 minutes on 2 idle\n   cores, up to 8 on a busy machine; a line every 15 s says what it is doing.")
+	require.Contains(t, stdout, "about 1.5 minutes on 2 idle\n   cores, 10 or more on a busy machine; a line every 15 s says what it is doing.")
 	require.Regexp(t, `\n   built in \d+ s\n`, stdout)
 	require.Contains(t, stdout, "note: "+gobin+" is not on your PATH")
 	require.Contains(t, stdout, "-> Action a-1 is done.")
