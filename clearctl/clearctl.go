@@ -18,12 +18,20 @@
 //     body. The Server keeps only a digest of the token and never logs it.
 //   - No Access-Control-* (CORS) header is ever sent, so no web page can read
 //     an answer or pass a preflight.
+//   - A local process without the token cannot starve the channel. Every
+//     connection carries one request and is closed after its answer,
+//     refusals included, so nothing idles; its headers must arrive within
+//     a second. At most [MaxConns] authenticated requests are served at
+//     once (one more is answered 503 at once, saying the bridge is busy);
+//     at most [MaxPending] connections wait unauthenticated, and one
+//     accepted beyond that takes the place of the oldest that has sent
+//     nothing (package loopback), so the hook's connection is never kept
+//     out by connections that will not authenticate.
 //   - Bodies are capped at [MaxBodyBytes] (413 beyond that), and headers at
-//     8 KiB, with read, write and idle timeouts on every connection, and at
-//     most [MaxConns] connections are served at once. A /wait-for-work
-//     request that has authenticated and sent its body has its read and
-//     write deadlines lifted: it lasts as long as the Waker holds it, and
-//     ends at once when its caller hangs up.
+//     8 KiB, with read and write timeouts on every connection. A
+//     /wait-for-work request that has authenticated and sent its body has
+//     its read and write deadlines lifted: it lasts as long as the Waker
+//     holds it, and ends at once when its caller hangs up.
 //   - A body whose session_id or transcript_path fails
 //     [RetireRequest.Validate] gets 400 with an error naming the field, and
 //     retires nothing.

@@ -138,8 +138,11 @@ func TestErrorText(t *testing.T) {
 }
 
 // TestServer_Loopback_Raw sends requests the Go client would never send, over
-// the wire, to check what net/http answers before the handler runs.
+// the wire, to check what net/http answers before the handler runs, and
+// that every answer, refusals included, ends its connection although each
+// request asks for keep-alive.
 func TestServer_Loopback_Raw(t *testing.T) {
+	t.Parallel()
 	r := &recordingRetirer{}
 	s := newTestServer(t, r, nil)
 	addr := "127.0.0.1:" + strconv.Itoa(s.Port())
@@ -156,6 +159,10 @@ func TestServer_Loopback_Raw(t *testing.T) {
 		{"HTTP/1.0 without Host", "POST /retire HTTP/1.0\r\nAuthorization: Bearer " + testToken + "\r\nContent-Length: 0\r\n\r\n", 403},
 		// net/http lingers 500 ms before closing after a 431 (Close cuts its wait at 100 ms).
 		{"huge header", "POST /retire HTTP/1.1\r\nHost: " + addr + "\r\nX-Pad: " + strings.Repeat("a", 16<<10) + "\r\n\r\n", 431},
+		{"no token", "POST /retire HTTP/1.1\r\nHost: " + addr + "\r\nContent-Length: 0\r\n\r\n", 401},
+		{"wrong token", "POST /retire HTTP/1.1\r\nHost: " + addr + "\r\nAuthorization: Bearer nope\r\nContent-Length: 0\r\n\r\n", 401},
+		{"other path", "POST /x HTTP/1.1\r\nHost: " + addr + "\r\nContent-Length: 0\r\n\r\n", 404},
+		{"other method", "GET /retire HTTP/1.1\r\nHost: " + addr + "\r\n\r\n", 405},
 		{"retire", "POST /retire HTTP/1.1\r\nHost: " + addr + "\r\nAuthorization: Bearer " + testToken + "\r\nContent-Length: 0\r\n\r\n", 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -173,10 +180,31 @@ func TestServer_Loopback_Raw(t *testing.T) {
 			for k := range resp.Header {
 				require.False(t, strings.HasPrefix(strings.ToLower(k), "access-control-"), "CORS header %s sent", k)
 			}
+			_, _ = io.Copy(io.Discard, resp.Body) // 431's body ends with the connection, maybe in a reset
+			require.True(t, resp.Close, "the answer says the connection ends")
+			_, err = conn.Read(make([]byte, 1))
+			// EOF, or a reset where the server left part of the request unread.
+			require.True(t, errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET),
+				"the server closed the connection after its answer: %v", err)
 		})
 	}
 	_, n := r.lastRequest()
 	require.Equal(t, 1, n, "only the good request retires")
+}
+
+// A connection that sends nothing is closed within the unauthenticated
+// deadline (a second), without an answer.
+func TestServer_ClosesSilentConnections(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t, &recordingRetirer{}, nil)
+	var d net.Dialer
+	conn, err := d.DialContext(t.Context(), "tcp", "127.0.0.1:"+strconv.Itoa(s.Port()))
+	require.NoError(t, err)
+	defer func() { _ = conn.Close() }()
+	require.NoError(t, conn.SetDeadline(time.Now().Add(readHeaderTimeout+5*time.Second)))
+	n, err := conn.Read(make([]byte, 1))
+	require.Zero(t, n)
+	require.ErrorIs(t, err, io.EOF, "closed by the server, not by the test's deadline")
 }
 
 func TestServer_Close_AnswersWaitingCallers(t *testing.T) {
