@@ -24,6 +24,7 @@ const underAttackWithin = 5 * time.Second
 // as they are closed, leave /retire and /wait-for-work working within their
 // usual time.
 func TestServer_StarvationAttack(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		attack loopbacktest.Attack

@@ -122,6 +122,13 @@ var ErrClosed = errors.New("clearctl: server closed")
 // or the run file is stale.
 var ErrNotListening = errors.New("retire: bridge not listening")
 
+// ErrNotABridge is returned (wrapped) by Retire and WaitForWork when an
+// answer of 200 does not have the shape a bee bridge gives it: a retire's
+// must name two different identities, a waiter's must say whether to wake.
+// Whatever listens on the port is not a bee bridge (a stale run file whose
+// port another server has since taken), and nothing has been retired.
+var ErrNotABridge = errors.New("the answer is not a bee bridge's")
+
 // A StatusError is returned by Retire and WaitForWork when the bridge
 // answers anything but 200. Code 202 means the retire is still running and
 // will complete on its own; 500 means it failed; 503 means the bridge is

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 )
 
 func TestRetire_Loopback(t *testing.T) {
+	t.Parallel()
 	r := &recordingRetirer{}
 	s := newTestServer(t, r, nil)
 
@@ -39,6 +41,7 @@ func TestRetire_Loopback(t *testing.T) {
 }
 
 func TestRetire_StillRunning(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	completed := make(chan struct{})
 	s := newTestServer(t, RetirerFunc(func(context.Context, RetireRequest) (RetireResponse, error) {
@@ -58,6 +61,7 @@ func TestRetire_StillRunning(t *testing.T) {
 }
 
 func TestRetire_Failed(t *testing.T) {
+	t.Parallel()
 	s := newTestServer(t, RetirerFunc(func(context.Context, RetireRequest) (RetireResponse, error) {
 		return RetireResponse{}, errors.New("board locked")
 	}), nil)
@@ -69,6 +73,7 @@ func TestRetire_Failed(t *testing.T) {
 }
 
 func TestRetire_NotListening(t *testing.T) {
+	t.Parallel()
 	s := New(testToken, &recordingRetirer{}, nil)
 	require.NoError(t, s.Start())
 	port := s.Port()
@@ -82,6 +87,7 @@ func TestRetire_NotListening(t *testing.T) {
 }
 
 func TestRetire_ContextDeadline(t *testing.T) {
+	t.Parallel()
 	s := newTestServer(t, RetirerFunc(func(ctx context.Context, _ RetireRequest) (RetireResponse, error) {
 		<-ctx.Done() // ends when the test's cleanup closes the server
 		return RetireResponse{}, ctx.Err()
@@ -97,6 +103,7 @@ func TestRetire_ContextDeadline(t *testing.T) {
 }
 
 func TestRetire_BadArguments(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		port  int
@@ -115,6 +122,7 @@ func TestRetire_BadArguments(t *testing.T) {
 }
 
 func TestStatusError_Error(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		err  StatusError
 		want string
@@ -128,6 +136,7 @@ func TestStatusError_Error(t *testing.T) {
 }
 
 func TestErrorText(t *testing.T) {
+	t.Parallel()
 	require.Equal(t, `{"error":"a b"}`, errorText([]byte("  {\"error\":\"a\n b\"}\n")))
 	require.Equal(t, "a\uFFFDb", errorText([]byte("a\xffb")))
 
@@ -208,6 +217,7 @@ func TestServer_ClosesSilentConnections(t *testing.T) {
 }
 
 func TestServer_Close_AnswersWaitingCallers(t *testing.T) {
+	t.Parallel()
 	started := make(chan struct{})
 	s := New(testToken, RetirerFunc(func(ctx context.Context, _ RetireRequest) (RetireResponse, error) {
 		close(started)
@@ -231,4 +241,51 @@ func TestServer_Close_AnswersWaitingCallers(t *testing.T) {
 	require.Equal(t, 503, se.Code)
 	require.True(t, strings.HasPrefix(se.Body, `{"error":"bridge closing`), se.Body)
 	require.Less(t, time.Since(start), time.Second, "Close must not wait out AnswerWithin")
+}
+
+// A server that answers 200 with something other than a bridge's answer
+// (a `{}` from whatever took a stale run file's port) is not a retire, nor
+// a waiter's answer: both calls say the answer is not a bridge's.
+func TestClient_RefusesAnswersOfAnotherShape(t *testing.T) {
+	t.Parallel()
+	for _, body := range []string{
+		`{}`,
+		`{"ok":true}`,
+		`{"retired":"agent:x#aaaaaaaa"}`,
+		`{"retired":"agent:x#aaaaaaaa","current":"agent:x#aaaaaaaa"}`,
+		`{"retired":"someone","current":"someone else"}`,
+		`{"wake":"yes"}`,
+		`{"wake":true}`,
+		`[]`,
+		`null`,
+		`not json`,
+		``,
+	} {
+		t.Run(body, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				_, _ = io.WriteString(w, body)
+			}))
+			defer srv.Close()
+			port := srv.Listener.Addr().(*net.TCPAddr).Port
+
+			_, err := Retire(t.Context(), port, testToken, RetireRequest{})
+			require.ErrorIs(t, err, ErrNotABridge)
+			require.NotContains(t, err.Error(), testToken)
+
+			_, err = WaitForWork(t.Context(), port, testToken, WaitRequest{})
+			require.ErrorIs(t, err, ErrNotABridge)
+		})
+	}
+	t.Run("a bridge's answers", func(t *testing.T) {
+		t.Parallel()
+		for _, body := range []string{`{"wake":false}`, `{"wake":false,"reason":"superseded"}`, `{"wake":true,"line":"bee: a-1"}`} {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				_, _ = io.WriteString(w, body)
+			}))
+			_, err := WaitForWork(t.Context(), srv.Listener.Addr().(*net.TCPAddr).Port, testToken, WaitRequest{})
+			srv.Close()
+			require.NoError(t, err, body)
+		}
+	})
 }

@@ -13,7 +13,7 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
-		"strings"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,7 +69,7 @@ type Server struct {
 	waker        Waker // nil: no /wait-for-work
 	logger       *slog.Logger
 	answerWithin time.Duration
-	handler      http.Handler      // the whole request path: Origin/Host guard, mux, auth, body, retire
+	handler      http.Handler     // the whole request path: Origin/Host guard, mux, auth, body, retire
 	http         *loopback.Server // listens, serves handler, admits connections
 	// listen makes the listener Start serves on: nil for 127.0.0.1 on an
 	// ephemeral port, or in tests an in-memory listener whose connections'

@@ -15,6 +15,7 @@ import (
 )
 
 func TestRetireRequest_Validate(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		req  RetireRequest
@@ -49,6 +50,7 @@ func TestRetireRequest_Validate(t *testing.T) {
 // A bad session_id is refused with 400 naming the field, and retires
 // nothing.
 func TestServer_RefusesBadSessionID(t *testing.T) {
+	t.Parallel()
 	r := &recordingRetirer{}
 	s := newTestServer(t, r, nil)
 	rec := serve(s, newRequest(t, s, "POST", "/retire", `{"session_id":"s\u001b]52;c;eA==\u0007"}`))

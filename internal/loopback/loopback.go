@@ -46,6 +46,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tractat-us/bee/internal/logkey"
 )
 
 // Defaults for Options' zero values.
@@ -200,7 +202,7 @@ func (s *Server) Start() error {
 	go func() {
 		defer close(done)
 		if err := srv.Serve(newListener(ln, &s.conns)); !errors.Is(err, http.ErrServerClosed) {
-			s.logger.Error("loopback serve ended", "err", err)
+			s.logger.Error("loopback serve ended", logkey.Err, err)
 		}
 	}()
 	return nil
