@@ -22,7 +22,7 @@ const underAttackWithin = 5 * time.Second
 // point 4): 16 keep-alive sockets sending a refused request every few
 // seconds, or 200 sockets that connect, send nothing and reconnect as soon
 // as they are closed, leave /retire and /wait-for-work working within their
-// usual time.
+// usual time. So do 200 sockets that send their headers a byte at a time.
 func TestServer_StarvationAttack(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -31,6 +31,7 @@ func TestServer_StarvationAttack(t *testing.T) {
 	}{
 		{"16 refused keep-alive sockets", loopbacktest.Attack{Refused: 16, Every: 2 * time.Second}},
 		{"200 reconnecting idle sockets", loopbacktest.Attack{Idle: 200}},
+		{"200 sockets sending a byte at a time", loopbacktest.Attack{Slow: 200, Every: 50 * time.Millisecond}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHoldingWaker()
@@ -40,7 +41,7 @@ func TestServer_StarvationAttack(t *testing.T) {
 			running := a.Start()
 			defer func() { t.Logf("attack: %+v", running.Stop()) }()
 			// Let the attack take hold: every socket connected at least once.
-			require.Eventually(t, func() bool { return running.Connects() >= int64(a.Refused+a.Idle) }, 10*time.Second, time.Millisecond)
+			require.Eventually(t, func() bool { return running.Connects() >= int64(a.Refused+a.Idle+a.Slow) }, 10*time.Second, time.Millisecond)
 			time.Sleep(200 * time.Millisecond)
 
 			ctx, cancel := context.WithTimeout(t.Context(), underAttackWithin)
@@ -87,6 +88,7 @@ func BenchmarkRetire_UnderAttack(b *testing.B) {
 		{"none", loopbacktest.Attack{}},
 		{"refused=16", loopbacktest.Attack{Refused: 16, Every: 8 * time.Second}},
 		{"idle=200", loopbacktest.Attack{Idle: 200}},
+		{"slow=200", loopbacktest.Attack{Slow: 200, Every: 50 * time.Millisecond}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			s := newTestServer(b, &recordingRetirer{}, nil)

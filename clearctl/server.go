@@ -155,6 +155,8 @@ func New(token string, r Retirer, opts *Options) *Server {
 		KeepAlives:  false,
 		MaxPending:  MaxPending,
 		MaxAdmitted: MaxConns,
+		Started:     ErrStarted,
+		Closed:      ErrClosed,
 		Listen: func() (net.Listener, error) {
 			if s.listen != nil {
 				return s.listen()
@@ -171,10 +173,8 @@ func New(token string, r Retirer, opts *Options) *Server {
 // cannot listen (the Server may then be started again).
 func (s *Server) Start() error {
 	switch err := s.http.Start(); {
-	case errors.Is(err, loopback.ErrClosed):
-		return ErrClosed
-	case errors.Is(err, loopback.ErrStarted):
-		return ErrStarted
+	case errors.Is(err, ErrClosed), errors.Is(err, ErrStarted):
+		return err
 	case err != nil:
 		return fmt.Errorf("clearctl: %w", err)
 	}

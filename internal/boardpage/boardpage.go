@@ -206,6 +206,8 @@ func New(b actions.Board, person actions.Poster, opts *Options) *Server {
 		KeepAlives:        true,
 		MaxPending:        MaxOtherConns,
 		MaxAdmitted:       MaxSignedInConns,
+		Started:           ErrStarted,
+		Closed:            ErrClosed,
 	})
 	return s
 }
@@ -227,12 +229,7 @@ func (s *Server) Start() error {
 	if s.closed {
 		return ErrClosed
 	}
-	switch err := s.http.Start(); {
-	case errors.Is(err, loopback.ErrClosed):
-		return ErrClosed
-	case errors.Is(err, loopback.ErrStarted):
-		return ErrStarted
-	case err != nil:
+	if err := s.http.Start(); err != nil {
 		return err
 	}
 	s.watcherDone = make(chan struct{})

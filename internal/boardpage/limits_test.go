@@ -111,6 +111,8 @@ func TestServer_BoundsOtherConnections(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		require.LessOrEqual(t, p.srv.http.Conns().Pending, MaxOtherConns)
 	}
+	// On a new connection, behind the idle ones in the accept queue.
+	p.client.Transport.(*http.Transport).CloseIdleConnections()
 	resp, _ := p.do("GET", "/fragment", cookie, nil, nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	st := p.srv.http.Conns()

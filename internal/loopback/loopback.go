@@ -11,22 +11,24 @@
 //   - [Server.HostOK] accepts exactly the Hosts 127.0.0.1:<port> and
 //     localhost:<port>, so that a page served under another name (DNS
 //     rebinding) is refused by whoever asks it.
-//   - net/http never answers on its own behalf around the handler: "OPTIONS
-//     *" reaches the handler like any request. The Server adds no header to
-//     an answer, so no Access-Control-* (CORS) header is ever sent unless the
+//   - Every request net/http can parse reaches the handler: "OPTIONS *"
+//     too, which net/http would otherwise answer itself. (It still answers
+//     what it cannot parse: 400, 431, 501.) The Server adds no header to an
+//     answer, so no Access-Control-* (CORS) header is ever sent unless the
 //     handler sends one.
 //   - Connections are admitted, not just accepted. A connection is pending
 //     from its accept until the handler calls [Admit] for a request on it
 //     (for the control channel: once the token has been checked). At most
-//     Options.MaxPending connections are pending: a connection accepted
-//     beyond that takes the place of the oldest pending one that is silent
-//     (has sent nothing since it was accepted or last answered), or, when
-//     every pending one is talking, of the oldest. So connections that
-//     never authenticate cannot keep out one that will: it is accepted at
-//     once and is only ever dropped for newer ones when Options.MaxPending
-//     of them arrive while it is still sending its request. At most
-//     Options.MaxAdmitted connections are admitted at once; Admit refuses
-//     beyond that, and the handler says so.
+//     Options.MaxPending connections are pending. One accepted beyond that
+//     takes the place of the oldest pending one that has been pending for
+//     Options.Grace and is silent (has sent nothing since it was accepted
+//     or last answered; bytes waiting unread count as sent), else of the
+//     oldest pending for Options.Grace; until one has, it waits. So
+//     connections that never authenticate cannot keep out one that will:
+//     they are turned over at least MaxPending per Grace, and one that
+//     talks is dropped only after every silent one and only once it has
+//     been pending for Grace. At most Options.MaxAdmitted connections are
+//     admitted at once; Admit refuses beyond that, and the handler says so.
 //   - Without Options.KeepAlives, every connection is closed after one
 //     answer: nothing idles.
 //   - Close shuts the server down, waiting up to Options.ShutdownTimeout
@@ -58,11 +60,13 @@ const (
 	DefaultShutdownTimeout = 2 * time.Second
 )
 
-// ErrStarted is returned by Start when the Server has already been started.
-var ErrStarted = errors.New("server already started")
+// ErrStarted is returned by Start when the Server has already been
+// started, unless Options.Started says otherwise.
+var ErrStarted = errors.New("loopback: server already started")
 
-// ErrClosed is returned by Start after Close.
-var ErrClosed = errors.New("server closed")
+// ErrClosed is returned by Start after Close, unless Options.Closed says
+// otherwise.
+var ErrClosed = errors.New("loopback: server closed")
 
 // Options configures a Server. A nil *Options means all defaults.
 type Options struct {
@@ -102,6 +106,11 @@ type Options struct {
 	// accept queue, so connections that never talk are turned over at most
 	// MaxPending per Grace. Zero means DefaultGrace.
 	Grace time.Duration
+
+	// Started and Closed are what Start returns when the Server has
+	// already been started, and after Close: the owner's own sentinels. Nil
+	// means ErrStarted and ErrClosed.
+	Started, Closed error
 
 	// Listen, if not nil, makes the listener instead of listening on
 	// 127.0.0.1:Port: tests use it for an in-memory listener whose
@@ -158,23 +167,30 @@ func New(h http.Handler, opts *Options) *Server {
 	if o.Grace <= 0 {
 		o.Grace = DefaultGrace
 	}
+	if o.Started == nil {
+		o.Started = ErrStarted
+	}
+	if o.Closed == nil {
+		o.Closed = ErrClosed
+	}
 	s := &Server{opts: o, handler: h, logger: o.Logger}
 	s.conns.init(o.MaxPending, o.MaxAdmitted, o.Grace)
 	return s
 }
 
 // Start listens and serves in a goroutine the Server owns until Close. It
-// returns ErrStarted if the Server was already started, ErrClosed after
-// Close, and a wrapped error naming the address if it cannot listen (the
-// port is taken, say); the Server may then be started again.
+// returns Options.Started if the Server was already started,
+// Options.Closed after Close, and a wrapped error naming the address if it
+// cannot listen (the port is taken, say); the Server may then be started
+// again.
 func (s *Server) Start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
 	case s.closed:
-		return ErrClosed
+		return s.opts.Closed
 	case s.started:
-		return ErrStarted
+		return s.opts.Started
 	}
 	ln, err := s.listen()
 	if err != nil {

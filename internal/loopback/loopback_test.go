@@ -106,6 +106,13 @@ func TestServer_StartClose(t *testing.T) {
 	require.ErrorIs(t, s.Start(), ErrClosed)
 	require.Equal(t, port, s.Port(), "Port keeps the port after Close")
 	require.NoError(t, New(ok, nil).Close(), "Close without Start")
+
+	mine, closed := errors.New("mine: started"), errors.New("mine: closed")
+	own := New(ok, &Options{Started: mine, Closed: closed})
+	require.NoError(t, own.Start())
+	require.ErrorIs(t, own.Start(), mine)
+	require.NoError(t, own.Close())
+	require.ErrorIs(t, own.Start(), closed, "the owner's sentinels")
 }
 
 // Without KeepAlives every connection ends with its answer; with them, it

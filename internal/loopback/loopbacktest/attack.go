@@ -22,6 +22,9 @@ import (
 //     long as the server keeps it open, and reconnect when it closes it.
 //   - Idle sockets each connect, send nothing, and reconnect as soon as the
 //     server closes the connection.
+//   - Slow sockets each send a request's headers a byte at a time, one
+//     every Every (slowloris), and reconnect as soon as the server closes
+//     the connection.
 type Attack struct {
 	Addr    string
 	Refused int
@@ -31,6 +34,7 @@ type Attack struct {
 	// /retire with no token and Host Addr.
 	Request string
 	Idle    int
+	Slow    int
 }
 
 // Stats counts what an attack did.
@@ -65,6 +69,9 @@ func (a Attack) Start() *Running {
 	}
 	for range a.Idle {
 		r.wg.Go(func() { r.idle(ctx, a.Addr) })
+	}
+	for range a.Slow {
+		r.wg.Go(func() { r.slow(ctx, a) })
 	}
 	return r
 }
@@ -157,6 +164,27 @@ func (r *Running) idle(ctx context.Context, addr string) {
 			if _, err := c.Read(buf); err != nil {
 				break
 			}
+		}
+		r.hangUp(c)
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// slow sends a.Request's bytes one every a.Every until the server closes
+// the connection, then reconnects.
+func (r *Running) slow(ctx context.Context, a Attack) {
+	for {
+		c := r.dial(ctx, a.Addr)
+		if c == nil {
+			return
+		}
+		for i := 0; ctx.Err() == nil; i = (i + 1) % len(a.Request) {
+			if _, err := c.Write([]byte{a.Request[i]}); err != nil {
+				break
+			}
+			sleep(ctx, a.Every)
 		}
 		r.hangUp(c)
 		if ctx.Err() != nil {
