@@ -182,13 +182,13 @@ func TestOverlap(t *testing.T) {
 		{"src/auth", "src/authz", false},
 		{"src/a/y", "src/*/z", false},
 		{"docs/*.md", "docs/*.txt", false},
-		{".*", "*.", true},    // ".x.", never "." or ".."
-		{".*.", "*..", true},  // "..." at least
+		{".*", "*.", true},   // ".x.", never "." or ".."
+		{".*.", "*..", true}, // "..." at least
 		{"a/*/c", "a/b/*/c", true},
 		{"**/a/**", "b/**", true},
-		{"**/a", "**/b", true}, // a/b
-		{"*/a", "*/b", false},  // the second segment is a in one, b in the other
-		{"*/a", "**/b", true},  // x/a/b
+		{"**/a", "**/b", true},                 // a/b
+		{"*/a", "*/b", false},                  // the second segment is a in one, b in the other
+		{"*/a", "**/b", true},                  // x/a/b
 		{"src/a*/y.go", "src/*b/*/z.go", true}, // src/ab/y.go/z.go: a pattern covers what is below it
 		{"src/a*/y.go", "src/*b/z.go", false},
 	} {
