@@ -309,7 +309,6 @@ func TestRel_Refuses(t *testing.T) {
 	// guess: so would any other failure than "does not exist".
 	_, _, err := repo.Rel(locate(t, root), filepath.Join(root, strings.Repeat("x", 300), "y.go"))
 	require.Error(t, err)
-	_, _, err = repo.Rel(repo.Repo{Root: filepath.Join(tmp, "loop")}, filepath.Join(root, "x"))
 	require.NoError(t, os.Symlink("loop", filepath.Join(tmp, "loop")))
 	_, _, err = repo.Rel(repo.Repo{Root: filepath.Join(tmp, "loop")}, filepath.Join(root, "x"))
 	require.ErrorContains(t, err, "repository root")
