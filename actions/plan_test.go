@@ -196,8 +196,10 @@ func TestCheckPlan_ListsAtMostMaxPlanProblems(t *testing.T) {
 	require.Equal(t, 200, pe.Omitted)
 }
 
-func TestCheckPlan_Largest(t *testing.T) {
-	// 1,000 entries, each after the one before and the maximum of ids.
+// largestPlan is the largest plan there may be: MaxPlan entries s0000,
+// s0001, ..., each after the one before and as many existing ids as
+// MaxAfter allows, given backwards.
+func largestPlan() []actions.PlanEntry {
 	plan := make([]actions.PlanEntry, actions.MaxPlan)
 	for i := range plan {
 		e := entry(fmt.Sprintf("s%04d", i))
@@ -207,9 +209,13 @@ func TestCheckPlan_Largest(t *testing.T) {
 		for len(e.After) < actions.MaxAfter {
 			e.After = append(e.After, fmt.Sprintf("a-%d", len(e.After)+1))
 		}
-		plan[len(plan)-1-i] = e // given backwards
+		plan[len(plan)-1-i] = e
 	}
-	steps, err := actions.CheckPlan(poster, plan)
+	return plan
+}
+
+func TestCheckPlan_Largest(t *testing.T) {
+	steps, err := actions.CheckPlan(poster, largestPlan())
 	require.NoError(t, err)
 	require.Len(t, steps, actions.MaxPlan)
 	for i, s := range steps {
@@ -369,20 +375,9 @@ func ExampleCheckPlan() {
 	// - entry #3 (key "load-test"): priority 7 is outside 0..4 (0 most urgent, default 2): priority out of range
 }
 
-// BenchmarkCheckPlan checks the largest plan: 1,000 entries in a chain
-// given backwards, each also after 63 existing ids.
+// BenchmarkCheckPlan checks the largest plan (largestPlan).
 func BenchmarkCheckPlan(b *testing.B) {
-	plan := make([]actions.PlanEntry, actions.MaxPlan)
-	for i := range plan {
-		e := entry(fmt.Sprintf("s%04d", i))
-		if i > 0 {
-			e.After = append(e.After, fmt.Sprintf("s%04d", i-1))
-		}
-		for len(e.After) < actions.MaxAfter {
-			e.After = append(e.After, fmt.Sprintf("a-%d", len(e.After)+1))
-		}
-		plan[len(plan)-1-i] = e
-	}
+	plan := largestPlan()
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := actions.CheckPlan(poster, plan); err != nil {
