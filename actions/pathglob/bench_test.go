@@ -69,3 +69,24 @@ func BenchmarkMatch(b *testing.B) {
 		pathglob.Match(ps[k/len(paths)], paths[k%len(paths)])
 	}
 }
+
+// BenchmarkMatch_10000 is the guard's worst case without the prefix
+// index: one path against 10,000 live reservations' patterns, one by one.
+func BenchmarkMatch_10000(b *testing.B) {
+	ps := make([]pathglob.Pattern, 10000)
+	for i := range ps {
+		ps[i] = pathglob.MustParse(fmt.Sprintf("pkg%d/%s", i%500, typical[(i/500)%len(typical)]))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		n := 0
+		for _, p := range ps {
+			if pathglob.Match(p, "pkg7/src/auth/login.go") {
+				n++
+			}
+		}
+		if n == 0 {
+			b.Fatal("pkg7/src/auth/** should match")
+		}
+	}
+}
