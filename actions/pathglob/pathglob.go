@@ -125,7 +125,7 @@ func Parse(s string) (Pattern, error) {
 		case c == '\\':
 			return bad("has a backslash at byte %d; separate segments with '/' (backslash is not an escape here)", i)
 		case c < 0x20 || c == 0x7f:
-			return bad("has control character %#02x at byte %d; name the path without it", c, i)
+			return bad("has control character %#04x at byte %d; name the path without it", c, i)
 		}
 	}
 	t := strings.TrimPrefix(s, "./")
