@@ -11,6 +11,7 @@ import (
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/internal/logkey"
 	"github.com/tractat-us/bee/internal/termtext"
 )
 
@@ -194,7 +195,7 @@ func (s *Server) view(ctx context.Context, sess *session, show string) *pageView
 		}
 	}
 	if err != nil {
-		s.logger.Warn("board page cannot read the board", "err", err)
+		s.logger.Warn("board page cannot read the board", logkey.Err, err)
 		v.Err = termtext.Line("The board could not be read: " + err.Error() + ". The page tries again at the next change; reload to try now.")
 	}
 	return v
