@@ -3,7 +3,7 @@ package bridge
 import (
 	"encoding/json"
 	"os"
-		"testing"
+	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
