@@ -419,7 +419,6 @@ func (s *session) bridgeExited(d time.Duration) bridgeExit {
 	return e
 }
 
-
 // TestBridge_CleanEndsWithAWaitInFlight ends a bridge that holds a claim
 // and is waiting for more, each way it can end, and checks that it exits 0
 // (not killed by a later signal), removes its run file and gives its claim
