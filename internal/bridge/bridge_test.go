@@ -615,3 +615,40 @@ func TestWait_BoundCountsTheBoardOpening(t *testing.T) {
 		require.Contains(t, said(t, res), "still opening")
 	})
 }
+
+// The model reads structured content only: an empty wait says what to do
+// next, and every kind of refusal says what was wrong and what to do, in
+// fields the output schema describes (checkAnswer, which every call here
+// goes through, holds each answer to that).
+func TestGuidance_EmptyWaitAndEveryRefusal(t *testing.T) {
+	t.Parallel()
+	b := openBoard(t)
+	s, cs := connect(t, b, nil, nil)
+	empty := structured[waitOut](t, call(t, cs, ToolWait, map[string]any{"timeoutSeconds": 1}))
+	require.Contains(t, empty.Next, "end your turn")
+	require.Contains(t, empty.Next, "bee wakes this session")
+
+	theirs, err := b.Post(t.Context(), "user:alice", actions.Draft{Title: "open, not yours"})
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		tool, args string
+		next       string // what the refusal tells the model to do
+	}{
+		{ToolWait, `{"timeoutSeconds":"30"}`, "again with argument timeoutSeconds"},
+		{ToolWait, `{"cursor":"not-a-cursor"}`, "without a cursor"},
+		{ToolList, `{"since":5}`, "argument since"},
+		{ToolWhoami, `{"x":1}`, "argument x"},
+		{ToolPost, `{"body":"b"}`, "argument title"},
+		{ToolPost, `{"title":"t","body":"b","to":"agent:nobody#00000000"}`, "live identities"},
+		{ToolFinish, `{"id":"a-999"}`, "Check the id"},
+		{ToolRelease, `{"id":"` + theirs.ID + `"}`, "Only the identity that holds"},
+		{ToolFail, `{"id":"` + theirs.ID + `","reason":" "}`, "argument reason"},
+		{ToolCancel, `{"id":"a-999"}`, "Check the id"},
+		{ToolAwait, `{"ids":[]}`, "argument ids"},
+	} {
+		res := call(t, cs, tc.tool, json.RawMessage(tc.args))
+		require.Contains(t, said(t, res), tc.next, "%s %s", tc.tool, tc.args)
+	}
+	require.NoError(t, s.Depart(t.Context()))
+	require.Contains(t, said(t, call(t, cs, ToolWait, map[string]any{"timeoutSeconds": 1})), "a new bridge")
+}

@@ -24,8 +24,16 @@
 // the connection open: the answer is written into a pipe nobody reads, and
 // nothing in MCP acknowledges a response. Waits on one connection run side
 // by side, each with an action of its own (the subagents of a session
-// share the connection); held.go says how a claim nobody acts on finds its
-// way back to the session or the board.
+// share the connection), so no wait may end another; instead:
+//   - a wait reports progress every 2 s, so only an absurd client idle
+//     timeout can abandon it;
+//   - no action stays held silently by a session that will not act on it:
+//     a claim a wait handed over that nothing has finished, failed or
+//     released RemindAfter (30 s) after a turn of the session ended (a
+//     waiter registered) is handed over again, once: the waiter wakes the
+//     session about it, its next bee_wait_action returns it at once, and
+//     if none does within HandoverWithin (2 min) it goes back to the
+//     board. held.go has the rule in full.
 //
 // A Session has one lifetime: every background write it makes (the armed
 // state for people, give-backs, a handover's or a reminder's release) runs

@@ -226,78 +226,95 @@ func (s *Session) serveWaiter(ctx context.Context, w *waiter, log *slog.Logger) 
 			return WakeAnswer{Reason: ReasonShuttingDown}
 		}
 		s.publishArmed(who, true)
+		if ans, ok := s.look(ctx, idCtx, w, who, log); ok {
+			return ans
+		}
+	}
+}
 
-		s.wk.mu.Lock()
-		if s.wk.current > 0 {
-			// A bee_wait_action of a running turn is in flight: it gets
-			// the action.
-			quiet := s.wk.quiet
-			s.wk.mu.Unlock()
-			select {
-			case <-quiet:
-			case <-ctx.Done():
-			case <-idCtx.Done():
-			}
-			continue
-		}
-		if n, reminder, ok := s.wk.takeUndelivered(who); ok {
-			s.wk.mu.Unlock()
-			return s.wake(log, who, n, reminder)
-		}
-		nctx, stopNotice := context.WithCancel(ctx)
-		w.stopNotice = stopNotice
-		skip := s.wk.skipFor(who)
+// look is one pass of a waiter as who (whose retire ends idCtx): it waits
+// out a wait of the running turn, tells news kept for it, or asks the
+// board for news. ok is true when it has the waiter's answer.
+func (s *Session) look(ctx, idCtx context.Context, w *waiter, who identity.ID, log *slog.Logger) (ans WakeAnswer, ok bool) {
+	s.wk.mu.Lock()
+	if s.wk.current > 0 {
+		// A bee_wait_action of a running turn is in flight: it gets the
+		// action.
+		quiet := s.wk.quiet
 		s.wk.mu.Unlock()
-
-		stopOnRetire := context.AfterFunc(idCtx, stopNotice)
-		n, ok, err := s.source.Notice(nctx, who, skip, noticeChunk)
-		stopOnRetire()
-		stopped := nctx.Err() != nil
-		stopNotice()
-
-		s.wk.mu.Lock()
-		w.stopNotice = nil
-		switch {
-		case err == nil && ok:
-			h := s.wk.keep(who, n, s.handoverWithin, s.expireHandover)
-			if ctx.Err() != nil || idCtx.Err() != nil || s.wk.current > 0 {
-				// Nobody to tell now: the news waits for the next waiter
-				// (or, for work, a bee_wait_action takes it).
-				if cur := s.wk.cur; cur != nil && cur != w && cur.stopNotice != nil {
-					cur.stopNotice() // a newer waiter is armed: let it look
-				}
-				s.wk.mu.Unlock()
-				log.Debug("news kept for later", logkey.ActionID, n.Record.ID, logkey.Kind, n.Kind)
-				continue
-			}
-			s.wk.announce(who, n, h)
-			s.wk.mu.Unlock()
-			return s.wake(log, who, n, false)
-		case err == nil:
-			s.wk.mu.Unlock()
-			continue
-		}
-		s.wk.mu.Unlock()
-		switch {
-		case stopped:
-			// A wait began, the identity was retired, news was kept for
-			// this waiter, or the waiter went: look again.
-			continue
-		case errors.Is(err, actions.ErrDeparted):
-			_, rerr := s.replaceDeparted(ctx, who)
-			if rerr == nil || errors.Is(rerr, errBridgeDeparted) {
-				continue
-			}
-			log.Warn("cannot carry on under a new identity", logkey.Err, rerr)
-		default:
-			log.Warn("looking for news failed; trying again", logkey.Identity, who, logkey.Err, err)
-		}
-		t := time.NewTimer(noticeRetry)
 		select {
-		case <-t.C:
+		case <-quiet:
 		case <-ctx.Done():
+		case <-idCtx.Done():
 		}
-		t.Stop()
+		return WakeAnswer{}, false
+	}
+	if n, reminder, ok := s.wk.takeUndelivered(who); ok {
+		s.wk.mu.Unlock()
+		return s.wake(log, who, n, reminder), true
+	}
+	nctx, stopNotice := context.WithCancel(ctx)
+	w.stopNotice = stopNotice
+	skip := s.wk.skipFor(who)
+	s.wk.mu.Unlock()
+
+	stopOnRetire := context.AfterFunc(idCtx, stopNotice)
+	n, found, err := s.source.Notice(nctx, who, skip, noticeChunk)
+	stopOnRetire()
+	// Stopped: a wait began, the identity was retired, news was kept for
+	// this waiter, or the waiter went. Look again.
+	stopped := nctx.Err() != nil
+	stopNotice()
+
+	s.wk.mu.Lock()
+	w.stopNotice = nil
+	if err == nil && found {
+		return s.noticed(ctx, idCtx, w, who, n, log)
+	}
+	s.wk.mu.Unlock()
+	if err != nil && !stopped {
+		s.noticeFailed(ctx, who, err, log)
+	}
+	return WakeAnswer{}, false
+}
+
+// noticed wakes the session for news Notice found, or keeps it for later
+// when nobody is there to tell: the waiter went, the identity was retired,
+// or a wait of the running turn began (for work, it takes it). mu is
+// held, and released.
+func (s *Session) noticed(ctx, idCtx context.Context, w *waiter, who identity.ID, n actions.Notice, log *slog.Logger) (WakeAnswer, bool) {
+	h := s.wk.keep(who, n, s.handoverWithin, s.expireHandover)
+	if ctx.Err() != nil || idCtx.Err() != nil || s.wk.current > 0 {
+		if cur := s.wk.cur; cur != nil && cur != w && cur.stopNotice != nil {
+			cur.stopNotice() // a newer waiter is armed: let it look
+		}
+		s.wk.mu.Unlock()
+		log.Debug("news kept for later", logkey.ActionID, n.Record.ID, logkey.Kind, n.Kind)
+		return WakeAnswer{}, false
+	}
+	s.wk.announce(who, n, h)
+	s.wk.mu.Unlock()
+	return s.wake(log, who, n, false), true
+}
+
+// noticeFailed carries on after a Notice that failed: under a new identity
+// when the source says who has departed, else after a pause, so that a
+// board in trouble is not hammered.
+func (s *Session) noticeFailed(ctx context.Context, who identity.ID, err error, log *slog.Logger) {
+	if errors.Is(err, actions.ErrDeparted) {
+		_, rerr := s.replaceDeparted(ctx, who)
+		if rerr == nil || errors.Is(rerr, errBridgeDeparted) {
+			return
+		}
+		log.Warn("cannot carry on under a new identity", logkey.Err, rerr)
+	} else {
+		log.Warn("looking for news failed; trying again", logkey.Identity, who, logkey.Err, err)
+	}
+	t := time.NewTimer(noticeRetry)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }
 
