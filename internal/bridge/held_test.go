@@ -90,6 +90,14 @@ func (b *heldBoard) recordLocked() actions.Record {
 	return actions.Record{ID: "a-1", Title: "Fix the flaky test", From: "user:alice", State: b.state, Holder: string(b.holder), PostedAt: time.Now()}
 }
 
+// heldSession serves a session on a heldBoard, with a client connected.
+func heldSession(t *testing.T) (*heldBoard, *Session, *mcp.ClientSession) {
+	t.Helper()
+	b := newHeldBoard()
+	s := newWakeSession(t, b, time.Minute)
+	return b, s, connectPending(t, Ready(s), nil, nil)
+}
+
 // abandonedWait starts a wait whose client gives up on it without a
 // cancel: its answer is read by nobody.
 func abandonedWait(cs *mcp.ClientSession) {
@@ -104,9 +112,7 @@ func abandonedWait(cs *mcp.ClientSession) {
 func TestRemind_AbandonedWaitWakesTheSession(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		b := newHeldBoard()
-		s := newWakeSession(t, b, time.Minute)
-		cs := connectPending(t, Ready(s), nil, nil)
+		b, s, cs := heldSession(t)
 		abandonedWait(cs)
 		synctest.Wait()
 		a := arm(t, s, WaitRequest{HookEventName: "Stop"}) // the turn ended
@@ -145,9 +151,7 @@ func TestRemind_GoesBackToTheBoard(t *testing.T) {
 	}{{"woken", true}, {"no waiter", false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				b := newHeldBoard()
-				s := newWakeSession(t, b, time.Minute)
-				cs := connectPending(t, Ready(s), nil, nil)
+				b, s, cs := heldSession(t)
 				abandonedWait(cs)
 				synctest.Wait()
 				a := arm(t, s, WaitRequest{HookEventName: "Stop"})
@@ -180,9 +184,7 @@ func TestRemind_GoesBackToTheBoard(t *testing.T) {
 func TestRemind_NotForAClaimFollowedUp(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		b := newHeldBoard()
-		s := newWakeSession(t, b, time.Minute)
-		cs := connectPending(t, Ready(s), nil, nil)
+		b, s, cs := heldSession(t)
 		close(b.post)
 		page := structured[waitOut](t, call(t, cs, ToolWait, map[string]any{"timeoutSeconds": 30}))
 		require.Len(t, page.Records, 1)
@@ -202,9 +204,7 @@ func TestRemind_NotForAClaimFollowedUp(t *testing.T) {
 func TestRemind_Once(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		b := newHeldBoard()
-		s := newWakeSession(t, b, time.Minute)
-		cs := connectPending(t, Ready(s), nil, nil)
+		b, s, cs := heldSession(t)
 		close(b.post)
 		structured[waitOut](t, call(t, cs, ToolWait, map[string]any{"timeoutSeconds": 30}))
 		a := arm(t, s, WaitRequest{HookEventName: "Stop"}) // ended without acting on it
