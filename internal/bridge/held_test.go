@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -127,7 +128,7 @@ func TestRemind_AbandonedWaitWakesTheSession(t *testing.T) {
 		time.Sleep(time.Nanosecond)
 		resp := a.next()
 		require.True(t, resp.Wake)
-		require.Equal(t, ReminderLine(s.Identity(), b.record()), resp.Line)
+		require.Equal(t, ReminderLine(b.record()), resp.Line)
 		require.Contains(t, resp.Line, "a-1")
 		require.Contains(t, resp.Line, "call "+ToolWait)
 
@@ -251,4 +252,17 @@ func TestWaitForWork_NotSilencedByAWaitBegunBefore(t *testing.T) {
 		require.Contains(t, resp.Line, "a-2")
 		require.Zero(t, time.Since(posted), "woken at once, not when the older wait ends")
 	})
+}
+
+// A reminder is one line within MaxWakeLine, and however long the title
+// and the poster, it ends with what to do.
+func TestReminderLine(t *testing.T) {
+	t.Parallel()
+	r := actions.Record{ID: "a-1234567", Title: "Fix the\nflaky test", From: "user:alice"}
+	require.Equal(t, `bee: action a-1234567 "Fix the flaky test" from user:alice is still yours, unfinished, since your turn ended; call bee_wait_action to get it back, then do it or release it.`,
+		ReminderLine(r))
+	r.Title, r.From = strings.Repeat("x", 500), "user:"+strings.Repeat("p", 64)
+	line := ReminderLine(r)
+	require.LessOrEqual(t, len(line), MaxWakeLine)
+	require.True(t, strings.HasSuffix(line, "call bee_wait_action to get it back, then do it or release it."), line)
 }

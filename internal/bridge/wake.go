@@ -343,7 +343,7 @@ func (s *Session) waiterEnded(ctx context.Context, log *slog.Logger) WakeAnswer 
 func (s *Session) wake(log *slog.Logger, who identity.ID, n actions.Notice, reminder bool) WakeAnswer {
 	if reminder {
 		log.Info("waking the session", logkey.Identity, who, logkey.ActionID, n.Record.ID, logkey.Kind, kindReminder)
-		return WakeAnswer{Wake: true, Line: ReminderLine(who, n.Record)}
+		return WakeAnswer{Wake: true, Line: ReminderLine(n.Record)}
 	}
 	log.Info("waking the session", logkey.Identity, who, logkey.ActionID, n.Record.ID, logkey.Kind, n.Kind)
 	return WakeAnswer{Wake: true, Line: WakeLine(who, n)}
@@ -677,12 +677,13 @@ func (s *Session) replaceDeparted(ctx context.Context, who identity.ID) (identit
 }
 
 // ReminderLine is the one line that wakes a session about a claim a wait
-// handed over that it has not acted on since its turn ended (held.go),
-// bounded as WakeLine is.
-func ReminderLine(who identity.ID, r actions.Record) string {
-	title := `"` + textcut.Within(oneLine(r.Title), 100) + `"`
-	line := fmt.Sprintf("bee: you (%s) hold action %s %s from %s, but nothing has finished, failed or released it since your turn ended; call %s to get it back (it returns at once), then do it or release it.",
-		who, r.ID, title, r.From, ToolWait)
+// handed over that it has not acted on since its turn ended (held.go). It
+// is bounded as WakeLine is, and a long title does not push out what to
+// do.
+func ReminderLine(r actions.Record) string {
+	title := `"` + textcut.Within(oneLine(r.Title), 60) + `"`
+	line := fmt.Sprintf("bee: action %s %s from %s is still yours, unfinished, since your turn ended; call %s to get it back, then do it or release it.",
+		r.ID, title, textcut.Within(oneLine(r.From), 70), ToolWait)
 	return textcut.Within(oneLine(line), MaxWakeLine)
 }
 
