@@ -45,6 +45,7 @@ func TestList_Bounded(t *testing.T) {
 			raw, err := json.Marshal(res.StructuredContent)
 			require.NoError(t, err)
 			require.LessOrEqual(t, len(raw), maxListAnswer)
+			t.Logf("%s: answer %d bytes", tc.name, len(raw))
 			out := structured[listOut](t, res)
 			require.Len(t, out.Records, len(tc.page.Records), "no record is dropped: the cursor is after the last")
 			require.Equal(t, tc.page.Cursor, out.Cursor)

@@ -74,7 +74,7 @@ func instructions() string {
 To take work, call %[1]s: it claims the next action meant for you (waiting up to %[2]d s) and returns it. Do the action, then call %[3]s with its id and a short result. If someone else could do it, call %[4]s; if it cannot be done as asked, call %[5]s with the reason.
 When %[1]s returns no records, there is no work: end your turn. Do not call it again in a loop. bee wakes this session with a message when an action arrives for you (then call %[1]s to take it) or when an action you posted ends.
 To hand work to another agent, call %[6]s; %[7]s waits until it ends (done, failed or cancelled), or end your turn and bee wakes you when it does; %[8]s calls it off. %[9]s tells you your identity on the board.
-Every answer's next field says what to do now; when bee refuses a call, its error field says why.`,
+An answer's next field says what to do now; when bee refuses a call, its error field says why.`,
 		ToolWait, def, ToolFinish, ToolRelease, ToolFail, ToolPost, ToolAwait, ToolCancel, ToolWhoami)
 }
 
