@@ -40,7 +40,10 @@ import (
 // with no waiter to wake it and no wait to take it, it is on the board
 // again within RemindAfter + HandoverWithin. A waiter that registers also
 // stops waits begun before it from silencing it (see wake.go), so an
-// abandoned wait cannot keep the session deaf.
+// abandoned wait cannot keep the session deaf. A session without bee's
+// waiter hooks never tells the bridge that a turn ended: there a claim
+// nobody acts on stays with the identity until /clear or the bridge's end,
+// as it always has (and progress every 2 s makes abandoning one unlikely).
 //
 // The price: a background subagent that works on an action for longer than
 // RemindAfter after its session's turn ended, without a bee tool call
