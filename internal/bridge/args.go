@@ -16,8 +16,9 @@ import (
 // A tool's arguments are decoded once, into the tool's input struct, before
 // its handler runs. Each exported field is one argument, named by its json
 // tag; a field without omitempty or omitzero is required; JSON null counts
-// as absent for every optional argument. A field is a string or one of the
-// argument types below (an argValue), each of which checks its own JSON.
+// as absent for every optional argument. A field is a string, an integer
+// (a JSON integer literal), a bool or a []string, or one of the argument
+// types below (an argValue), which check their own JSON and bounds.
 // A refused argument comes back as an *argError whose text names it and
 // says what it must be: the go-sdk's schema validation would name the
 // field too, but not in words a model acts on (that "30" is not a number,
@@ -115,8 +116,8 @@ func argFields(t reflect.Type) []argField {
 		if !f.IsExported() || name == "-" || name == "" {
 			panic(fmt.Sprintf("bridge: input %s field %s has no json name", t, f.Name))
 		}
-		if _, ok := reflect.New(f.Type).Interface().(argValue); !ok && f.Type.Kind() != reflect.String {
-			panic(fmt.Sprintf("bridge: input %s field %s is neither a string nor an argValue", t, f.Name))
+		if _, ok := reflect.New(f.Type).Interface().(argValue); !ok && plainWant(f.Type) == "" {
+			panic(fmt.Sprintf("bridge: input %s field %s is of a type no argument decodes into", t, f.Name))
 		}
 		optional := slices.Contains(strings.Split(opts, ","), "omitempty") || slices.Contains(strings.Split(opts, ","), "omitzero")
 		fs = append(fs, argField{name: name, index: i, required: !optional})
@@ -145,12 +146,12 @@ func decodeArgs[In any](fields []argField, raw json.RawMessage, b WaitBounds) (I
 		val := bytes.TrimSpace(obj[f.name])
 		fv := v.Field(f.index)
 		av, custom := fv.Addr().Interface().(argValue)
+		want := plainWant(fv.Type())
+		if custom {
+			want = av.want()
+		}
 		if len(val) == 0 || isNull(val) {
 			if f.required {
-				want := "a string"
-				if custom {
-					want = av.want()
-				}
 				return in, &argError{name: f.name, msg: "is required (" + want + ")"}
 			}
 			continue
@@ -161,17 +162,45 @@ func decodeArgs[In any](fields []argField, raw json.RawMessage, b WaitBounds) (I
 			}
 			continue
 		}
-		var s string
-		if err := json.Unmarshal(val, &s); err != nil {
-			want := "a string or null"
-			if f.required {
-				want = "a string"
+		if !decodePlain(fv, val) {
+			if !f.required {
+				want += " or null"
 			}
 			return in, &argError{name: f.name, msg: fmt.Sprintf("must be %s; got %s", want, describe(val))}
 		}
-		fv.SetString(s)
 	}
 	return in, nil
+}
+
+// plainWant says what an argument of type t must be, "" for a type no
+// plain argument has.
+func plainWant(t reflect.Type) string {
+	switch {
+	case t.Kind() == reflect.String:
+		return "a string"
+	case t.Kind() == reflect.Int || t.Kind() == reflect.Int64:
+		return "a JSON integer"
+	case t.Kind() == reflect.Bool:
+		return "true or false"
+	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.String:
+		return "an array of strings"
+	}
+	return ""
+}
+
+// decodePlain sets fv from val, a plain argument's JSON (never null), and
+// reports whether val was of the right kind. An integer must be written as
+// one: "30", 30.5 and 1e1 are refused.
+func decodePlain(fv reflect.Value, val json.RawMessage) bool {
+	if k := fv.Kind(); k == reflect.Int || k == reflect.Int64 {
+		n, err := strconv.ParseInt(string(val), 10, 64)
+		if err != nil {
+			return false
+		}
+		fv.SetInt(n)
+		return true
+	}
+	return json.Unmarshal(val, fv.Addr().Interface()) == nil
 }
 
 // refuseUnknown refuses the first (in sorted order) of obj's names that is
