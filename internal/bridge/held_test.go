@@ -168,7 +168,7 @@ func TestRemind_GoesBackToTheBoard(t *testing.T) {
 					time.Sleep(DefaultRemindAfter)
 					require.True(t, a.next().Wake)
 				}
-				time.Sleep(claimed.Add(DefaultRemindAfter+time.Minute).Sub(time.Now()) - time.Nanosecond)
+				time.Sleep(time.Until(claimed.Add(DefaultRemindAfter+time.Minute)) - time.Nanosecond)
 				synctest.Wait()
 				require.Empty(t, b.Released(), "held until the handover bound")
 				time.Sleep(time.Nanosecond)
