@@ -52,4 +52,6 @@ const (
 	IsError       = "is_error"       // whether a tool call's answer was a refusal
 	Attempt       = "attempt"        // which try of something retried this is
 	Pause         = "pause"          // how long until the next try
+	Op            = "op"             // what was being done when something failed
+	Template      = "template"       // an html/template's name
 )
