@@ -490,7 +490,10 @@ func TestBridge_SecondSignalDoesNotCutCleanupShort(t *testing.T) {
 	require.Equal(t, 0, exit.Code)
 	_, err = os.Stat(s.runFile())
 	require.True(t, os.IsNotExist(err), "the run file goes first, whatever the board does")
-	require.Less(t, exit.At.Sub(sent), 400*time.Millisecond, "each cleanup step is bounded")
+	// Its steps are bounded to 350 ms in all, which lifecycle's
+	// TestRun_CleanupBoundedOnAStuckBoard holds to Claude Code's 500 ms;
+	// here the bound has slack for a process's exit on a busy machine.
+	require.Less(t, exit.At.Sub(sent), time.Second, "each cleanup step is bounded")
 }
 
 func TestBridge_EndsWhenRunFileTakenOver(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/board"
@@ -269,4 +270,22 @@ func TestRun_CancelledListReleasesNothing(t *testing.T) {
 	require.Equal(t, actions.Claimed, b.state(rec.ID))
 	b.sigs <- syscall.SIGTERM
 	b.ended()
+}
+
+// However stuck the board (another process holds its write lock), the
+// cleanup that follows a signal ends within Claude Code's grace: SIGKILL
+// comes 500 ms after SIGINT. Each step is bounded (departBound, stepBound,
+// closeBound: 350 ms in all).
+func TestRun_CleanupBoundedOnAStuckBoard(t *testing.T) {
+	b := startBridge(t)
+	b.claimOne()
+	lock, err := os.OpenFile(b.board+"-lock", os.O_RDWR, 0)
+	require.NoError(t, err)
+	defer lock.Close()
+	require.NoError(t, unix.Flock(int(lock.Fd()), unix.LOCK_EX))
+	defer unix.Flock(int(lock.Fd()), unix.LOCK_UN)
+	start := time.Now()
+	b.sigs <- syscall.SIGINT
+	b.ended()
+	require.Less(t, time.Since(start), 500*time.Millisecond)
 }
