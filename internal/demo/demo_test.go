@@ -154,8 +154,9 @@ func TestDemo_OwnBoardByDefault(t *testing.T) {
 		"bee_finish_action, bee_list_actions, bee_post_action,",
 		"bee_wait_action {\"timeoutSeconds\":10}",
 		"-> claimed a-1, the action the person posted.",
-		"   | Claimed action a-1: Say hello\n",
-		"-> Action a-1 is done.",
+		"\"title\": \"Say hello\"",
+		"   |   \"next\": \"You hold action a-1 now:",
+		"\"state\": \"done\"",
 		"Hello from the demo agent!",
 	} {
 		require.Contains(t, stdout, want)
@@ -214,7 +215,7 @@ func TestDemo_BuildsWhatItRuns(t *testing.T) {
 	require.Contains(t, stdout, "about 1.5 minutes on 2 idle\n   cores, 10 or more on a busy machine; a line every 15 s says what it is doing.")
 	require.Regexp(t, `\n   built in \d+ s\n`, stdout)
 	require.Contains(t, stdout, "note: "+gobin+" is not on your PATH")
-	require.Contains(t, stdout, "-> Action a-1 is done.")
+	require.Contains(t, stdout, "\"state\": \"done\"")
 	for _, name := range []string{"bee", "bee-mcp", "bee-hook"} {
 		require.FileExists(t, filepath.Join(gobin, name))
 	}
