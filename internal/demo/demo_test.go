@@ -269,7 +269,7 @@ func TestDemo_BuildSaysWhatItDoes(t *testing.T) {
 	require.Contains(t, said, "downloading modernc.org/sqlite v1.40.0")
 	require.Contains(t, said, "compiling modernc.org/sqlite/lib")
 	require.Regexp(t, `\n   built in \d+ s\n`, stdout)
-	require.Contains(t, stdout, "-> Action a-1 is done.")
+	require.Contains(t, stdout, "\"state\": \"done\"")
 }
 
 // A failed build shows go's error, not the packages it compiled, and says
