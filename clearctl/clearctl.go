@@ -1,15 +1,18 @@
 // Package clearctl is the loopback control channel between bee-hook and a
-// bridge. The bridge serves two routes: POST /retire, which the hook calls
+// bridge. The bridge serves three routes: POST /retire, which the hook calls
 // when the user types /clear so the bridge retires its identity and carries
-// on under a new one, and POST /wait-for-work, the long-poll of the
+// on under a new one; POST /wait-for-work, the long-poll of the
 // wake-on-work waiter, which the bridge answers when there is news for the
-// idle session.
+// idle session; and POST /check-paths, which the edit and commit guards ask
+// before files are written, so the bridge can say whether another live
+// identity holds them.
 //
 // The Server promises:
 //
 //   - It listens on 127.0.0.1 only, on an ephemeral port, and serves POST
-//     /retire and, when it has a [Waker], POST /wait-for-work. Other paths get
-//     404 and other methods 405; it never redirects.
+//     /retire, POST /wait-for-work when it has a [Waker], and POST
+//     /check-paths when it has a [PathChecker]. Other paths get 404 and
+//     other methods 405; it never redirects.
 //   - A request carrying an Origin header, or a Host other than
 //     127.0.0.1:<port> or localhost:<port>, is refused with 403 before
 //     anything else is looked at (browsers, DNS rebinding).
@@ -45,8 +48,15 @@
 //   - A waiter is answered 200 with a [WaitResponse]: whatever the Waker
 //     returns, or {"wake":false,"reason":"shutting down"} at once when Close
 //     has begun, whatever the Waker meant.
+//   - A /check-paths request is answered within [Options.CheckWithin]
+//     (default [DefaultCheckWithin]): 200 with the PathChecker's
+//     [CheckPathsAnswer], 500 when it failed (or panicked, or answered
+//     against [CheckPathsAnswer.Validate]), 503 when it has not decided in
+//     time or Close has begun. A body that fails
+//     [CheckPathsRequest.Validate] gets 400 and asks nothing.
 //
-// The client side, [Retire] and [WaitForWork], is what bee-hook calls. It
+// The client side, [Retire], [WaitForWork] and [CheckPaths], is what
+// bee-hook calls. It
 // sends the token in the Authorization header only, never in the URL, and
 // never puts it in an error.
 package clearctl
@@ -105,7 +115,7 @@ const (
 	// 500) arrives before the client gives up.
 	DefaultClientTimeout = 8 * time.Second
 
-	// MaxBodyBytes caps the body of POST /retire; a longer one gets 413.
+	// MaxBodyBytes caps the body of every request; a longer one gets 413.
 	MaxBodyBytes = 64 << 10
 )
 
@@ -118,19 +128,20 @@ var ErrStarted = errors.New("clearctl: server already started")
 var ErrClosed = errors.New("clearctl: server closed")
 
 // ErrNotListening is returned (wrapped, together with the dial error) by
-// Retire when nothing accepts connections on the port: the bridge has ended,
+// Retire, WaitForWork and CheckPaths when nothing accepts connections on the port: the bridge has ended,
 // or the run file is stale.
 var ErrNotListening = errors.New("retire: bridge not listening")
 
-// ErrNotABridge is returned (wrapped) by Retire and WaitForWork when an
-// answer of 200 does not have the shape a bee bridge gives it: a retire's
-// must name two different identities, a waiter's must say whether to wake.
+// ErrNotABridge is returned (wrapped) by Retire, WaitForWork and CheckPaths
+// when an answer of 200 does not have the shape a bee bridge gives it: a
+// retire's must name two different identities, a waiter's must say whether
+// to wake, a guard's must pass CheckPathsAnswer.Validate.
 // Whatever listens on the port is not a bee bridge (a stale run file whose
 // port another server has since taken), and nothing has been retired.
 var ErrNotABridge = errors.New("the answer is not a bee bridge's")
 
-// A StatusError is returned by Retire and WaitForWork when the bridge
-// answers anything but 200. Code 202 means the retire is still running and
+// A StatusError is returned by Retire, WaitForWork and CheckPaths when the
+// bridge answers anything but 200. Code 202 means the retire is still running and
 // will complete on its own; 500 means it failed; 503 means the bridge is
 // closing; 401 means the token was wrong; 404 from WaitForWork means a bridge
 // that does not serve /wait-for-work.
@@ -138,7 +149,7 @@ type StatusError struct {
 	Code int    // the HTTP status
 	Body string // the answer's body on one line, cut to 512 bytes; empty for 401 and 403
 	// Op is the call that got the answer: "" for a retire, "wait for work"
-	// for a waiter.
+	// for a waiter, "check paths" for a guard.
 	Op string
 }
 

@@ -1,14 +1,25 @@
 // Package hooks owns bee's Claude Code hooks: the configuration that
 // installs them (hooks.json, the plugin convention, see [ConfigJSON] and
-// [ConfigFor]) and the logic of bee-hook, which is two hooks in one binary:
+// [ConfigFor]) and the logic of bee-hook, which is four hooks in one
+// binary:
 //
 //   - the SessionStart hook that tells a session's bridge to retire its
 //     identity when the user types /clear ([Run]);
 //   - the wake-on-work waiter, an asyncRewake hook on Stop and SessionStart
 //     that long-polls the bridge and wakes the idle session when there is
-//     work for it ([Wait]).
+//     work for it ([Wait]);
+//   - the edit guard, a PreToolUse hook on the file tools that denies an
+//     edit of a file another live identity has reserved ([Guard]);
+//   - git's pre-commit hook, which refuses a commit that changes a path
+//     another live identity holds exclusively ([PreCommit]).
 //
-// Both promise what a hook must: they never write stdout (Claude Code adds a
+// The guards decide only on the bridge's (or bee's) word, and let the work
+// through, saying so, whenever it cannot be had: they never block a
+// person's work because bee is down, slow or confused. The guard returns
+// its denial for the caller to print on stdout (the one thing a PreToolUse
+// hook says there); it writes nothing itself.
+//
+// Run and Wait promise what a hook must: they never write stdout (Claude Code adds a
 // SessionStart hook's stdout to the conversation), they always return
 // normally, even if something they call panics, and what they return for
 // stderr is at most one line that never holds the run file's token. Both
@@ -33,7 +44,6 @@ import (
 	"os"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/tractat-us/bee/ancestry"
 	"github.com/tractat-us/bee/clearctl"
@@ -67,10 +77,11 @@ const (
 
 // ConfigFor returns the hook configuration that runs bee-hook as command
 // (shell words for /bin/sh -c, quoted as needed): the /clear hook on
-// SessionStart with matcher "clear", and the wake-on-work waiter
+// SessionStart with matcher "clear"; the wake-on-work waiter
 // (command --wait-for-work, asyncRewake, timeout HookTimeout) on Stop and
 // on SessionStart with no matcher, so that a fresh session nobody has typed
-// into can be woken too.
+// into can be woken too; and the edit guard (command --guard, timeout
+// GuardHookTimeout) on PreToolUse with matcher GuardMatcher.
 func ConfigFor(command string) string {
 	type hook struct {
 		Type          string `json:"type"`
@@ -96,10 +107,16 @@ func ConfigFor(command string) string {
 		Hooks struct {
 			SessionStart []matcher `json:"SessionStart"`
 			Stop         []matcher `json:"Stop"`
+			PreToolUse   []matcher `json:"PreToolUse"`
 		} `json:"hooks"`
 	}{}
 	cfg.Hooks.SessionStart = []matcher{{Matcher: "clear", Hooks: []hook{{Type: "command", Command: command}}}, waiter}
 	cfg.Hooks.Stop = []matcher{waiter}
+	cfg.Hooks.PreToolUse = []matcher{{Matcher: GuardMatcher, Hooks: []hook{{
+		Type:    "command",
+		Command: command + " --guard",
+		Timeout: GuardHookTimeout,
+	}}}}
 	var b strings.Builder
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
@@ -332,12 +349,5 @@ func scrub(s, token string) string {
 // oneLine makes s a single printable line of at most maxOutcome bytes:
 // valid UTF-8, control characters (newlines among them) as spaces.
 func oneLine(s string) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
-			return ' '
-		}
-		return r
-	}, s)
-	return textcut.Bytes(s, maxOutcome)
+	return textcut.Bytes(flatten(s), maxOutcome)
 }

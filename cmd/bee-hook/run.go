@@ -31,12 +31,21 @@ Claude Code runs it with the hook input on stdin; it prints nothing on
 stdout, at most one line on stderr, and always exits 0, except the waiter's
 wake, which exits 2.
 
+With --guard it is the edit guard (a PreToolUse hook on Edit, Write,
+MultiEdit and NotebookEdit): it asks the session's bridge whether another
+live identity has reserved the file, and denies the call if so, printing
+Claude Code's decision on stdout. With --pre-commit it is git's pre-commit
+hook: it refuses (exit 1) a commit that changes a path another live
+identity holds exclusively. Both let the work go ahead, saying so on
+stderr, whenever bee cannot tell.
+
 Examples:
   echo '{"source":"clear"}' | bee-hook              retire this session's bridge
   echo '{"source":"clear"}' | bee-hook --claude-pid 4242
                                                     retire the bridge of claude pid 4242
   bee-hook --list                                   show the registered bridges
   bee-hook --print-config                           print the hooks block for settings.json
+  bee-hook --pre-commit                             check the staged paths (git runs this)
 
 The run directory is $BEE_RUN_DIR, else ~/.bee/run.
 
@@ -70,6 +79,8 @@ func runWith(ctx context.Context, base hooks.Config, wbase hooks.WaitConfig, arg
 		bridgeIn    = fs.Duration("bridge-within", hooks.DefaultBridgeWithin, "waiter: how long to wait for a live bridge's run file (at start, and after a /mcp reconnect)")
 		rearmAfter  = fs.Duration("rearm-after", hooks.DefaultRearmAfter, "waiter: wake the session to re-arm after this `duration`, before Claude Code's hook timeout")
 		showVersion = fs.Bool("version", false, "print the version on stdout and exit")
+		guard       = fs.Bool("guard", false, "be the edit guard, a PreToolUse hook: deny a file edit another live identity's reservation holds")
+		preCommit   = fs.Bool("pre-commit", false, "be git's pre-commit hook: refuse (exit 1) a commit that changes a path another live identity holds exclusively")
 	)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -91,6 +102,8 @@ func runWith(ctx context.Context, base hooks.Config, wbase hooks.WaitConfig, arg
 		return usageError(stderr, "--bridge-within must be positive, not %s", *bridgeIn)
 	case *rearmAfter <= 0:
 		return usageError(stderr, "--rearm-after must be positive, not %s", *rearmAfter)
+	case countTrue(*guard, *preCommit, *waitForWork) > 1:
+		return usageError(stderr, "--guard, --pre-commit and --wait-for-work are different hooks: give one")
 	}
 
 	switch {
@@ -116,6 +129,16 @@ func runWith(ctx context.Context, base hooks.Config, wbase hooks.WaitConfig, arg
 		return 0
 	}
 
+	if *preCommit || *guard {
+		hc := hookConfig{
+			bridge:  hooks.Bridge{RunDir: *runDir, ClaudePID: *claudePID, Alive: base.Alive, Listener: base.Listener},
+			timeout: flagged(fs, "timeout", *timeout),
+		}
+		if *preCommit {
+			return runPreCommit(ctx, hc, stderr)
+		}
+		return runGuard(ctx, hc, stdin, stdout, stderr)
+	}
 	if f, ok := stdin.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
 		fmt.Fprintln(stderr, `bee-hook: stdin is a terminal, not a SessionStart input; try: echo '{"source":"clear"}' | bee-hook (or bee-hook --help)`)
 		return 0
