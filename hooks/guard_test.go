@@ -193,7 +193,9 @@ func TestGuard_AllowsOnEveryError(t *testing.T) {
 			}
 		}, want: "check paths: the answer is not a bee bridge's: [token]"},
 		{name: "panic", input: held, change: func(g *guardFixture, _ *GuardConfig) {
-			g.answer = func(context.Context, clearctl.CheckPathsRequest) (clearctl.CheckPathsAnswer, error) { panic("exploded") }
+			g.answer = func(context.Context, clearctl.CheckPathsRequest) (clearctl.CheckPathsAnswer, error) {
+				panic("exploded")
+			}
 		}, want: "internal error: exploded"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

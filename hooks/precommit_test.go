@@ -129,7 +129,9 @@ func TestPreCommit_AllowsOnEveryError(t *testing.T) {
 		want   string
 	}{
 		{"git fails", func(_ *guardFixture, c *PreCommitConfig) {
-			c.Git = func(context.Context, ...string) ([]byte, error) { return nil, errors.New("git rev-parse: not a git repository") }
+			c.Git = func(context.Context, ...string) ([]byte, error) {
+				return nil, errors.New("git rev-parse: not a git repository")
+			}
 		}, "git rev-parse: not a git repository"},
 		{"odd top", func(_ *guardFixture, c *PreCommitConfig) { c.Git = fakeGit("r", "x") },
 			`git rev-parse --show-toplevel said "r", not an absolute directory`},
