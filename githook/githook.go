@@ -201,3 +201,25 @@ func shellQuote(s string) string {
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
+
+// Describe says what Install did, in a few lines for a person.
+func Describe(r Result) string {
+	var b strings.Builder
+	switch {
+	case r.Foreign:
+		fmt.Fprintf(&b, "%s is not bee's, so it was left as it is. To have it check reservations too, add this line to it:\n\n    %s\n\n", r.Path, r.AddLine)
+	case r.Replaced:
+		fmt.Fprintf(&b, "updated bee's pre-commit hook %s\n", r.Path)
+	case r.Written:
+		fmt.Fprintf(&b, "installed bee's pre-commit hook %s\n", r.Path)
+	default:
+		fmt.Fprintf(&b, "bee's pre-commit hook %s is installed already\n", r.Path)
+	}
+	if r.Shared != "" {
+		fmt.Fprintf(&b, "It applies to %s.\n", r.Shared)
+	}
+	if !r.Foreign {
+		b.WriteString("A commit that changes a path another live identity holds exclusively is now refused, naming it; `git commit --no-verify` skips the check.\n")
+	}
+	return b.String()
+}
