@@ -35,6 +35,8 @@ func TestMain(m *testing.M) {
 		main()
 	case "claude-parent":
 		os.Exit(runAsClaudeParent())
+	case "claude-command":
+		os.Exit(runAsClaudeCommand())
 	default:
 		fmt.Fprintf(os.Stderr, "unknown %s=%q\n", runAsEnv, os.Getenv(runAsEnv))
 		os.Exit(2)
