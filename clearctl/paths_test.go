@@ -321,7 +321,11 @@ func TestCheckPaths_Batches(t *testing.T) {
 		paths = append(paths, fmt.Sprintf("/r/long/%s/%d", strings.Repeat("d", 3000), i))
 	}
 	paths = append(paths, "/r/src/auth/a.go")
-	a, err := CheckPaths(t.Context(), s.Port(), testToken, CheckPathsRequest{Paths: paths, Tool: ToolGitCommit, Cwd: "/r"})
+	// A deadline of its own: without one, all the requests must fit in
+	// DefaultCheckClientTimeout, which a loaded machine may not give them.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	a, err := CheckPaths(ctx, s.Port(), testToken, CheckPathsRequest{Paths: paths, Tool: ToolGitCommit, Cwd: "/r"})
 	require.NoError(t, err)
 	require.Equal(t, CheckPathsAnswer{Allow: false, Conflicts: []PathConflict{{
 		Path: "/r/src/auth/a.go", Holder: mintedID(3), Pattern: "src/auth/**", Exclusive: true,
@@ -347,7 +351,7 @@ func TestCheckPaths_Batches(t *testing.T) {
 	for i := range 1500 {
 		held = append(held, fmt.Sprintf("/r/src/auth/f%d", i))
 	}
-	a, err = CheckPaths(t.Context(), s.Port(), testToken, CheckPathsRequest{Paths: held})
+	a, err = CheckPaths(ctx, s.Port(), testToken, CheckPathsRequest{Paths: held})
 	require.NoError(t, err)
 	require.False(t, a.Allow)
 	require.Len(t, a.Conflicts, MaxConflicts)
