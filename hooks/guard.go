@@ -21,10 +21,11 @@ import (
 // The edit guard's bounds.
 const (
 	// DefaultGuardTimeout bounds a whole Guard, reading the input included,
-	// when GuardConfig.Timeout is zero. With the process's own start and
-	// end it keeps the hook within the second the design allows it: past
-	// that, the edit goes ahead unchecked.
-	DefaultGuardTimeout = 800 * time.Millisecond
+	// when GuardConfig.Timeout is zero. Past it, the edit goes ahead
+	// unchecked. It leaves the process's own start and end 300 ms of the
+	// second the design allows the hook, and the bridge's answer (within
+	// clearctl.DefaultCheckWithin) room to arrive first.
+	DefaultGuardTimeout = 700 * time.Millisecond
 	// DefaultGuardMaxInput bounds the PreToolUse input when
 	// GuardConfig.MaxInput is zero. The input holds the whole content of a
 	// Write, so it is large; a larger one is let through unchecked, and

@@ -297,7 +297,7 @@ func TestGuard_Bounded(t *testing.T) {
 		cfg.Timeout = 0
 		start := time.Now()
 		res := Guard(t.Context(), cfg, r)
-		require.Equal(t, GuardResult{Line: "bee-hook: edit allowed unchecked: no decision within 800ms"}, res)
+		require.Equal(t, GuardResult{Line: "bee-hook: edit allowed unchecked: no decision within 700ms"}, res)
 		require.GreaterOrEqual(t, time.Since(start), DefaultGuardTimeout)
 	})
 }

@@ -37,6 +37,8 @@ func TestMain(m *testing.M) {
 		os.Exit(runAsClaudeParent())
 	case "claude-command":
 		os.Exit(runAsClaudeCommand())
+	case "claude-bench":
+		os.Exit(runAsClaudeBench())
 	default:
 		fmt.Fprintf(os.Stderr, "unknown %s=%q\n", runAsEnv, os.Getenv(runAsEnv))
 		os.Exit(2)
