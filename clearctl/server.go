@@ -18,12 +18,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tractat-us/bee/clearctl/wire"
 	"github.com/tractat-us/bee/internal/logkey"
 	"github.com/tractat-us/bee/internal/loopback"
 )
 
 const (
-	retirePath = "/retire"
+	retirePath = wire.RetirePath
 
 	// shutdownTimeout bounds Close's graceful shutdown of the HTTP server;
 	// after it, open connections are closed outright. Short, because the

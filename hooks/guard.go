@@ -13,7 +13,7 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/tractat-us/bee/clearctl"
+	"github.com/tractat-us/bee/clearctl/wire"
 	"github.com/tractat-us/bee/internal/termtext"
 	"github.com/tractat-us/bee/internal/textcut"
 )
@@ -67,8 +67,8 @@ type GuardConfig struct {
 	Timeout time.Duration
 	// MaxInput bounds the input in bytes. 0 means DefaultGuardMaxInput.
 	MaxInput int64
-	// CheckPaths asks the bridge. nil means clearctl.CheckPaths.
-	CheckPaths func(ctx context.Context, port int, token string, req clearctl.CheckPathsRequest) (clearctl.CheckPathsAnswer, error)
+	// CheckPaths asks the bridge. nil means wire.CheckPaths.
+	CheckPaths func(ctx context.Context, port int, token string, req wire.CheckPathsRequest) (wire.CheckPathsAnswer, error)
 	// Getwd is the directory a relative path is taken from when the input
 	// has no absolute cwd. nil means os.Getwd.
 	Getwd func() (string, error)
@@ -111,7 +111,7 @@ func Guard(ctx context.Context, cfg GuardConfig, stdin io.Reader) (res GuardResu
 		cfg.MaxInput = DefaultGuardMaxInput
 	}
 	if cfg.CheckPaths == nil {
-		cfg.CheckPaths = clearctl.CheckPaths
+		cfg.CheckPaths = wire.CheckPaths
 	}
 	if cfg.Getwd == nil {
 		cfg.Getwd = os.Getwd
@@ -175,8 +175,8 @@ func guard(ctx context.Context, cfg GuardConfig, stdin io.Reader) GuardResult {
 	case err != nil:
 		return unchecked("%v", err)
 	}
-	req := clearctl.CheckPathsRequest{Paths: []string{abs}, Tool: in.ToolName, Cwd: cwd}
-	if (clearctl.CheckPathsRequest{Paths: req.Paths, Tool: req.Tool}).Validate() != nil {
+	req := wire.CheckPathsRequest{Paths: []string{abs}, Tool: in.ToolName, Cwd: cwd}
+	if (wire.CheckPathsRequest{Paths: req.Paths, Tool: req.Tool}).Validate() != nil {
 		req.Tool = "" // informational only: an odd name must not cost the check
 	}
 	a, err := cfg.CheckPaths(ctx, e.Port, e.Token, req)
@@ -184,7 +184,7 @@ func guard(ctx context.Context, cfg GuardConfig, stdin io.Reader) GuardResult {
 	case err != nil && ctx.Err() != nil:
 		return unchecked("no answer from bridge pid %d on port %d within %s", e.PID, e.Port, cfg.Timeout)
 	case err != nil:
-		if se, ok := errors.AsType[*clearctl.StatusError](err); ok && se.Code == 404 {
+		if se, ok := errors.AsType[*wire.StatusError](err); ok && se.Code == 404 {
 			return unchecked("the bridge (pid %d) does not serve /check-paths: it runs an older bee; restart the session after updating", e.PID)
 		}
 		return unchecked("%s", scrub(err.Error(), e.Token))
@@ -245,7 +245,7 @@ const maxDescribed = 3
 // the action and reason it holds it for, its pattern and age (the first
 // three; the rest are counted); then what to do. a must deny (at least
 // one conflict).
-func DenyReason(a clearctl.CheckPathsAnswer, cwd string, now time.Time) string {
+func DenyReason(a wire.CheckPathsAnswer, cwd string, now time.Time) string {
 	var b strings.Builder
 	b.WriteString("bee: ")
 	b.WriteString(describeConflicts(a, cwd, now))
@@ -263,7 +263,7 @@ func DenyReason(a clearctl.CheckPathsAnswer, cwd string, now time.Time) string {
 
 // describeConflicts describes the first maxDescribed conflicts of a and
 // counts the rest.
-func describeConflicts(a clearctl.CheckPathsAnswer, cwd string, now time.Time) string {
+func describeConflicts(a wire.CheckPathsAnswer, cwd string, now time.Time) string {
 	var parts []string
 	for _, c := range a.Conflicts[:min(len(a.Conflicts), maxDescribed)] {
 		parts = append(parts, describeConflict(c, cwd, now))
@@ -276,7 +276,7 @@ func describeConflicts(a clearctl.CheckPathsAnswer, cwd string, now time.Time) s
 }
 
 // describeConflict says who holds c's path, for what, since when.
-func describeConflict(c clearctl.PathConflict, cwd string, now time.Time) string {
+func describeConflict(c wire.PathConflict, cwd string, now time.Time) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s is reserved by %s", shown(displayPath(c.Path, cwd), 300), shown(c.Holder, 80))
 	if c.Action != "" {

@@ -46,7 +46,7 @@ import (
 	"time"
 
 	"github.com/tractat-us/bee/ancestry"
-	"github.com/tractat-us/bee/clearctl"
+	"github.com/tractat-us/bee/clearctl/wire"
 	"github.com/tractat-us/bee/internal/liveness"
 	"github.com/tractat-us/bee/internal/sockowner"
 	"github.com/tractat-us/bee/internal/textcut"
@@ -165,8 +165,8 @@ type Config struct {
 	Timeout time.Duration
 	// MaxInput bounds the input in bytes. 0 means DefaultMaxInput.
 	MaxInput int64
-	// Retire asks the bridge to retire. nil means clearctl.Retire.
-	Retire func(ctx context.Context, port int, token string, req clearctl.RetireRequest) (clearctl.RetireResponse, error)
+	// Retire asks the bridge to retire. nil means wire.Retire.
+	Retire func(ctx context.Context, port int, token string, req wire.RetireRequest) (wire.RetireResponse, error)
 	// Alive reports whether the bridge process pid is alive. nil means
 	// liveness.Alive: a signal 0 check, where EPERM (alive, but someone
 	// else's) counts as alive.
@@ -202,7 +202,7 @@ func Run(ctx context.Context, cfg Config, stdin io.Reader) (outcome string) {
 		cfg.MaxInput = DefaultMaxInput
 	}
 	if cfg.Retire == nil {
-		cfg.Retire = clearctl.Retire
+		cfg.Retire = wire.Retire
 	}
 	if cfg.Alive == nil {
 		cfg.Alive = liveness.Alive
@@ -301,11 +301,11 @@ func retire(ctx context.Context, cfg Config, dir string, claudePID int, e runfil
 	if err := cfg.Listener(e.PID, e.Port); err != nil && !errors.Is(err, errors.ErrUnsupported) {
 		return fmt.Sprintf("bee-hook: not sending the token to port %d: %v; the bridge (pid %d) may be restarting, or another process holds its port", e.Port, err, e.PID)
 	}
-	resp, err := cfg.Retire(ctx, e.Port, e.Token, clearctl.RetireRequest{
+	resp, err := cfg.Retire(ctx, e.Port, e.Token, wire.RetireRequest{
 		SessionID:      in.SessionID,
 		TranscriptPath: in.TranscriptPath,
 	})
-	var se *clearctl.StatusError
+	var se *wire.StatusError
 	switch {
 	case err == nil:
 		return fmt.Sprintf("bee-hook: retired %s -> %s", resp.Retired, resp.Current)

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tractat-us/bee/clearctl"
+	"github.com/tractat-us/bee/clearctl/wire"
 )
 
 // DefaultPreCommitTimeout bounds a whole PreCommit when
@@ -30,9 +30,9 @@ const ExitRefuse = 1
 // BeeCheckArgs are the arguments PreCommit runs bee with when no bee
 // session is above the commit (a person's commit, or an agent session
 // without bee): `bee reservations check --json`, which reads one
-// clearctl.CheckPathsRequest as JSON on stdin, decides as the person
+// wire.CheckPathsRequest as JSON on stdin, decides as the person
 // running it (user:$USER: that person's own reservations never stop it),
-// and prints one clearctl.CheckPathsAnswer as JSON on stdout with exit
+// and prints one wire.CheckPathsAnswer as JSON on stdout with exit
 // status 0. Any other outcome (a bee without that command, no board, a
 // non-zero exit) is an error, and the commit goes ahead with a warning.
 var BeeCheckArgs = []string{"reservations", "check", "--json"}
@@ -44,15 +44,15 @@ type PreCommitConfig struct {
 	Bridge Bridge
 	// Timeout bounds the whole PreCommit. 0 means DefaultPreCommitTimeout.
 	Timeout time.Duration
-	// CheckPaths asks the bridge. nil means clearctl.CheckPaths.
-	CheckPaths func(ctx context.Context, port int, token string, req clearctl.CheckPathsRequest) (clearctl.CheckPathsAnswer, error)
+	// CheckPaths asks the bridge. nil means wire.CheckPaths.
+	CheckPaths func(ctx context.Context, port int, token string, req wire.CheckPathsRequest) (wire.CheckPathsAnswer, error)
 	// Git runs git with args in the working directory and returns its
 	// stdout. nil means the git on PATH, with the environment git gave the
 	// hook (GIT_INDEX_FILE among it).
 	Git func(ctx context.Context, args ...string) ([]byte, error)
 	// AskBee asks bee when no bee session is above the commit. nil means
 	// running bee (beside this executable, else on PATH) with BeeCheckArgs.
-	AskBee func(ctx context.Context, req clearctl.CheckPathsRequest) (clearctl.CheckPathsAnswer, error)
+	AskBee func(ctx context.Context, req wire.CheckPathsRequest) (wire.CheckPathsAnswer, error)
 	// Now is the time reservations' ages are counted to. nil means
 	// time.Now.
 	Now func() time.Time
@@ -92,7 +92,7 @@ func PreCommit(ctx context.Context, cfg PreCommitConfig) (res PreCommitResult) {
 		cfg.Timeout = DefaultPreCommitTimeout
 	}
 	if cfg.CheckPaths == nil {
-		cfg.CheckPaths = clearctl.CheckPaths
+		cfg.CheckPaths = wire.CheckPaths
 	}
 	if cfg.Git == nil {
 		cfg.Git = runGit
@@ -158,9 +158,9 @@ func preCommit(ctx context.Context, cfg PreCommitConfig) PreCommitResult {
 	if len(paths) == 0 {
 		return PreCommitResult{} // nothing staged (--allow-empty): nothing to hold
 	}
-	req := clearctl.CheckPathsRequest{Paths: paths, Tool: clearctl.ToolGitCommit, Cwd: top}
+	req := wire.CheckPathsRequest{Paths: paths, Tool: wire.ToolGitCommit, Cwd: top}
 
-	var a clearctl.CheckPathsAnswer
+	var a wire.CheckPathsAnswer
 	e, err := cfg.Bridge.find(ctx)
 	switch {
 	case errors.Is(err, errNoClaude) || errors.Is(err, errNoBridge):
@@ -172,7 +172,7 @@ func preCommit(ctx context.Context, cfg PreCommitConfig) PreCommitResult {
 		return unchecked("%v", err)
 	default:
 		a, err = cfg.CheckPaths(ctx, e.Port, e.Token, req)
-		if se, ok := errors.AsType[*clearctl.StatusError](err); ok && se.Code == 404 {
+		if se, ok := errors.AsType[*wire.StatusError](err); ok && se.Code == 404 {
 			return unchecked("the bridge (pid %d) does not serve /check-paths: it runs an older bee", e.PID)
 		}
 		if err != nil {
@@ -184,8 +184,8 @@ func preCommit(ctx context.Context, cfg PreCommitConfig) PreCommitResult {
 
 // judgeCommit refuses the commit when a names a conflict with an
 // exclusive reservation; shared ones do not stop a commit.
-func judgeCommit(a clearctl.CheckPathsAnswer, top string, now time.Time) PreCommitResult {
-	held := clearctl.CheckPathsAnswer{More: a.More}
+func judgeCommit(a wire.CheckPathsAnswer, top string, now time.Time) PreCommitResult {
+	held := wire.CheckPathsAnswer{More: a.More}
 	for _, c := range a.Conflicts {
 		if c.Exclusive {
 			held.Conflicts = append(held.Conflicts, c)
@@ -207,7 +207,7 @@ func judgeCommit(a clearctl.CheckPathsAnswer, top string, now time.Time) PreComm
 }
 
 // plural picks one or many by how many conflicts a names.
-func plural(a clearctl.CheckPathsAnswer, one, many string) string {
+func plural(a wire.CheckPathsAnswer, one, many string) string {
 	if len(a.Conflicts) == 1 && a.More == 0 {
 		return one
 	}
@@ -233,8 +233,8 @@ const maxBeeAnswer = 1 << 20
 
 // askBee runs bee with BeeCheckArgs, req on its stdin, and returns the
 // answer it prints.
-func askBee(ctx context.Context, req clearctl.CheckPathsRequest) (clearctl.CheckPathsAnswer, error) {
-	var none clearctl.CheckPathsAnswer
+func askBee(ctx context.Context, req wire.CheckPathsRequest) (wire.CheckPathsAnswer, error) {
+	var none wire.CheckPathsAnswer
 	bee, err := findBee()
 	if err != nil {
 		return none, err
@@ -257,7 +257,7 @@ func askBee(ctx context.Context, req clearctl.CheckPathsRequest) (clearctl.Check
 	}
 	var shape struct {
 		Allow *bool `json:"allow"`
-		clearctl.CheckPathsAnswer
+		wire.CheckPathsAnswer
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &shape); err != nil || shape.Allow == nil {
 		return none, fmt.Errorf("%s: the answer is not a reservations check's: %s", name, firstLine(stdout.String()))

@@ -99,9 +99,8 @@ func runAsClaudeBench() int {
 	return 0
 }
 
-// buildBench builds into dir bee-hook (as go install would: with cgo,
-// so linked dynamically as the net package makes it), bee-hook-static
-// (CGO_ENABLED=0) and a Go program that does nothing.
+// buildBench builds into dir bee-hook, as go install would, and a Go
+// program that does nothing.
 func buildBench(b *testing.B, dir string) {
 	b.Helper()
 	noop := filepath.Join(b.TempDir(), "noop.go")
@@ -113,7 +112,6 @@ func buildBench(b *testing.B, dir string) {
 		args []string
 	}{
 		{"", []string{"build", "-o", filepath.Join(dir, "bee-hook"), "github.com/tractat-us/bee/cmd/bee-hook"}},
-		{"CGO_ENABLED=0", []string{"build", "-o", filepath.Join(dir, "bee-hook-static"), "github.com/tractat-us/bee/cmd/bee-hook"}},
 		{"", []string{"build", "-o", filepath.Join(dir, "noop"), noop}},
 	} {
 		cmd := exec.Command("go", bc.args...)
@@ -132,9 +130,8 @@ func buildBench(b *testing.B, dir string) {
 // file names a real control channel (in this process) whose PathChecker
 // answers at once. In the same run, round-robin: no-op hooks (`true`, a
 // shell builtin; and a Go program that does nothing), bee-hook --version
-// (its start-up alone), the guard allowing and denying, the guard built
-// without cgo (linked statically), and the guard through the plugin's
-// launcher (plugin/bee-hook, bee-hook found on PATH). For each, the
+// (its start-up alone), the guard allowing and denying, and the guard
+// through the plugin's launcher (plugin/bee-hook, bee-hook found on PATH). For each, the
 // round trip's and the CPU time's p50 and p99; bee's share is the guard's
 // less the Go no-op's. Each b.N is one round of every hook:
 //
@@ -159,7 +156,6 @@ func BenchmarkGuard(b *testing.B) {
 		{Name: "noop-go", Cmd: shellQuote(filepath.Join(bin, "noop")), Stdin: allow},
 		{Name: "version", Cmd: shellQuote(filepath.Join(bin, "bee-hook")) + " --version >/dev/null", Stdin: allow},
 		{Name: "guard-allow", Cmd: guard, Stdin: allow},
-		{Name: "guard-static", Cmd: shellQuote(filepath.Join(bin, "bee-hook-static")) + " --guard", Stdin: allow},
 		{Name: "guard-deny", Cmd: guard, Stdin: deny, Stdout: `{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"bee: src/auth/login.go is reserved by agent:alice#0491068b`},
 		{Name: "guard-plugin", Cmd: shellQuote(launcher) + " --guard", Stdin: allow},
 	}}

@@ -356,3 +356,24 @@ func TestRun_HookFlagsExclusive(t *testing.T) {
 	require.Empty(t, stdout.String())
 	require.Equal(t, "bee-hook: --guard, --pre-commit and --wait-for-work are different hooks: give one (see bee-hook --help)\n", stderr.String())
 }
+
+// bee-hook starts on every edit: it must stay a small static binary that
+// links neither the boards nor the MCP bridge, nor net or net/http (which
+// would bring their start-up work, and cgo with them), nor cgo itself.
+func TestBeeHook_Light(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("go", "list", "-deps", "github.com/tractat-us/bee/cmd/bee-hook").Output()
+	require.NoError(t, err)
+	deps := strings.Fields(string(out))
+	require.Contains(t, deps, "github.com/tractat-us/bee/hooks", "go list lists the dependencies")
+	for _, dep := range deps {
+		for _, banned := range []string{
+			"net", "net/http", "crypto/tls", "runtime/cgo",
+			"modernc.org/sqlite", "github.com/jackc/pgx/v5", "github.com/modelcontextprotocol/go-sdk/mcp",
+			"github.com/tractat-us/bee/actions/board", "github.com/tractat-us/bee/actions/pgboard",
+			"github.com/tractat-us/bee/clearctl", "github.com/tractat-us/bee/internal/bridge",
+		} {
+			require.NotEqual(t, banned, dep, "bee-hook links %s", banned)
+		}
+	}
+}
