@@ -131,7 +131,8 @@ func buildBench(b *testing.B, dir string) {
 // answers at once. In the same run, round-robin: no-op hooks (`true`, a
 // shell builtin; and a Go program that does nothing), bee-hook --version
 // (its start-up alone), the guard allowing and denying, and the guard
-// through the plugin's launcher (plugin/bee-hook, bee-hook found on PATH). For each, the
+// through the plugin's launcher (plugin/bee-hook), which finds bee-hook on
+// PATH, or, when it is not there, asks go env for GOBIN. For each, the
 // round trip's and the CPU time's p50 and p99; bee's share is the guard's
 // less the Go no-op's. Each b.N is one round of every hook:
 //
@@ -158,6 +159,9 @@ func BenchmarkGuard(b *testing.B) {
 		{Name: "guard-allow", Cmd: guard, Stdin: allow},
 		{Name: "guard-deny", Cmd: guard, Stdin: deny, Stdout: `{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"bee: src/auth/login.go is reserved by agent:alice#0491068b`},
 		{Name: "guard-plugin", Cmd: shellQuote(launcher) + " --guard", Stdin: allow},
+		// Claude Code without the Go bin folder on its PATH: the launcher
+		// asks go env for GOBIN.
+		{Name: "guard-plugin-gobin", Cmd: "PATH=" + shellQuote(goDir(b)+":/usr/bin:/bin") + " GOBIN=" + shellQuote(bin) + " " + shellQuote(launcher) + " --guard", Stdin: allow},
 	}}
 	took := runBench(b, spec, bin, e)
 
@@ -254,6 +258,15 @@ func runBench(b *testing.B, spec benchSpec, bin string, e runfile.Entry) map[str
 		slices.Sort(t.CPU)
 	}
 	return took
+}
+
+// goDir is the folder of the go command.
+func goDir(b *testing.B) string {
+	p, err := exec.LookPath("go")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return filepath.Dir(p)
 }
 
 func jsonString(s string) string {
