@@ -119,27 +119,17 @@ func Guard(ctx context.Context, cfg GuardConfig, stdin io.Reader) (res GuardResu
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
-	defer cancel()
-
-	done := make(chan GuardResult, 1)
-	go func() {
-		defer func() {
-			if r := recover(); r != nil {
-				done <- GuardResult{Line: fmt.Sprintf("bee-hook: edit allowed unchecked: internal error: %v", r)}
+	res = bounded(ctx, cfg.Timeout,
+		func(ctx context.Context) GuardResult { return guard(ctx, cfg, stdin) },
+		func(cause error) GuardResult {
+			if errors.Is(cause, context.DeadlineExceeded) {
+				return GuardResult{Line: fmt.Sprintf("bee-hook: edit allowed unchecked: no decision within %s", cfg.Timeout)}
 			}
-		}()
-		done <- guard(ctx, cfg, stdin)
-	}()
-	select {
-	case res = <-done:
-	case <-ctx.Done():
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			res = GuardResult{Line: fmt.Sprintf("bee-hook: edit allowed unchecked: no decision within %s", cfg.Timeout)}
-		} else {
-			res = GuardResult{Line: fmt.Sprintf("bee-hook: edit allowed unchecked: %v", context.Cause(ctx))}
-		}
-	}
+			return GuardResult{Line: fmt.Sprintf("bee-hook: edit allowed unchecked: %v", cause)}
+		},
+		func(p any) GuardResult {
+			return GuardResult{Line: fmt.Sprintf("bee-hook: edit allowed unchecked: internal error: %v", p)}
+		})
 	res.Deny = flatten(res.Deny) // its parts are cut already; its advice must not be
 	res.Line = oneLine(res.Line)
 	return res
@@ -181,8 +171,9 @@ func guard(ctx context.Context, cfg GuardConfig, stdin io.Reader) GuardResult {
 	}
 	a, err := cfg.CheckPaths(ctx, e.Port, e.Token, req)
 	switch {
-	case err != nil && ctx.Err() != nil:
-		return unchecked("no answer from bridge pid %d on port %d within %s", e.PID, e.Port, cfg.Timeout)
+	case err != nil && (ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded)):
+		// The words of Guard's own bound, which may come first.
+		return unchecked("no decision within %s", cfg.Timeout)
 	case err != nil:
 		if se, ok := errors.AsType[*wire.StatusError](err); ok && se.Code == 404 {
 			return unchecked("the bridge (pid %d) does not serve /check-paths: it runs an older bee; restart the session after updating", e.PID)

@@ -272,10 +272,7 @@ func TestGuard_Bounded(t *testing.T) {
 		cfg.Timeout = 50 * time.Millisecond
 		res := Guard(t.Context(), cfg, strings.NewReader(held))
 		require.Empty(t, res.Deny)
-		require.Contains(t, []string{
-			"bee-hook: edit allowed unchecked: no decision within 50ms",
-			"bee-hook: edit allowed unchecked: no answer from bridge pid 5151 on port 40123 within 50ms",
-		}, res.Line)
+		require.Equal(t, "bee-hook: edit allowed unchecked: no decision within 50ms", res.Line)
 	})
 	t.Run("stdin never closes", func(t *testing.T) {
 		t.Parallel()

@@ -213,27 +213,15 @@ func Run(ctx context.Context, cfg Config, stdin io.Reader) (outcome string) {
 	if cfg.Listener == nil {
 		cfg.Listener = sockowner.Check
 	}
-	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
-	defer cancel()
-
-	done := make(chan string, 1)
-	go func() {
-		defer func() {
-			if r := recover(); r != nil {
-				done <- fmt.Sprintf("bee-hook: internal error: %v", r)
+	outcome = bounded(ctx, cfg.Timeout,
+		func(ctx context.Context) string { return handle(ctx, cfg, stdin) },
+		func(cause error) string {
+			if errors.Is(cause, context.DeadlineExceeded) {
+				return fmt.Sprintf("bee-hook: gave up after %s", cfg.Timeout)
 			}
-		}()
-		done <- handle(ctx, cfg, stdin)
-	}()
-	select {
-	case outcome = <-done:
-	case <-ctx.Done():
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			outcome = fmt.Sprintf("bee-hook: gave up after %s", cfg.Timeout)
-		} else {
-			outcome = fmt.Sprintf("bee-hook: stopped: %v", context.Cause(ctx))
-		}
-	}
+			return fmt.Sprintf("bee-hook: stopped: %v", cause)
+		},
+		func(p any) string { return fmt.Sprintf("bee-hook: internal error: %v", p) })
 	return oneLine(outcome)
 }
 

@@ -87,7 +87,7 @@ type PreCommitResult struct {
 // one-line warning in Text: bee never blocks a commit because it is down
 // or confused. It always returns within Timeout, and never holds the
 // token in Text.
-func PreCommit(ctx context.Context, cfg PreCommitConfig) (res PreCommitResult) {
+func PreCommit(ctx context.Context, cfg PreCommitConfig) PreCommitResult {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultPreCommitTimeout
 	}
@@ -103,28 +103,27 @@ func PreCommit(ctx context.Context, cfg PreCommitConfig) (res PreCommitResult) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
-	defer cancel()
+	return bounded(ctx, cfg.Timeout,
+		func(ctx context.Context) PreCommitResult { return preCommit(ctx, cfg) },
+		func(cause error) PreCommitResult { return lateFor(cause, cfg.Timeout) },
+		func(p any) PreCommitResult { return unchecked("internal error: %v", p) })
+}
 
-	done := make(chan PreCommitResult, 1)
-	go func() {
-		defer func() {
-			if r := recover(); r != nil {
-				done <- unchecked("internal error: %v", r)
-			}
-		}()
-		done <- preCommit(ctx, cfg)
-	}()
-	select {
-	case res = <-done:
-	case <-ctx.Done():
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			res = unchecked("no decision within %s", cfg.Timeout)
-		} else {
-			res = unchecked("%v", context.Cause(ctx))
-		}
+// late says the commit went unchecked because ctx ended: its timeout
+// passed, or it was cancelled.
+func late(ctx context.Context, timeout time.Duration) PreCommitResult {
+	cause := context.Cause(ctx)
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		cause = context.DeadlineExceeded
 	}
-	return res
+	return lateFor(cause, timeout)
+}
+
+func lateFor(cause error, timeout time.Duration) PreCommitResult {
+	if errors.Is(cause, context.DeadlineExceeded) {
+		return unchecked("no decision within %s", timeout)
+	}
+	return unchecked("%v", cause)
 }
 
 // unchecked lets the commit go ahead, saying why it was not checked.
@@ -165,7 +164,10 @@ func preCommit(ctx context.Context, cfg PreCommitConfig) PreCommitResult {
 	switch {
 	case errors.Is(err, errNoClaude) || errors.Is(err, errNoBridge):
 		a, err = cfg.AskBee(ctx, req)
-		if err != nil {
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return late(ctx, cfg.Timeout) // in PreCommit's own words, which may come first
+		case err != nil:
 			return unchecked("no bee session above this commit, and bee could not tell: %v", err)
 		}
 	case err != nil:
@@ -175,7 +177,10 @@ func preCommit(ctx context.Context, cfg PreCommitConfig) PreCommitResult {
 		if se, ok := errors.AsType[*wire.StatusError](err); ok && se.Code == 404 {
 			return unchecked("the bridge (pid %d) does not serve /check-paths: it runs an older bee", e.PID)
 		}
-		if err != nil {
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return late(ctx, cfg.Timeout)
+		case err != nil:
 			return unchecked("%s", scrub(err.Error(), e.Token))
 		}
 	}

@@ -119,7 +119,10 @@ func (c *sockConn) wait(events int16) error {
 		if d, ok := c.ctx.Deadline(); ok {
 			left := time.Until(d)
 			if left <= 0 {
-				return context.DeadlineExceeded
+				// The context's own timer is about to say so: wait for it,
+				// so that ctx.Err() is set whenever a call ends with it.
+				<-c.ctx.Done()
+				return c.ctx.Err()
 			}
 			timeout = int(min(left.Milliseconds()+1, math.MaxInt32))
 		}
