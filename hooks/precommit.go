@@ -27,7 +27,7 @@ const DefaultPreCommitTimeout = 30 * time.Second
 // commit; git then does not commit.
 const ExitRefuse = 1
 
-// BeeCheckArgs are the arguments PreCommit runs bee with when no bee
+// beeCheckArgs are the arguments PreCommit runs bee with when no bee
 // session is above the commit (a person's commit, or an agent session
 // without bee): `bee reservations check --json`, which reads one
 // wire.CheckPathsRequest as JSON on stdin, decides as the person
@@ -35,7 +35,7 @@ const ExitRefuse = 1
 // and prints one wire.CheckPathsAnswer as JSON on stdout with exit
 // status 0. Any other outcome (a bee without that command, no board, a
 // non-zero exit) is an error, and the commit goes ahead with a warning.
-var BeeCheckArgs = []string{"reservations", "check", "--json"}
+var beeCheckArgs = []string{"reservations", "check", "--json"}
 
 // PreCommitConfig configures PreCommit. The zero value is what bee-hook
 // uses in real life.
@@ -51,7 +51,7 @@ type PreCommitConfig struct {
 	// hook (GIT_INDEX_FILE among it).
 	Git func(ctx context.Context, args ...string) ([]byte, error)
 	// AskBee asks bee when no bee session is above the commit. nil means
-	// running bee (beside this executable, else on PATH) with BeeCheckArgs.
+	// running bee (beside this executable, else on PATH) with beeCheckArgs.
 	AskBee func(ctx context.Context, req wire.CheckPathsRequest) (wire.CheckPathsAnswer, error)
 	// Now is the time reservations' ages are counted to. nil means
 	// time.Now.
@@ -79,7 +79,10 @@ type PreCommitResult struct {
 //     bridge), that session's bridge, over POST /check-paths, as the edit
 //     guard does: the session's own reservations never stop its commits;
 //   - otherwise (a person's commit, or a session without bee), bee itself
-//     as the person running it, with BeeCheckArgs.
+//     as the person running it: `bee reservations check --json`, which
+//     reads one wire.CheckPathsRequest as JSON on stdin, decides as that
+//     person (whose own reservations never stop them) and prints one
+//     wire.CheckPathsAnswer as JSON on stdout, exiting 0.
 //
 // It refuses only on a conflict with an exclusive reservation. Every
 // error (git fails, no bee to ask, a bridge too old to serve
@@ -236,7 +239,7 @@ func runGit(ctx context.Context, args ...string) ([]byte, error) {
 // maxBeeAnswer bounds what askBee reads of bee's answer.
 const maxBeeAnswer = 1 << 20
 
-// askBee runs bee with BeeCheckArgs, req on its stdin, and returns the
+// askBee runs bee with beeCheckArgs, req on its stdin, and returns the
 // answer it prints.
 func askBee(ctx context.Context, req wire.CheckPathsRequest) (wire.CheckPathsAnswer, error) {
 	var none wire.CheckPathsAnswer
@@ -248,12 +251,12 @@ func askBee(ctx context.Context, req wire.CheckPathsRequest) (wire.CheckPathsAns
 	if err != nil {
 		return none, fmt.Errorf("encode request: %w", err)
 	}
-	cmd := exec.CommandContext(ctx, bee, BeeCheckArgs...)
+	cmd := exec.CommandContext(ctx, bee, beeCheckArgs...)
 	cmd.Stdin = bytes.NewReader(data)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.WaitDelay = time.Second
-	name := bee + " " + strings.Join(BeeCheckArgs, " ")
+	name := bee + " " + strings.Join(beeCheckArgs, " ")
 	if err := cmd.Run(); err != nil {
 		return none, fmt.Errorf("%s: %w: %s", name, err, firstLine(stderr.String()))
 	}

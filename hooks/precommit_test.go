@@ -172,7 +172,7 @@ func TestPreCommit_AllowsOnEveryError(t *testing.T) {
 }
 
 // askBee runs the bee beside this executable (here: the test binary's
-// folder holds none, so the one on PATH) with BeeCheckArgs, the request on
+// folder holds none, so the one on PATH) with beeCheckArgs, the request on
 // stdin, and takes its answer only when it has the right shape.
 func TestAskBee(t *testing.T) {
 	bin := t.TempDir()
