@@ -179,17 +179,23 @@ func listBridges(dir string, alive func(int) bool, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "run directory %s\n", termtext.Line(dir))
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLAUDE PID\tBRIDGE PID\tBRIDGE\tPORT\t")
+	fmt.Fprintln(tw, "AGENT PID\tCLIENT\tBRIDGE PID\tBRIDGE\tPORT\t")
 	for _, f := range files {
+		client := "-"
+		if p, err := ancestry.Process(context.Background(), f.ClaudePID); err == nil {
+			if c, ok := ancestry.Identify(p); ok {
+				client = string(c)
+			}
+		}
 		if f.Err != nil {
-			fmt.Fprintf(tw, "%d\t-\tunreadable\t-\t%s\n", f.ClaudePID, termtext.Line(f.Err.Error()))
+			fmt.Fprintf(tw, "%d\t%s\t-\tunreadable\t-\t%s\n", f.ClaudePID, client, termtext.Line(f.Err.Error()))
 			continue
 		}
 		state := "alive"
 		if !alive(f.Entry.PID) {
 			state = "stale"
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t\n", f.ClaudePID, f.Entry.PID, state, f.Entry.Port)
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%d\t\n", f.ClaudePID, client, f.Entry.PID, state, f.Entry.Port)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -200,10 +206,14 @@ func listBridges(dir string, alive func(int) bool, stdout io.Writer) error {
 		if f.Err != nil || !alive(f.Entry.PID) {
 			continue
 		}
-		comm, err := ancestry.Comm(context.Background(), f.ClaudePID)
-		if err != nil || ancestry.IsClaude(comm) {
+		p, err := ancestry.Process(context.Background(), f.ClaudePID)
+		if err != nil {
 			continue
 		}
+		if _, ok := ancestry.Identify(p); ok {
+			continue
+		}
+		comm := p.Comm
 		if chain, err := ancestry.Chain(context.Background(), f.Entry.PID); err != nil || len(chain) == 0 || chain[0].PID != f.ClaudePID {
 			continue // not the bridge's parent: not a claude the bridge found
 		}
