@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/internal/clients"
 	"github.com/tractat-us/bee/internal/logkey"
 )
 
@@ -50,9 +51,8 @@ func addOutcomeTools(srv *mcp.Server, t *tools) {
 		Name:  ToolAwait,
 		Title: "Wait for actions to end",
 		Description: "Wait until at least one of the given actions has ended (done, failed or cancelled) and return those records. " +
-			"Use it when you posted work for another agent with bee_post_action and need its outcome before you can go on; " +
-			"if you have nothing else to do, you may instead end your turn: bee wakes you when an action you posted ends. " +
-			"Returns {records}; empty when none ended within timeoutSeconds (default 45, at most 60): call it again. " +
+			"Use it when you posted work for another agent with bee_post_action and need its outcome before you can go on. " +
+			"Returns {records}; empty when none ended within timeoutSeconds (default 45, at most 60). " +
 			"A failed action carries the reason it could not be done: read it and decide (fix what it names and post again, " +
 			"do it yourself, or tell the user); do not post the same action again unchanged.",
 		InputSchema:  awaitInputSchema,
@@ -141,13 +141,14 @@ func (t *tools) await(ctx context.Context, s *Session, req *mcp.CallToolRequest,
 	case err != nil:
 		return sourceError(err), nil
 	}
-	return result(recordsResult{Records: recs}, renderAwait(recs, secs)), nil
+	c := clients.FromRequest(req)
+	return result(recordsResult{Records: recs}, renderAwait(recs, int(c.Cap(time.Duration(secs)*time.Second)/time.Second), c)), nil
 }
 
 // renderAwait says what ended, and what to do with a failure.
-func renderAwait(recs []actions.Record, secs int) string {
+func renderAwait(recs []actions.Record, secs int, c clients.Client) string {
 	if len(recs) == 0 {
-		return fmt.Sprintf("None of them ended within %d s. Call %s again, or end your turn: bee wakes you when one ends.", secs, ToolAwait)
+		return c.EmptyAwait(secs)
 	}
 	var b strings.Builder
 	for _, r := range recs {

@@ -146,7 +146,8 @@ var (
     "source": {"type": "string"},
     "pid": {"type": "integer"},
     "retired": {"type": "integer"},
-    "since": {"type": "string"}
+    "since": {"type": "string"},
+    "client": {"type": "string"}
   },
   "required": ["identity", "agent", "claudePid", "sessionId", "source", "pid"]
 }`)

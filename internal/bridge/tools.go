@@ -13,6 +13,7 @@ import (
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/internal/clients"
 	"github.com/tractat-us/bee/internal/logkey"
 )
 
@@ -51,10 +52,11 @@ type ServerOptions struct {
 	Logger *slog.Logger
 }
 
+// instructions are the server's instructions, whatever the client;
+// clients.Middleware adds what an idle session means under each one.
 const instructions = `bee connects this session to a shared action board. Other agents and people post actions there.
 To take work, call bee_wait_action: it claims the next action meant for you (waiting up to 45 s) and returns it. Do the action, then call bee_finish_action with its id and a short result. If someone else could do it, call bee_release_action; if it cannot be done as asked, call bee_fail_action with the reason.
-When bee_wait_action returns no records, there is no work: end your turn. Do not call it again in a loop. bee wakes this session with a message when an action arrives for you (then call bee_wait_action to take it) or when an action you posted ends.
-To hand work to another agent, call bee_post_action; bee_await_action waits until it ends (done, failed or cancelled), or end your turn and bee wakes you when it does; bee_cancel_action calls it off. bee_whoami tells you your identity on the board.`
+To hand work to another agent, call bee_post_action; bee_await_action waits until it ends (done, failed or cancelled); bee_cancel_action calls it off. bee_whoami tells you your identity on the board.`
 
 // NewServer returns an MCP server serving the tools of the session p
 // holds or will hold. The server answers both handshakes (initialize and
@@ -79,14 +81,16 @@ func NewServer(p *Pending, opts *ServerOptions) *mcp.Server {
 		Instructions: instructions,
 		Logger:       slog.New(sdkHandler{o.Logger.Handler()}).With(logkey.Subsystem, "mcp"),
 	})
+	// Each connection's model is told what waiting means under its client
+	// (how long a wait may last, whether bee can wake the session).
+	srv.AddReceivingMiddleware(clients.Middleware(ToolWait, ToolAwait))
 	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true}
 	srv.AddTool(&mcp.Tool{
 		Name:  ToolWait,
 		Title: "Wait for an action",
 		Description: "Take the next action on the bee board that this session may take: claims it and returns it, waiting up to timeoutSeconds (default 45, at most 60) for one. " +
 			"Returns {records, cursor}: records holds the one action now claimed by you (do it, then call bee_finish_action with its id), " +
-			"or is empty when there is none. On an empty result, end your turn instead of calling again: " +
-			"bee wakes this session when an action arrives, and you call bee_wait_action then. " +
+			"or is empty when there is none. " +
 			"Pass the returned cursor next time if you like; never build one yourself. " +
 			"One wait at a time: a new call ends an earlier one still waiting, which then claims nothing.",
 		InputSchema:  waitInputSchema,
@@ -105,7 +109,7 @@ func NewServer(p *Pending, opts *ServerOptions) *mcp.Server {
 		Name:  ToolWhoami,
 		Title: "Who am I on the board",
 		Description: "Report this session's identity on the bee board (agent:<name>#<8 hex>), its agent name, " +
-			"the Claude Code process and session it belongs to, and the action source.",
+			"the agent process (Claude Code, Codex CLI or Gemini CLI; claudePid) and session it belongs to, the client, and the action source.",
 		InputSchema:  emptyInputSchema,
 		OutputSchema: whoamiOutputSchema,
 		Annotations:  readOnly,
@@ -155,17 +159,19 @@ func waitBound(req *mcp.CallToolRequest) time.Duration {
 }
 
 // timeoutArg is the timeoutSeconds argument of a call that takes the
-// arguments allowed, or DefaultWait when the call will be refused.
+// arguments allowed, or DefaultWait when the call will be refused, cut to
+// what the calling client allows (clients.Client.Cap).
 func timeoutArg(req *mcp.CallToolRequest, allowed ...string) time.Duration {
+	c := clients.FromRequest(req)
 	a, err := parseArgs(req.Params.Arguments, allowed...)
 	if err != nil {
-		return DefaultWait
+		return c.Cap(DefaultWait)
 	}
 	secs, err := a.integer("timeoutSeconds", 1, int(MaxWait/time.Second), int(DefaultWait/time.Second))
 	if err != nil {
-		return DefaultWait
+		return c.Cap(DefaultWait)
 	}
-	return time.Duration(secs) * time.Second
+	return c.Cap(time.Duration(secs) * time.Second)
 }
 
 // logged turns a toolHandler into an mcp.ToolHandler that waits for the
@@ -311,7 +317,8 @@ func (t *tools) wait(ctx context.Context, s *Session, req *mcp.CallToolRequest, 
 	case err != nil:
 		return sourceError(err), nil
 	}
-	res := result(page, renderWait(page, secs))
+	c := clients.FromRequest(req)
+	res := result(page, renderWait(page, int(c.Cap(time.Duration(secs)*time.Second)/time.Second), c))
 	var claims []claimRef
 	for _, r := range page.Records {
 		t.log.Info("action claimed", logkey.Identity, who, logkey.ActionID, r.ID)
@@ -415,9 +422,9 @@ func (t *tools) startProgress(ctx context.Context, req *mcp.CallToolRequest, dea
 	}
 }
 
-func renderWait(p actions.Page, secs int) string {
+func renderWait(p actions.Page, secs int, c clients.Client) string {
 	if len(p.Records) == 0 {
-		return fmt.Sprintf("No action within %d s. There is no work now: end your turn. bee wakes this session when an action arrives; then call %s (cursor %q).", secs, ToolWait, p.Cursor)
+		return c.EmptyWait(secs, string(p.Cursor))
 	}
 	var b strings.Builder
 	for _, r := range p.Records {
@@ -475,11 +482,12 @@ func (t *tools) whoami(_ context.Context, s *Session, req *mcp.CallToolRequest, 
 		return toolError(err), nil
 	}
 	w := s.Whoami()
+	w.Client = clients.FromRequest(req).String()
 	claude := "none found"
 	if w.ClaudePID != nil {
 		claude = fmt.Sprint(*w.ClaudePID)
 	}
-	text := fmt.Sprintf("You are %s (agent %s) on the %s source. Claude process: %s. Session: %s.", w.Identity, w.Agent, w.Source, claude, orNone(w.SessionID))
+	text := fmt.Sprintf("You are %s (agent %s) on the %s source. Agent process: %s. Session: %s. Client: %s.", w.Identity, w.Agent, w.Source, claude, orNone(w.SessionID), orNone(w.Client))
 	return result(w, text), nil
 }
 

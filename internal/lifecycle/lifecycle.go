@@ -153,6 +153,13 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	case claude.Rule != ancestry.ByName:
 		log.Warn("claude runs under another command name; taking this bridge's parent as the claude process because CLAUDECODE=1 (the /clear hook finds the same one through $CLAUDE_PID)",
 			logkey.ClaudePID, claudePID, logkey.Comm, claude.Comm, logkey.Rule, string(claude.Rule))
+	case !claude.Client.OwnsSession():
+		// A run file keyed by a process that serves several sessions would
+		// let one session's hook reach another's bridge. Codex starts a
+		// bridge per session (thread) and ends it when the thread unloads,
+		// so nothing is lost.
+		log.Info("the agent process serves several sessions (Codex CLI's app-server); serving without the control channel",
+			logkey.ClaudePID, claudePID, logkey.Comm, claude.Comm)
 	}
 	log = log.With(logkey.ClaudePID, claudePID)
 
@@ -178,7 +185,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// for that (openChannel waits on nothing outside this process).
 	var ch *channel
 	chOpened := make(chan struct{})
-	if found {
+	if found && claude.Client.OwnsSession() {
 		go func() {
 			defer close(chOpened)
 			c, err := openChannel(cfg.RunDir, claudePID, pending, log)
