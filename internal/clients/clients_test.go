@@ -59,7 +59,9 @@ func TestClient_Cap(t *testing.T) {
 // note of the first.
 func TestMiddleware(t *testing.T) {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "s"}, &mcp.ServerOptions{Instructions: "Base."})
-	noop := func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil }
+	noop := func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{}, nil
+	}
 	schema := map[string]any{"type": "object"}
 	srv.AddTool(&mcp.Tool{Name: "w", Description: "Wait.", InputSchema: schema}, noop)
 	srv.AddTool(&mcp.Tool{Name: "a", Description: "Await.", InputSchema: schema}, noop)
