@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -37,6 +38,8 @@ Examples:
                                                     retire the bridge of claude pid 4242
   bee-hook --list                                   show the registered bridges
   bee-hook --print-config                           print the hooks block for settings.json
+  bee-hook --print-config --client codex            print the block for ~/.codex/config.toml
+  bee-hook --print-config --client gemini           print the blocks for ~/.gemini/settings.json
 
 The run directory is $BEE_RUN_DIR, else ~/.bee/run.
 
@@ -66,6 +69,7 @@ func runWith(ctx context.Context, base hooks.Config, wbase hooks.WaitConfig, arg
 		timeout     = fs.Duration("timeout", hooks.DefaultTimeout, "give up after this `duration`")
 		list        = fs.Bool("list", false, "list the registered bridges on stdout (claude pid, bridge pid, alive or stale, port) and exit")
 		printConfig = fs.Bool("print-config", false, "print the hooks block that installs bee-hook (this binary, by its absolute path) on stdout and exit")
+		client      = fs.String("client", "claude", "with --print-config: the `client` to print it for: claude (settings.json hooks), codex (config.toml) or gemini (settings.json)")
 		waitForWork = fs.Bool("wait-for-work", false, "be the wake-on-work waiter: wait for work for the idle session and exit 2 with one line naming it")
 		bridgeIn    = fs.Duration("bridge-within", hooks.DefaultBridgeWithin, "waiter: how long to wait for a live bridge's run file (at start, and after a /mcp reconnect)")
 		rearmAfter  = fs.Duration("rearm-after", hooks.DefaultRearmAfter, "waiter: wake the session to re-arm after this `duration`, before Claude Code's hook timeout")
@@ -91,6 +95,8 @@ func runWith(ctx context.Context, base hooks.Config, wbase hooks.WaitConfig, arg
 		return usageError(stderr, "--bridge-within must be positive, not %s", *bridgeIn)
 	case *rearmAfter <= 0:
 		return usageError(stderr, "--rearm-after must be positive, not %s", *rearmAfter)
+	case *client != "claude" && *client != "codex" && *client != "gemini":
+		return usageError(stderr, "--client must be claude, codex or gemini, not %q", *client)
 	}
 
 	switch {
@@ -100,10 +106,17 @@ func runWith(ctx context.Context, base hooks.Config, wbase hooks.WaitConfig, arg
 	case *printConfig:
 		exe, err := os.Executable()
 		if err != nil {
-			fmt.Fprintf(stderr, "bee-hook: cannot find this binary's path (%v); printing the config with bare bee-hook, which needs bee-hook on Claude Code's PATH\n", err)
+			fmt.Fprintf(stderr, "bee-hook: cannot find this binary's path (%v); printing the config with bare bee-hook, which needs bee-hook on the client's PATH\n", err)
 			exe = "bee-hook"
 		}
-		fmt.Fprint(stdout, hooks.ConfigFor(shellQuote(exe)))
+		switch *client {
+		case "codex":
+			fmt.Fprint(stdout, hooks.CodexConfig(bridgeBeside(exe, stderr)))
+		case "gemini":
+			fmt.Fprint(stdout, hooks.GeminiConfig(bridgeBeside(exe, stderr), shellQuote(exe)))
+		default:
+			fmt.Fprint(stdout, hooks.ConfigFor(shellQuote(exe)))
+		}
 		return 0
 	case *list:
 		alive := base.Alive
@@ -144,6 +157,18 @@ func runWith(ctx context.Context, base hooks.Config, wbase hooks.WaitConfig, arg
 		fmt.Fprintln(stderr, out)
 	}
 	return 0
+}
+
+// bridgeBeside is the path of the bee-mcp installed next to bee-hook exe
+// (go install puts both in one folder), or bare bee-mcp, said on stderr,
+// when there is none.
+func bridgeBeside(exe string, stderr io.Writer) string {
+	p := filepath.Join(filepath.Dir(exe), "bee-mcp")
+	if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+		return p
+	}
+	fmt.Fprintf(stderr, "bee-hook: no bee-mcp next to %s; printing the config with bare bee-mcp, which needs bee-mcp on the client's PATH\n", exe)
+	return "bee-mcp"
 }
 
 // shellQuote quotes s as one word for /bin/sh, which runs hook commands.
