@@ -56,8 +56,8 @@ func TestCodexExecWaitClaimFinish(t *testing.T) {
 	if _, _, done := c.Model.WaitResultFor(0, waitReq.CallID); done {
 		t.Fatal("bee_wait_action returned before anything was posted")
 	}
-	posted := c.Post(title, body, "--to", "codexer")
 	postedAt := time.Now()
+	posted := c.Post(title, body, "--to", "codexer")
 	resReq, tr := c.Model.MustResult(waitReq, 30*time.Second)
 	t.Logf("post -> tool result at the fake API: %v", resReq.At.Sub(postedAt))
 	if id, ok := claimedID(tr); !ok || id != posted.IDString() {

@@ -1,0 +1,254 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// A headless `gemini -p` seated by the printed settings: its bridge finds
+// the gemini process (the node its launcher relaunched), names the client,
+// and a post reaches the model through bee_wait_action; the model
+// finishes the action; the run ends and leaves no bee process.
+func TestGeminiHeadlessWaitClaimFinish(t *testing.T) {
+	g := NewGeminiEnv(t, "geminier")
+	const title, body = "e2e: for gemini", "please finish me, gemini"
+	g.Model.Push(
+		func(*ModelRequest) Turn { return Turn{Tool: geminiTool("bee_whoami")} },
+		func(*ModelRequest) Turn {
+			return Turn{Tool: geminiTool("bee_wait_action"), Input: map[string]any{"timeoutSeconds": 40}}
+		},
+		func(r *ModelRequest) Turn {
+			tr, _ := r.LastResult()
+			id, ok := claimedID(tr)
+			if !ok {
+				t.Errorf("bee_wait_action returned %q, want one record", tr.Text)
+				return Turn{Text: "no action came"}
+			}
+			return Turn{Tool: geminiTool("bee_finish_action"), Input: map[string]any{"id": id, "result": "finished by gemini"}}
+		},
+		func(*ModelRequest) Turn { return Turn{Text: "gemini is done"} },
+	)
+	run := g.Prompt("Check in with bee, wait for the next action and finish it.")
+
+	_, tr := g.Model.MustResult(g.Model.MustToolCall(geminiTool("bee_whoami"), 1, 90*time.Second), 30*time.Second)
+	who, client := WhoamiIn(t, tr)
+	t.Logf("bee_whoami under gemini -p: %+v client %q", who, client)
+	if client != "Gemini CLI "+geminiVersion {
+		t.Errorf("bee_whoami client = %q, want Gemini CLI %s", client, geminiVersion)
+	}
+	// node (npm's launcher, the run's pid) -> node (relaunched) -> bee-mcp.
+	if who.ClaudePid == nil || procComm(*who.ClaudePid) != "node" || ppid(*who.ClaudePid) != run.Cmd.Process.Pid {
+		t.Errorf("bee_whoami agent process = %v, want the relaunched node, child of the launcher %d", ptrStr(who.ClaudePid), run.Cmd.Process.Pid)
+	}
+
+	waitReq := g.Model.MustToolCall(geminiTool("bee_wait_action"), 1, 30*time.Second)
+	time.Sleep(1500 * time.Millisecond)
+	if _, _, done := g.Model.WaitResultFor(0, waitReq.CallID); done {
+		t.Fatal("bee_wait_action returned before anything was posted")
+	}
+	postedAt := time.Now()
+	posted := g.Post(title, body, "--to", "geminier")
+	resReq, tr := g.Model.MustResult(waitReq, 30*time.Second)
+	t.Logf("post -> tool result at the fake API: %v", resReq.At.Sub(postedAt))
+	// Gemini CLI hands the model the tool's text, not its structured content.
+	if id, ok := claimedID(tr); !ok || id != posted.IDString() || !strings.Contains(tr.Text, body) {
+		t.Errorf("bee_wait_action gave %q, want %s and its body", tr.Text, posted.IDString())
+	}
+	if _, tr := g.Model.MustResult(g.Model.MustToolCall(geminiTool("bee_finish_action"), 1, 30*time.Second), 30*time.Second); tr.IsError {
+		t.Errorf("bee_finish_action: %s", tr.Text)
+	}
+	if err := run.Wait(t, 60*time.Second); err != nil {
+		t.Errorf("gemini -p: %v", err)
+	}
+	if out := run.Stdout.String(); !strings.Contains(out, "gemini is done") {
+		t.Errorf("gemini -p printed %q, want the model's last words", out)
+	}
+	if rec := g.Show(posted.IDString()); rec.State != "done" || rec.Result != "finished by gemini" {
+		t.Errorf("bee show %s: %s %v, want done with gemini's result", posted.IDString(), rec.State, rec.Result)
+	}
+	expectNoBridge(t, g.Env, 10*time.Second)
+}
+
+// A Claude Code session posts an action for the Gemini agent and awaits
+// it; a `gemini -p` takes it and finishes it; the Claude session hears the
+// outcome from bee_await_action.
+func TestClaudePostsForGeminiAndAwaits(t *testing.T) {
+	g := NewGeminiEnv(t, "geminier")
+	g.AddBeeWithCLI()
+	const result = "gemini built it"
+	g.API.Push(
+		Call(toolPost, map[string]any{"to": "geminier", "title": "e2e: build it, gemini", "body": "make"}),
+		func(r *APIRequest) Turn {
+			tr, _ := r.LastToolResult()
+			var res struct {
+				Action Record `json:"action"`
+			}
+			if !parseResult(t, "bee_post_action", tr, &res) {
+				return Turn{Text: "post failed"}
+			}
+			return Turn{Tool: toolAwait, Input: map[string]any{"ids": []any{res.Action.IDValue()}, "timeoutSeconds": 60}}
+		},
+		Say("the lead heard"),
+	)
+	g.Model.Push(
+		func(*ModelRequest) Turn {
+			return Turn{Tool: geminiTool("bee_wait_action"), Input: map[string]any{"timeoutSeconds": 30}}
+		},
+		func(r *ModelRequest) Turn {
+			tr, _ := r.LastResult()
+			id, ok := claimedID(tr)
+			if !ok {
+				t.Errorf("gemini's bee_wait_action returned %q, want the lead's action", tr.Text)
+				return Turn{Text: "nothing came"}
+			}
+			return Turn{Tool: geminiTool("bee_finish_action"), Input: map[string]any{"id": id, "result": result}}
+		},
+		func(*ModelRequest) Turn { return Turn{Text: "gemini finished"} },
+	)
+	lead := g.StartHeadless(claudeBin, "Hand the build to geminier and wait for it.", "--allowedTools", "mcp__bee")
+	awaitReq := g.MustToolCall(toolAwait, 1, 60*time.Second)
+	worker := g.Prompt("Take the next action.")
+
+	finReq := g.Model.MustToolCall(geminiTool("bee_finish_action"), 1, 90*time.Second)
+	finishedAt := time.Now()
+	if _, tr := g.Model.MustResult(finReq, 30*time.Second); tr.IsError {
+		t.Errorf("bee_finish_action under gemini: %s", tr.Text)
+	}
+	resReq, tr := g.ToolResult(awaitReq, 30*time.Second)
+	t.Logf("gemini's finish -> the lead's await result at the API: %v", resReq.At.Sub(finishedAt))
+	var got struct {
+		Records []Record `json:"records"`
+	}
+	if parseResult(t, "bee_await_action", tr, &got) {
+		if len(got.Records) != 1 || got.Records[0].State != "done" || got.Records[0].Result != result {
+			t.Errorf("bee_await_action returned %+v, want the action done with %q", got.Records, result)
+		}
+	}
+	for name, r := range map[string]*Run{"lead (claude -p)": lead, "worker (gemini -p)": worker} {
+		if err := r.Wait(t, 60*time.Second); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	expectNoBridge(t, g.Env, 10*time.Second)
+}
+
+// The longest wait bee serves Gemini CLI (60 s) returns normally under
+// Gemini's default MCP timeout (600 s): no client-side timeout, and the
+// model reads the empty result's text, which says bee cannot wake it.
+func TestGeminiFullLengthWait(t *testing.T) {
+	g := NewGeminiEnv(t, "geminier")
+	g.Model.Push(
+		func(*ModelRequest) Turn {
+			return Turn{Tool: geminiTool("bee_wait_action"), Input: map[string]any{"timeoutSeconds": 60}}
+		},
+		func(*ModelRequest) Turn { return Turn{Text: "no work"} },
+	)
+	run := g.Prompt("Wait for work once.")
+	waitReq := g.Model.MustToolCall(geminiTool("bee_wait_action"), 1, 90*time.Second)
+	if !strings.Contains(string(waitReq.Raw), "bee cannot wake a Gemini CLI session") {
+		t.Error("bee_wait_action's description does not tell the Gemini model that bee cannot wake it")
+	}
+	resReq, tr := g.Model.MustResult(waitReq, 100*time.Second)
+	took := resReq.At.Sub(waitReq.Answered)
+	t.Logf("a 60 s wait under gemini: result after %v: %.300s", took, tr.Text)
+	if tr.IsError || !strings.Contains(tr.Text, "No action within 60 s") || !strings.Contains(tr.Text, "bee cannot wake this Gemini CLI session") {
+		t.Errorf("the wait's result = %q, want the empty wait's text", tr.Text)
+	}
+	if took < 55*time.Second || took > 75*time.Second {
+		t.Errorf("the wait took %v, want about 60 s", took)
+	}
+	if err := run.Wait(t, 60*time.Second); err != nil {
+		t.Errorf("gemini -p: %v", err)
+	}
+	expectNoBridge(t, g.Env, 10*time.Second)
+}
+
+// Interactive Gemini CLI in tmux: /clear keeps the bridge and runs the
+// SessionStart hook with source "clear", which bee-hook turns into a new
+// identity (the old one's claim goes back on the board); /quit leaves no
+// bridge.
+func TestGeminiInteractiveClearAndExit(t *testing.T) {
+	g := NewGeminiEnv(t, "geminier")
+	x := g.StartTmuxPlain(geminiBin)
+	if !x.WaitScreen(90*time.Second, "Type your message") {
+		t.Fatal("the Gemini TUI never showed its prompt")
+	}
+	g.Model.Push(
+		func(*ModelRequest) Turn { return Turn{Tool: geminiTool("bee_whoami")} },
+		func(*ModelRequest) Turn {
+			return Turn{Tool: geminiTool("bee_wait_action"), Input: map[string]any{"timeoutSeconds": 40}}
+		},
+		func(*ModelRequest) Turn { return Turn{Text: "claimed-one"} },
+	)
+	x.Submit("Check in with bee and take the next action.")
+	_, tr := g.Model.MustResult(g.Model.MustToolCall(geminiTool("bee_whoami"), 1, 60*time.Second), 30*time.Second)
+	who1, _ := WhoamiIn(t, tr)
+	if who1.ClaudePid == nil || ppid(*who1.ClaudePid) != x.Pid {
+		t.Errorf("bee_whoami agent process = %v, want the node the launcher %d relaunched", ptrStr(who1.ClaudePid), x.Pid)
+	}
+	waitReq := g.Model.MustToolCall(geminiTool("bee_wait_action"), 1, 30*time.Second)
+	time.Sleep(time.Second)
+	posted := g.Post("e2e: gemini claims it", "claimed before /clear", "--to", "geminier")
+	if _, tr := g.Model.MustResult(waitReq, 30*time.Second); !strings.Contains(tr.Text, posted.IDString()) {
+		t.Fatalf("bee_wait_action: %s, want %s", tr.Text, posted.IDString())
+	}
+	if !x.WaitScreen(30*time.Second, "claimed-one") {
+		t.Fatal("turn 1 did not finish on screen")
+	}
+
+	x.Submit("/clear")
+	if !eventually(30*time.Second, func() bool {
+		rec := g.Show(posted.IDString())
+		return rec.State == "open" && rec.Holder == ""
+	}) {
+		t.Errorf("the old identity's claim is not back on the board after /clear: %+v", g.Show(posted.IDString()))
+	}
+	var cleared *HookInput
+	for _, in := range g.RecordedHookInputs() {
+		if in.Source == "clear" {
+			in := in
+			cleared = &in
+		}
+	}
+	if cleared == nil {
+		t.Fatalf("no SessionStart hook with source clear ran: %+v", g.RecordedHookInputs())
+	}
+	if !strings.Contains(readFile(g.HookLog), "retired "+who1.Identity) {
+		t.Errorf("bee-hook did not retire %s: %s", who1.Identity, readFile(g.HookLog))
+	}
+	g.Model.Push(
+		func(*ModelRequest) Turn { return Turn{Tool: geminiTool("bee_whoami")} },
+		func(*ModelRequest) Turn { return Turn{Text: "after-clear"} },
+	)
+	// The TUI redraws after /clear; text typed meanwhile is lost. (A "?"
+	// in the input opens Gemini's shortcuts panel instead.)
+	if !x.WaitScreen(30*time.Second, "Type your message") {
+		t.Fatal("no prompt after /clear")
+	}
+	time.Sleep(time.Second)
+	x.Submit("Tell me who I am now.")
+	_, tr = g.Model.MustResult(g.Model.MustToolCall(geminiTool("bee_whoami"), 2, 60*time.Second), 30*time.Second)
+	who2, _ := WhoamiIn(t, tr)
+	t.Logf("before /clear %s, after %s (session %s)", who1.Identity, who2.Identity, who2.SessionID)
+	if who2.Identity == who1.Identity {
+		t.Errorf("/clear kept the identity %s", who1.Identity)
+	}
+	if who2.SessionID != cleared.SessionID {
+		t.Errorf("after /clear the bridge serves session %q, want the new session %q", who2.SessionID, cleared.SessionID)
+	}
+	if who2.ClaudePid == nil || who1.ClaudePid == nil || *who2.ClaudePid != *who1.ClaudePid {
+		t.Errorf("the agent process changed across /clear: %v -> %v", ptrStr(who1.ClaudePid), ptrStr(who2.ClaudePid))
+	}
+
+	x.Submit("/quit")
+	if !eventually(20*time.Second, x.Dead) {
+		t.Error("the Gemini TUI did not exit")
+	}
+	expectNoBridge(t, g.Env, 10*time.Second)
+	if files := g.RunFiles(); len(files) != 0 {
+		t.Errorf("run files left after /quit: %v", files)
+	}
+}
