@@ -18,12 +18,20 @@
 //     body. The Server keeps only a digest of the token and never logs it.
 //   - No Access-Control-* (CORS) header is ever sent, so no web page can read
 //     an answer or pass a preflight.
+//   - A local process without the token cannot starve the channel. Every
+//     connection carries one request and is closed after its answer,
+//     refusals included, so nothing idles; its headers must arrive within
+//     a second. At most [MaxConns] authenticated requests are served at
+//     once (one more is answered 503 at once, saying the bridge is busy);
+//     at most [MaxPending] connections wait unauthenticated, and one
+//     accepted beyond that takes the place of the oldest that has sent
+//     nothing (package loopback), so the hook's connection is never kept
+//     out by connections that will not authenticate.
 //   - Bodies are capped at [MaxBodyBytes] (413 beyond that), and headers at
-//     8 KiB, with read, write and idle timeouts on every connection, and at
-//     most [MaxConns] connections are served at once. A /wait-for-work
-//     request that has authenticated and sent its body has its read and
-//     write deadlines lifted: it lasts as long as the Waker holds it, and
-//     ends at once when its caller hangs up.
+//     8 KiB, with read and write timeouts on every connection. A
+//     /wait-for-work request that has authenticated and sent its body has
+//     its read and write deadlines lifted: it lasts as long as the Waker
+//     holds it, and ends at once when its caller hangs up.
 //   - A body whose session_id or transcript_path fails
 //     [RetireRequest.Validate] gets 400 with an error naming the field, and
 //     retires nothing.
@@ -113,6 +121,13 @@ var ErrClosed = errors.New("clearctl: server closed")
 // Retire when nothing accepts connections on the port: the bridge has ended,
 // or the run file is stale.
 var ErrNotListening = errors.New("retire: bridge not listening")
+
+// ErrNotABridge is returned (wrapped) by Retire and WaitForWork when an
+// answer of 200 does not have the shape a bee bridge gives it: a retire's
+// must name two different identities, a waiter's must say whether to wake.
+// Whatever listens on the port is not a bee bridge (a stale run file whose
+// port another server has since taken), and nothing has been retired.
+var ErrNotABridge = errors.New("the answer is not a bee bridge's")
 
 // A StatusError is returned by Retire and WaitForWork when the bridge
 // answers anything but 200. Code 202 means the retire is still running and

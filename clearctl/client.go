@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/internal/textcut"
 )
 
@@ -33,7 +34,9 @@ const (
 //     and the dial error;
 //   - any answer but 200: a *StatusError (202: still running, and will
 //     complete on its own; 401: wrong token; 500: the retire failed; 503:
-//     the bridge is closing);
+//     the bridge is closing or busy);
+//   - a 200 whose body is not a RetireResponse naming two different
+//     identities: an error wrapping ErrNotABridge;
 //   - ctx ending first: an error wrapping ctx's error;
 //   - port outside 1..65535 or an empty token: an error, and no request.
 func Retire(ctx context.Context, port int, token string, req RetireRequest) (RetireResponse, error) {
@@ -64,7 +67,10 @@ func Retire(ctx context.Context, port int, token string, req RetireRequest) (Ret
 	}
 	var out RetireResponse
 	if err := json.Unmarshal(data, &out); err != nil {
-		return none, fmt.Errorf("retire: decode answer: %w", err)
+		return none, fmt.Errorf("retire: %w: %w", ErrNotABridge, err)
+	}
+	if !identity.IsID(out.Retired) || !identity.IsID(out.Current) || out.Retired == out.Current {
+		return none, fmt.Errorf("retire: %w: %s", ErrNotABridge, errorText(data))
 	}
 	return out, nil
 }

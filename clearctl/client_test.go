@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 )
 
 func TestRetire_Loopback(t *testing.T) {
+	t.Parallel()
 	r := &recordingRetirer{}
 	s := newTestServer(t, r, nil)
 
@@ -39,6 +41,7 @@ func TestRetire_Loopback(t *testing.T) {
 }
 
 func TestRetire_StillRunning(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	completed := make(chan struct{})
 	s := newTestServer(t, RetirerFunc(func(context.Context, RetireRequest) (RetireResponse, error) {
@@ -58,6 +61,7 @@ func TestRetire_StillRunning(t *testing.T) {
 }
 
 func TestRetire_Failed(t *testing.T) {
+	t.Parallel()
 	s := newTestServer(t, RetirerFunc(func(context.Context, RetireRequest) (RetireResponse, error) {
 		return RetireResponse{}, errors.New("board locked")
 	}), nil)
@@ -69,6 +73,7 @@ func TestRetire_Failed(t *testing.T) {
 }
 
 func TestRetire_NotListening(t *testing.T) {
+	t.Parallel()
 	s := New(testToken, &recordingRetirer{}, nil)
 	require.NoError(t, s.Start())
 	port := s.Port()
@@ -82,6 +87,7 @@ func TestRetire_NotListening(t *testing.T) {
 }
 
 func TestRetire_ContextDeadline(t *testing.T) {
+	t.Parallel()
 	s := newTestServer(t, RetirerFunc(func(ctx context.Context, _ RetireRequest) (RetireResponse, error) {
 		<-ctx.Done() // ends when the test's cleanup closes the server
 		return RetireResponse{}, ctx.Err()
@@ -97,6 +103,7 @@ func TestRetire_ContextDeadline(t *testing.T) {
 }
 
 func TestRetire_BadArguments(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		port  int
@@ -115,6 +122,7 @@ func TestRetire_BadArguments(t *testing.T) {
 }
 
 func TestStatusError_Error(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		err  StatusError
 		want string
@@ -128,6 +136,7 @@ func TestStatusError_Error(t *testing.T) {
 }
 
 func TestErrorText(t *testing.T) {
+	t.Parallel()
 	require.Equal(t, `{"error":"a b"}`, errorText([]byte("  {\"error\":\"a\n b\"}\n")))
 	require.Equal(t, "a\uFFFDb", errorText([]byte("a\xffb")))
 
@@ -138,8 +147,11 @@ func TestErrorText(t *testing.T) {
 }
 
 // TestServer_Loopback_Raw sends requests the Go client would never send, over
-// the wire, to check what net/http answers before the handler runs.
+// the wire, to check what net/http answers before the handler runs, and
+// that every answer, refusals included, ends its connection although each
+// request asks for keep-alive.
 func TestServer_Loopback_Raw(t *testing.T) {
+	t.Parallel()
 	r := &recordingRetirer{}
 	s := newTestServer(t, r, nil)
 	addr := "127.0.0.1:" + strconv.Itoa(s.Port())
@@ -156,6 +168,10 @@ func TestServer_Loopback_Raw(t *testing.T) {
 		{"HTTP/1.0 without Host", "POST /retire HTTP/1.0\r\nAuthorization: Bearer " + testToken + "\r\nContent-Length: 0\r\n\r\n", 403},
 		// net/http lingers 500 ms before closing after a 431 (Close cuts its wait at 100 ms).
 		{"huge header", "POST /retire HTTP/1.1\r\nHost: " + addr + "\r\nX-Pad: " + strings.Repeat("a", 16<<10) + "\r\n\r\n", 431},
+		{"no token", "POST /retire HTTP/1.1\r\nHost: " + addr + "\r\nContent-Length: 0\r\n\r\n", 401},
+		{"wrong token", "POST /retire HTTP/1.1\r\nHost: " + addr + "\r\nAuthorization: Bearer nope\r\nContent-Length: 0\r\n\r\n", 401},
+		{"other path", "POST /x HTTP/1.1\r\nHost: " + addr + "\r\nContent-Length: 0\r\n\r\n", 404},
+		{"other method", "GET /retire HTTP/1.1\r\nHost: " + addr + "\r\n\r\n", 405},
 		{"retire", "POST /retire HTTP/1.1\r\nHost: " + addr + "\r\nAuthorization: Bearer " + testToken + "\r\nContent-Length: 0\r\n\r\n", 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -173,13 +189,35 @@ func TestServer_Loopback_Raw(t *testing.T) {
 			for k := range resp.Header {
 				require.False(t, strings.HasPrefix(strings.ToLower(k), "access-control-"), "CORS header %s sent", k)
 			}
+			_, _ = io.Copy(io.Discard, resp.Body) // 431's body ends with the connection, maybe in a reset
+			require.True(t, resp.Close, "the answer says the connection ends")
+			_, err = conn.Read(make([]byte, 1))
+			// EOF, or a reset where the server left part of the request unread.
+			require.True(t, errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET),
+				"the server closed the connection after its answer: %v", err)
 		})
 	}
 	_, n := r.lastRequest()
 	require.Equal(t, 1, n, "only the good request retires")
 }
 
+// A connection that sends nothing is closed within the unauthenticated
+// deadline (a second), without an answer.
+func TestServer_ClosesSilentConnections(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t, &recordingRetirer{}, nil)
+	var d net.Dialer
+	conn, err := d.DialContext(t.Context(), "tcp", "127.0.0.1:"+strconv.Itoa(s.Port()))
+	require.NoError(t, err)
+	defer func() { _ = conn.Close() }()
+	require.NoError(t, conn.SetDeadline(time.Now().Add(readHeaderTimeout+5*time.Second)))
+	n, err := conn.Read(make([]byte, 1))
+	require.Zero(t, n)
+	require.ErrorIs(t, err, io.EOF, "closed by the server, not by the test's deadline")
+}
+
 func TestServer_Close_AnswersWaitingCallers(t *testing.T) {
+	t.Parallel()
 	started := make(chan struct{})
 	s := New(testToken, RetirerFunc(func(ctx context.Context, _ RetireRequest) (RetireResponse, error) {
 		close(started)
@@ -203,4 +241,51 @@ func TestServer_Close_AnswersWaitingCallers(t *testing.T) {
 	require.Equal(t, 503, se.Code)
 	require.True(t, strings.HasPrefix(se.Body, `{"error":"bridge closing`), se.Body)
 	require.Less(t, time.Since(start), time.Second, "Close must not wait out AnswerWithin")
+}
+
+// A server that answers 200 with something other than a bridge's answer
+// (a `{}` from whatever took a stale run file's port) is not a retire, nor
+// a waiter's answer: both calls say the answer is not a bridge's.
+func TestClient_RefusesAnswersOfAnotherShape(t *testing.T) {
+	t.Parallel()
+	for _, body := range []string{
+		`{}`,
+		`{"ok":true}`,
+		`{"retired":"agent:x#aaaaaaaa"}`,
+		`{"retired":"agent:x#aaaaaaaa","current":"agent:x#aaaaaaaa"}`,
+		`{"retired":"someone","current":"someone else"}`,
+		`{"wake":"yes"}`,
+		`{"wake":true}`,
+		`[]`,
+		`null`,
+		`not json`,
+		``,
+	} {
+		t.Run(body, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				_, _ = io.WriteString(w, body)
+			}))
+			defer srv.Close()
+			port := srv.Listener.Addr().(*net.TCPAddr).Port
+
+			_, err := Retire(t.Context(), port, testToken, RetireRequest{})
+			require.ErrorIs(t, err, ErrNotABridge)
+			require.NotContains(t, err.Error(), testToken)
+
+			_, err = WaitForWork(t.Context(), port, testToken, WaitRequest{})
+			require.ErrorIs(t, err, ErrNotABridge)
+		})
+	}
+	t.Run("a bridge's answers", func(t *testing.T) {
+		t.Parallel()
+		for _, body := range []string{`{"wake":false}`, `{"wake":false,"reason":"superseded"}`, `{"wake":true,"line":"bee: a-1"}`} {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				_, _ = io.WriteString(w, body)
+			}))
+			_, err := WaitForWork(t.Context(), srv.Listener.Addr().(*net.TCPAddr).Port, testToken, WaitRequest{})
+			srv.Close()
+			require.NoError(t, err, body)
+		}
+	})
 }

@@ -1,61 +1,17 @@
 package clearctl
 
-import (
-	"net"
-	"sync"
+// The channel's bounds on connections (see package loopback for how they
+// are kept). A local process without the token can open connections, but
+// it cannot keep the hook's out: the hook's connection is accepted at
+// once and authenticates within a millisecond, while connections that have
+// not authenticated are dropped for newer ones and within a second.
+const (
+	// MaxConns caps the authenticated requests served at once. An
+	// authenticated request beyond it is answered 503 at once.
+	MaxConns = 16
+
+	// MaxPending caps the connections that have not authenticated yet. A
+	// connection accepted beyond it takes the place of the oldest such
+	// connection that has sent nothing (else of the oldest).
+	MaxPending = 128
 )
-
-// MaxConns caps the connections the Server serves at once. Further
-// connections wait in the kernel's accept queue until one ends (headers
-// must arrive within 2 s, so an idle one ends soon), so that no local
-// process can make the bridge hold an unbounded number of them.
-const MaxConns = 16
-
-// limitListener accepts at most cap(sem) connections at a time, in the
-// manner of golang.org/x/net/netutil.LimitListener (a few lines are not
-// worth the dependency).
-type limitListener struct {
-	net.Listener
-	sem       chan struct{}
-	done      chan struct{} // closed by Close, so that an Accept waiting for a slot ends
-	closeOnce sync.Once
-}
-
-func newLimitListener(ln net.Listener, n int) *limitListener {
-	return &limitListener{Listener: ln, sem: make(chan struct{}, n), done: make(chan struct{})}
-}
-
-// Accept waits for a free slot, then for a connection.
-func (l *limitListener) Accept() (net.Conn, error) {
-	select {
-	case l.sem <- struct{}{}:
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.sem
-		return nil, err
-	}
-	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
-}
-
-// Close closes the listener and ends an Accept waiting for a slot.
-func (l *limitListener) Close() error {
-	err := l.Listener.Close()
-	l.closeOnce.Do(func() { close(l.done) })
-	return err
-}
-
-// limitConn gives its slot back when it is first closed.
-type limitConn struct {
-	net.Conn
-	once    sync.Once
-	release func()
-}
-
-func (c *limitConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.release)
-	return err
-}

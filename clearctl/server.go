@@ -13,13 +13,13 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/tractat-us/bee/internal/logkey"
+	"github.com/tractat-us/bee/internal/loopback"
 )
 
 const (
@@ -33,10 +33,13 @@ const (
 	// request can use up the bound.
 	shutdownTimeout = 100 * time.Millisecond
 
-	maxHeaderBytes    = 8 << 10
-	readHeaderTimeout = 2 * time.Second
+	maxHeaderBytes = 8 << 10
+	// readHeaderTimeout is the short deadline of a connection that has not
+	// authenticated: the hook sends its whole request as soon as it has
+	// connected, so a second is plenty, and a connection that sends nothing
+	// is gone within it.
+	readHeaderTimeout = time.Second
 	readTimeout       = 5 * time.Second
-	idleTimeout       = 10 * time.Second
 	// writeSlack is added to AnswerWithin for the server's WriteTimeout, so
 	// a handler that waits the full AnswerWithin can still write its answer.
 	writeSlack = 5 * time.Second
@@ -66,10 +69,12 @@ type Server struct {
 	waker        Waker // nil: no /wait-for-work
 	logger       *slog.Logger
 	answerWithin time.Duration
-	handler      http.Handler // the whole request path: Origin/Host guard, mux, auth, body, retire
-	// listen makes the listener Start serves on: listenLoopback, or in
-	// tests an in-memory listener whose connections' deadlines run on a
-	// synctest bubble's clock. Its Addr must be a *net.TCPAddr.
+	handler      http.Handler     // the whole request path: Origin/Host guard, mux, auth, body, retire
+	http         *loopback.Server // listens, serves handler, admits connections
+	// listen makes the listener Start serves on: nil for 127.0.0.1 on an
+	// ephemeral port, or in tests an in-memory listener whose connections'
+	// deadlines run on a synctest bubble's clock. Its Addr must be a
+	// *net.TCPAddr. Read by Start, so a test may set it after New.
 	listen func() (net.Listener, error)
 
 	// ctx is the Server's lifetime context, the one exception to "never
@@ -85,10 +90,6 @@ type Server struct {
 	// still queued when Close is called gives up instead of waiting its turn.
 	turn chan struct{}
 
-	// port is the listening port, 0 until Start succeeds. The handler's
-	// Host check reads it; with 0 every Host is refused.
-	port atomic.Int32
-
 	// retires counts running retire goroutines, and waits the
 	// /wait-for-work handlers inside a Waker; Close waits for both. Add
 	// happens only under mu while !closed, so never after Close's Wait.
@@ -100,11 +101,8 @@ type Server struct {
 	closeOnce sync.Once
 	closeErr  error // set once by closeOnce
 
-	mu        sync.Mutex // guards the fields below
-	started   bool
-	closed    bool
-	srv       *http.Server
-	serveDone chan struct{} // closed when the Serve goroutine returns
+	mu     sync.Mutex // guards closed
+	closed bool
 }
 
 // New returns a Server that answers requests bearing token and retires
@@ -136,7 +134,6 @@ func New(token string, r Retirer, opts *Options) *Server {
 		waker:        o.Waker,
 		logger:       o.Logger,
 		answerWithin: o.AnswerWithin,
-		listen:       listenLoopback,
 		ctx:          ctx,
 		cancel:       cancel,
 		turn:         make(chan struct{}, 1),
@@ -147,6 +144,26 @@ func New(token string, r Retirer, opts *Options) *Server {
 		mux.HandleFunc("POST "+waitPath, s.handleWait)
 	}
 	s.handler = s.guard(mux)
+	s.http = loopback.New(s.handler, &loopback.Options{
+		Logger:            s.logger,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      s.answerWithin + writeSlack,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ShutdownTimeout:   shutdownTimeout,
+		// The hook sends one request per connection: nothing may idle.
+		KeepAlives:  false,
+		MaxPending:  MaxPending,
+		MaxAdmitted: MaxConns,
+		Started:     ErrStarted,
+		Closed:      ErrClosed,
+		Listen: func() (net.Listener, error) {
+			if s.listen != nil {
+				return s.listen()
+			}
+			return net.Listen("tcp4", "127.0.0.1:0")
+		},
+	})
 	return s
 }
 
@@ -155,51 +172,19 @@ func New(token string, r Retirer, opts *Options) *Server {
 // was already started, ErrClosed after Close, and a wrapped error if it
 // cannot listen (the Server may then be started again).
 func (s *Server) Start() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch {
-	case s.closed:
-		return ErrClosed
-	case s.started:
-		return ErrStarted
+	switch err := s.http.Start(); {
+	case errors.Is(err, ErrClosed), errors.Is(err, ErrStarted):
+		return err
+	case err != nil:
+		return fmt.Errorf("clearctl: %w", err)
 	}
-	ln, err := s.listen()
-	if err != nil {
-		return fmt.Errorf("clearctl: listen on loopback: %w", err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln = newLimitListener(ln, MaxConns)
-	srv := &http.Server{
-		Handler:           s.handler,
-		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
-		WriteTimeout:      s.answerWithin + writeSlack,
-		IdleTimeout:       idleTimeout,
-		MaxHeaderBytes:    maxHeaderBytes,
-		// Without this, "OPTIONS *" would get a 200 from net/http itself,
-		// bypassing the guard.
-		DisableGeneralOptionsHandler: true,
-		ErrorLog:                     slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
-	}
-	done := make(chan struct{})
-	s.started, s.srv, s.serveDone = true, srv, done
-	s.port.Store(int32(port))
-	go func() {
-		defer close(done)
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			s.logger.Error("clearctl serve ended", logkey.Err, err)
-		}
-	}()
-	s.logger.Info("clearctl listening", logkey.Port, port)
+	s.logger.Info("clearctl listening", logkey.Port, s.Port())
 	return nil
 }
 
-// listenLoopback listens on 127.0.0.1 on an ephemeral port.
-func listenLoopback() (net.Listener, error) { return net.Listen("tcp4", "127.0.0.1:0") }
-
 // Port returns the port Start is listening on, or 0 before Start succeeds.
 // After Close it still returns the port the Server had.
-func (s *Server) Port() int { return int(s.port.Load()) }
+func (s *Server) Port() int { return s.http.Port() }
 
 // Close ends the Server: it stops new retires and waits from starting,
 // cancels the lifetime context (so running and queued retires see it done,
@@ -222,7 +207,6 @@ func (s *Server) Close() error {
 func (s *Server) close() error {
 	s.mu.Lock()
 	s.closed = true
-	srv, serveDone := s.srv, s.serveDone
 	s.mu.Unlock()
 
 	// Cancel first: handlers waiting on a retire then answer at once, so the
@@ -230,17 +214,9 @@ func (s *Server) close() error {
 	s.cancel(ErrClosed)
 
 	var err error
-	if srv != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-		defer cancel()
-		if serr := srv.Shutdown(ctx); serr != nil {
-			s.logger.Warn("clearctl shutdown cut short", logkey.Err, serr)
-			_ = srv.Close() // the listener is already closed; this drops the connections left
-			if !errors.Is(serr, context.DeadlineExceeded) {
-				err = fmt.Errorf("clearctl: shutdown: %w", serr)
-			}
-		}
-		<-serveDone
+	if herr := s.http.Close(); herr != nil {
+		s.logger.Warn("clearctl shutdown failed", logkey.Err, herr)
+		err = fmt.Errorf("clearctl: %w", herr)
 	}
 	s.retires.Wait()
 	s.waits.Wait()
@@ -267,17 +243,14 @@ func (s *Server) guard(mux http.Handler) http.Handler {
 	})
 }
 
-// refusal returns why r must be refused with 403, or "" if it may go on.
+// refusal returns why r must be refused with 403, or "" if it may go on:
+// any Origin at all (no browser has business here), or a Host other than
+// the loopback address and port.
 func (s *Server) refusal(r *http.Request) string {
 	if len(r.Header.Values("Origin")) > 0 {
 		return "origin"
 	}
-	port := s.port.Load()
-	if port == 0 {
-		return "not listening"
-	}
-	p := strconv.Itoa(int(port))
-	if r.Host != "127.0.0.1:"+p && r.Host != "localhost:"+p {
+	if !s.http.HostOK(r) {
 		return "host"
 	}
 	return ""
@@ -313,14 +286,20 @@ type statusBody struct {
 }
 
 // admit lets a request through to its route: the token first (401, before
-// any of the body is read), then the body into req (413 or 400, see
-// readJSON) and req's own Validate (400). It answers a refusal itself and
-// reports whether the route may go on.
+// any of the body is read), then a slot among the MaxConns authenticated
+// connections (503 when all are taken), then the body into req (413 or 400,
+// see readJSON) and req's own Validate (400). It answers a refusal itself
+// and reports whether the route may go on.
 func (s *Server) admit(w http.ResponseWriter, r *http.Request, req interface{ Validate() error }) bool {
 	if !s.authorized(r) {
 		s.logger.Warn("clearctl request refused", logkey.Reason, "token", logkey.Remote, r.RemoteAddr)
 		w.Header().Set("WWW-Authenticate", "Bearer")
 		w.WriteHeader(http.StatusUnauthorized)
+		return false
+	}
+	if !loopback.Admit(r) {
+		s.logger.Warn("clearctl request refused", logkey.Reason, "busy", logkey.Limit, MaxConns)
+		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: fmt.Sprintf("bridge busy: it serves %d authenticated requests at once; try again", MaxConns)})
 		return false
 	}
 	if code, err := readJSON(w, r, req); err != nil {

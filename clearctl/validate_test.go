@@ -15,6 +15,7 @@ import (
 )
 
 func TestRetireRequest_Validate(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		req  RetireRequest
@@ -49,6 +50,7 @@ func TestRetireRequest_Validate(t *testing.T) {
 // A bad session_id is refused with 400 naming the field, and retires
 // nothing.
 func TestServer_RefusesBadSessionID(t *testing.T) {
+	t.Parallel()
 	r := &recordingRetirer{}
 	s := newTestServer(t, r, nil)
 	rec := serve(s, newRequest(t, s, "POST", "/retire", `{"session_id":"s\u001b]52;c;eA==\u0007"}`))
@@ -64,20 +66,17 @@ func TestServer_RefusesBadSessionID(t *testing.T) {
 	require.Contains(t, rec.Body.String(), "session_id is 1000 bytes")
 }
 
-// The Server serves at most MaxConns connections at once: while they are
-// all busy, another request is not even read, and it is served once one
-// ends.
+// The Server serves at most MaxConns authenticated requests at once: one
+// more is answered 503 at once, saying so, while a request without the
+// token is still answered (401) at once, since slots are kept for
+// authenticated requests only. Once a slot is free, requests are served.
 func TestServer_CapsConnections(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	var once sync.Once
 	free := func() { once.Do(func() { close(release) }) }
 	defer free()
-	started := make(chan struct{}, 1)
 	s := newTestServer(t, RetirerFunc(func(ctx context.Context, _ RetireRequest) (RetireResponse, error) {
-		select {
-		case started <- struct{}{}:
-		default:
-		}
 		select {
 		case <-release:
 		case <-ctx.Done():
@@ -94,29 +93,27 @@ func TestServer_CapsConnections(t *testing.T) {
 			assert.NoError(t, err)
 		})
 	}
-	recv(t, started)
-
-	// A request that would be answered at once (401) gets no answer while
-	// every slot is taken. Each probe waits until the slots are surely
-	// taken: the retires are in the server's hands once they are running or
-	// queued, which happens right after their connections are accepted.
-	probe := func(d time.Duration) error {
-		ctx, cancel := context.WithTimeout(context.Background(), d)
-		defer cancel()
-		_, err := Retire(ctx, s.Port(), "wrong-token", RetireRequest{})
-		return err
-	}
 	require.Eventually(t, func() bool { return s.retiresRunning() == MaxConns }, 10*time.Second, 5*time.Millisecond,
 		"the %d retires did not all reach the server", MaxConns)
-	err := probe(300 * time.Millisecond)
-	require.ErrorIs(t, err, context.DeadlineExceeded, "a request beyond the cap was served: %v", err)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	_, err := Retire(ctx, s.Port(), testToken, RetireRequest{})
+	se, ok := errors.AsType[*StatusError](err)
+	require.True(t, ok, "one authenticated request beyond the cap: %v", err)
+	require.Equal(t, http.StatusServiceUnavailable, se.Code)
+	require.Contains(t, se.Body, "bridge busy")
+	require.Equal(t, MaxConns, s.retiresRunning(), "the refused request retired nothing")
+
+	_, err = Retire(ctx, s.Port(), "wrong-token", RetireRequest{})
+	se, ok = errors.AsType[*StatusError](err)
+	require.True(t, ok, "a request without the token is answered while the slots are full: %v", err)
+	require.Equal(t, http.StatusUnauthorized, se.Code)
 
 	free()
 	wg.Wait()
-	err = probe(5 * time.Second)
-	var se *StatusError
-	require.True(t, errors.As(err, &se), "once the slots are free the request is served: %v", err)
-	require.Equal(t, http.StatusUnauthorized, se.Code)
+	_, err = Retire(ctx, s.Port(), testToken, RetireRequest{})
+	require.NoError(t, err, "once the slots are free the request is served")
 }
 
 // retiresRunning reports how many retires have started and not ended.

@@ -181,6 +181,8 @@ var ErrConnectionLost = errors.New("wait for work: connection to the bridge lost
 //     ErrConnectionLost;
 //   - any answer but 200: a *StatusError (401: wrong token; 404: a bridge too
 //     old to serve the route);
+//   - a 200 whose body is not a JSON object with a boolean "wake", or that
+//     wakes with no line: an error wrapping ErrNotABridge;
 //   - ctx ending first: an error wrapping ctx's error;
 //   - port outside 1..65535 or an empty token: an error, and no request.
 //
@@ -212,10 +214,18 @@ func WaitForWork(ctx context.Context, port int, token string, req WaitRequest) (
 	if resp.StatusCode != http.StatusOK {
 		return none, &StatusError{Code: resp.StatusCode, Body: errorText(data), Op: "wait for work"}
 	}
-	var out WaitResponse
-	if err := json.Unmarshal(data, &out); err != nil {
-		return none, fmt.Errorf("wait for work: decode answer: %w", err)
+	var shape struct {
+		Wake *bool `json:"wake"`
+		WaitResponse
 	}
+	if err := json.Unmarshal(data, &shape); err != nil {
+		return none, fmt.Errorf("wait for work: %w: %w", ErrNotABridge, err)
+	}
+	out := shape.WaitResponse
+	if shape.Wake == nil || *shape.Wake && out.Line == "" {
+		return none, fmt.Errorf("wait for work: %w: %s", ErrNotABridge, errorText(data))
+	}
+	out.Wake = *shape.Wake
 	if len(out.Line) > MaxLineBytes {
 		out.Line = textcut.Bytes(out.Line, MaxLineBytes)
 	}

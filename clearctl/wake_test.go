@@ -52,6 +52,7 @@ func (h *holdingWaker) endedCauses() []error {
 }
 
 func TestServer_WaitRoute(t *testing.T) {
+	t.Parallel()
 	w := WakerFunc(func(_ context.Context, req WaitRequest) WaitResponse {
 		return WaitResponse{Wake: true, Line: "bee: for pid " + strconv.Itoa(req.PID)}
 	})
@@ -97,6 +98,7 @@ func TestServer_WaitRoute(t *testing.T) {
 }
 
 func TestServer_WaitRouteNeedsAWaker(t *testing.T) {
+	t.Parallel()
 	s := newTestServer(t, &recordingRetirer{}, nil)
 	rec := serve(s, newRequest(t, s, "POST", waitPath, ""))
 	require.Equal(t, 404, rec.Code)
@@ -111,6 +113,7 @@ func TestServer_WaitRouteNeedsAWaker(t *testing.T) {
 // AnswerWithin + 5 s): the route lifts them once the caller has
 // authenticated. On a bubble's fake clock it is held a day.
 func TestWaitForWork_OutlivesServerTimeouts(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		h := newHoldingWaker()
 		_, c := newBubbleServer(t, &recordingRetirer{}, &Options{Waker: h})
@@ -144,6 +147,7 @@ func TestWaitForWork_OutlivesServerTimeouts(t *testing.T) {
 
 // A waiter that hangs up is noticed at once: its Waker's context ends.
 func TestWaitForWork_HangUpEndsTheWaker(t *testing.T) {
+	t.Parallel()
 	h := newHoldingWaker()
 	s := newTestServer(t, &recordingRetirer{}, &Options{Waker: h})
 	ctx, cancel := context.WithCancel(t.Context())
@@ -163,6 +167,7 @@ func TestWaitForWork_HangUpEndsTheWaker(t *testing.T) {
 // Close answers a pending waiter "shutting down" at once, whatever the
 // Waker returns, and refuses no later waiter with anything else.
 func TestServer_Close_AnswersWaiters(t *testing.T) {
+	t.Parallel()
 	h := newHoldingWaker()
 	s := New(testToken, &recordingRetirer{}, &Options{Waker: h})
 	require.NoError(t, s.Start())
@@ -194,6 +199,7 @@ func TestServer_Close_AnswersWaiters(t *testing.T) {
 }
 
 func TestServer_Wait_Panics(t *testing.T) {
+	t.Parallel()
 	s := newTestServer(t, &recordingRetirer{}, &Options{Waker: WakerFunc(func(context.Context, WaitRequest) WaitResponse {
 		panic("boom")
 	})})
@@ -203,6 +209,7 @@ func TestServer_Wait_Panics(t *testing.T) {
 }
 
 func TestWaitForWork_Errors(t *testing.T) {
+	t.Parallel()
 	_, err := WaitForWork(t.Context(), 0, testToken, WaitRequest{})
 	require.ErrorContains(t, err, "bad port 0")
 	_, err = WaitForWork(t.Context(), 80, "", WaitRequest{})
@@ -230,6 +237,7 @@ func TestWaitForWork_Errors(t *testing.T) {
 // A bridge killed while a waiter waits: the connection breaks, and the
 // client says so with ErrConnectionLost.
 func TestWaitForWork_ConnectionLost(t *testing.T) {
+	t.Parallel()
 	var lc net.ListenConfig
 	ln, err := lc.Listen(t.Context(), "tcp4", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -248,6 +256,7 @@ func TestWaitForWork_ConnectionLost(t *testing.T) {
 }
 
 func TestWaitRequest_Validate(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		req  WaitRequest

@@ -212,13 +212,15 @@ func wait(ctx context.Context, cfg WaitConfig, stdin io.Reader) WaitResult {
 
 // waitForBridge waits up to cfg.BridgeWithin for the run file of claudePID
 // to name a live bridge other than the one whose token is avoid ("" for
-// none). It gives up at once when the Claude process is gone. msg says why
-// there is none.
+// none). It gives up at once when the Claude process is gone. A run file
+// whose bridge is dead is removed (only while it still holds that bridge's
+// token), so it cannot outlive the session. msg says why there is none.
 func waitForBridge(ctx context.Context, cfg WaitConfig, dir string, claudePID int, avoid string) (e runfile.Entry, msg string) {
 	deadline := time.Now().Add(cfg.BridgeWithin)
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
-	var last string // what the last look found wanting
+	var last string  // what the last look found wanting
+	var swept string // what a stale run file removed by this wait was
 	for {
 		if !cfg.Alive(claudePID) {
 			return e, fmt.Sprintf("bee-hook: claude pid %d is gone; no session to wake", claudePID)
@@ -228,12 +230,18 @@ func waitForBridge(ctx context.Context, cfg WaitConfig, dir string, claudePID in
 		switch {
 		case avoid != "" && (errors.Is(err, fs.ErrNotExist) || err == nil && e.Token == avoid):
 			last = fmt.Sprintf("the bridge of claude pid %d went away and no new one registered", claudePID)
+		case errors.Is(err, fs.ErrNotExist) && swept != "":
+			last = "removed the " + swept + ", and no live bridge registered"
 		case errors.Is(err, fs.ErrNotExist):
 			last = fmt.Sprintf("no bridge registered for claude pid %d in %s", claudePID, dir)
 		case err != nil:
 			last = err.Error()
 		case !cfg.Alive(e.PID):
 			last = fmt.Sprintf("stale run file for dead bridge pid %d (claude pid %d)", e.PID, claudePID)
+			if removed, rerr := runfile.Remove(dir, claudePID, e.Token); rerr == nil && removed {
+				swept = fmt.Sprintf("stale run file of dead bridge pid %d (claude pid %d)", e.PID, claudePID)
+				last = "removed the " + swept + ", and no live bridge registered"
+			}
 		default:
 			lerr := cfg.Listener(e.PID, e.Port)
 			if lerr == nil || errors.Is(lerr, errors.ErrUnsupported) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 	"sync"
 	"testing"
@@ -201,7 +202,7 @@ func TestWait_NoBridge(t *testing.T) {
 			"bee-hook: no bridge registered for claude pid 4242 in "},
 		{"stale run file", func(w *waitFixture, cfg *WaitConfig) {
 			cfg.Alive = func(pid int) bool { return pid != testBridgePID }
-		}, "bee-hook: stale run file for dead bridge pid 5151 (claude pid 4242) after 300ms"},
+		}, "bee-hook: removed the stale run file of dead bridge pid 5151 (claude pid 4242), and no live bridge registered after 300ms"},
 		{"claude gone", func(w *waitFixture, cfg *WaitConfig) {
 			cfg.Alive = func(pid int) bool { return pid != testClaudePID }
 			cfg.BridgeWithin = time.Hour // must not matter
@@ -218,6 +219,10 @@ func TestWait_NoBridge(t *testing.T) {
 			require.True(t, strings.HasPrefix(res.Line, tc.want), "line %q", res.Line)
 			reqs, _ := w.registrations()
 			require.Empty(t, reqs)
+			if tc.name == "stale run file" {
+				_, err := runfile.Read(w.f.dir, testClaudePID)
+				require.ErrorIs(t, err, fs.ErrNotExist, "the dead bridge's run file is gone")
+			}
 		})
 	}
 }

@@ -1,6 +1,7 @@
 // Package runfile manages bee's run directory and run files: the directory
 // is 0700 and owned by the caller; run files are 0600, appear atomically,
-// and are removed only while they hold the caller's token.
+// and are removed only while they hold the caller's token. [Sweep] removes
+// the files of bridges that died without a word, never a live bridge's.
 //
 // A run file, <dir>/<claudePID>.json, tells bee-hook how to reach the bridge
 // of one Claude process: {"port": <int>, "token": "<secret>", "pid": <bridge
@@ -30,6 +31,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/tractat-us/bee/internal/liveness"
 )
 
 // EnvDir is the environment variable that moves the run directory, for the
@@ -440,4 +443,39 @@ func List(dir string) ([]Listed, error) {
 	}
 	slices.SortFunc(out, func(a, b Listed) int { return a.ClaudePID - b.ClaudePID })
 	return out, nil
+}
+
+// Sweep removes the run files in dir that bridges left behind when they
+// died without a word (SIGKILL): a file whose bridge process, or whose
+// Claude process, is dead by alive (nil means liveness.Alive). It returns
+// the paths it removed.
+//
+// A file is removed only while it still holds the token Sweep read (see
+// [Remove]), so a replacement bridge's file written meanwhile, for the same
+// Claude process, survives. Sweep trusts dir only as [Read] does; files it
+// cannot read, malformed ones among them, are left alone (see [List]), and
+// so is a file whose processes are alive, even if a pid has been reused. A
+// missing dir has nothing to sweep. The error is the first that stopped a
+// listing or a removal; Sweep still tries every file.
+func Sweep(dir string, alive func(pid int) bool) (removed []string, err error) {
+	if alive == nil {
+		alive = liveness.Alive
+	}
+	files, err := List(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range files {
+		if f.Err != nil || alive(f.Entry.PID) && alive(f.ClaudePID) {
+			continue
+		}
+		ok, rerr := Remove(dir, f.ClaudePID, f.Entry.Token)
+		switch {
+		case rerr != nil && err == nil:
+			err = rerr
+		case ok:
+			removed = append(removed, f.Path)
+		}
+	}
+	return removed, err
 }

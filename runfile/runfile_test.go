@@ -5,7 +5,9 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -78,6 +80,7 @@ func TestDefaultDir(t *testing.T) {
 }
 
 func TestEnsureDir(t *testing.T) {
+	t.Parallel()
 	t.Run("creates 0700 with parents", func(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "a", "run")
 		require.NoError(t, EnsureDir(dir))
@@ -137,6 +140,7 @@ func TestEnsureDir(t *testing.T) {
 }
 
 func TestNewToken(t *testing.T) {
+	t.Parallel()
 	a, err := NewToken()
 	require.NoError(t, err)
 	b, err := NewToken()
@@ -146,10 +150,12 @@ func TestNewToken(t *testing.T) {
 }
 
 func TestPath(t *testing.T) {
+	t.Parallel()
 	require.Equal(t, filepath.Join("/run/bee", "4242.json"), Path("/run/bee", 4242))
 }
 
 func TestWrite(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "run")
 	e := testEntry(t, 4100)
 	require.NoError(t, Write(dir, 77, e))
@@ -175,6 +181,7 @@ func TestWrite(t *testing.T) {
 }
 
 func TestWrite_Refuses(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	good := testEntry(t, 4100)
 	for _, tc := range []struct {
@@ -198,6 +205,7 @@ func TestWrite_Refuses(t *testing.T) {
 }
 
 func TestWrite_UnsafeDir(t *testing.T) {
+	t.Parallel()
 	link := filepath.Join(t.TempDir(), "run")
 	target := t.TempDir()
 	require.NoError(t, os.Symlink(target, link))
@@ -208,6 +216,7 @@ func TestWrite_UnsafeDir(t *testing.T) {
 // TestWrite_FailureLeavesNoTemp makes the final rename fail (a directory
 // sits where the run file goes) and checks the temp file is gone.
 func TestWrite_FailureLeavesNoTemp(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	require.NoError(t, os.Mkdir(Path(dir, 5), 0o700))
 	err := Write(dir, 5, testEntry(t, 4100))
@@ -261,6 +270,7 @@ func TestWrite_ConcurrentReader(t *testing.T) {
 }
 
 func TestRead(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	t.Run("missing", func(t *testing.T) {
 		_, err := Read(dir, 123)
@@ -310,12 +320,14 @@ func TestRead(t *testing.T) {
 }
 
 func TestEntry_String(t *testing.T) {
+	t.Parallel()
 	e := testEntry(t, 4100)
 	require.NotContains(t, e.String(), e.Token)
 	require.Contains(t, e.String(), "4100")
 }
 
 func TestRemove(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	mine, theirs := testEntry(t, 4100), testEntry(t, 4200)
 
@@ -367,6 +379,8 @@ func TestRemove(t *testing.T) {
 
 // TestRemove_ReplacedAfterCheck writes a replacement bridge's file right
 // after Remove has checked the old one's token: it must survive.
+// It is not parallel: it sets testHookRemoveChecked, which every Remove
+// runs, and parallel tests run only once the sequential ones are done.
 func TestRemove_ReplacedAfterCheck(t *testing.T) {
 	dir := t.TempDir()
 	old, repl := testEntry(t, 4100), testEntry(t, 4200)
@@ -403,6 +417,7 @@ func TestRemove_RacingWrite(t *testing.T) {
 }
 
 func TestList(t *testing.T) {
+	t.Parallel()
 	t.Run("missing dir", func(t *testing.T) {
 		got, err := List(filepath.Join(t.TempDir(), "nope"))
 		require.NoError(t, err)
@@ -429,6 +444,7 @@ func TestList(t *testing.T) {
 // a file planted in a directory others can write to could send the token
 // to any port.
 func TestRead_RefusesUnsafeDir(t *testing.T) {
+	t.Parallel()
 	entry := Entry{Port: 4242, Token: strings.Repeat("ab", 32), PID: 99}
 	t.Run("symlink", func(t *testing.T) {
 		real := filepath.Join(t.TempDir(), "real")
@@ -469,4 +485,82 @@ func TestRead_RefusesUnsafeDir(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, entry, got)
 	})
+}
+
+// deadPID returns the pid of a process that has exited and been reaped.
+func deadPID(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("true")
+	require.NoError(t, cmd.Run())
+	return cmd.Process.Pid
+}
+
+// A SIGKILLed bridge's run file is swept: the bridge is dead, or the
+// Claude process it served is. Files of live bridges, and files Sweep cannot
+// read, stay.
+func TestSweep(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	me, dead := os.Getpid(), deadPID(t)
+	live := testEntry(t, 4100)
+	deadBridge := testEntry(t, 4200)
+	deadBridge.PID = dead
+	orphan := testEntry(t, 4300) // its bridge lives on, its claude is gone
+	require.NoError(t, Write(dir, me, live))
+	require.NoError(t, Write(dir, me+1, deadBridge))
+	require.NoError(t, Write(dir, dead, orphan))
+	require.NoError(t, os.WriteFile(Path(dir, 5), []byte("junk"), 0o600))
+	alive := func(pid int) bool { return pid != dead && pid != me+1 }
+
+	removed, err := Sweep(dir, alive)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{Path(dir, me+1), Path(dir, dead)}, removed)
+	require.ElementsMatch(t, []string{strconv.Itoa(me) + ".json", "5.json"}, dirNames(t, dir))
+	got, err := Read(dir, me)
+	require.NoError(t, err)
+	require.Equal(t, live, got)
+
+	removed, err = Sweep(dir, alive)
+	require.NoError(t, err)
+	require.Empty(t, removed, "a second sweep finds nothing")
+	removed, err = Sweep(filepath.Join(dir, "missing"), alive)
+	require.NoError(t, err)
+	require.Empty(t, removed)
+}
+
+// Sweep with the real liveness check: a reaped child's pid is dead.
+func TestSweep_RealProcesses(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	stale := testEntry(t, 4200)
+	stale.PID = deadPID(t)
+	require.NoError(t, Write(dir, os.Getpid(), stale))
+	removed, err := Sweep(dir, nil)
+	require.NoError(t, err)
+	require.Equal(t, []string{Path(dir, os.Getpid())}, removed)
+	require.Empty(t, dirNames(t, dir))
+}
+
+// A live bridge that replaces a dead one's file while Sweep looks at it
+// keeps its file: Sweep removes only what it read.
+func TestSweep_KeepsAReplacement(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	stale, repl := testEntry(t, 4200), testEntry(t, 4300)
+	stale.PID = 999_999_999
+	require.NoError(t, Write(dir, 8, stale))
+	alive := func(pid int) bool {
+		if pid == stale.PID {
+			// The replacement bridge starts right after Sweep read the file.
+			require.NoError(t, Write(dir, 8, repl))
+			return false
+		}
+		return true
+	}
+	removed, err := Sweep(dir, alive)
+	require.NoError(t, err)
+	require.Empty(t, removed)
+	got, err := Read(dir, 8)
+	require.NoError(t, err)
+	require.Equal(t, repl, got)
 }

@@ -115,6 +115,7 @@ func (f *fixture) args(extra ...string) []string {
 }
 
 func TestRun_Hook(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, stdin, stderr string
 	}{
@@ -133,6 +134,7 @@ func TestRun_Hook(t *testing.T) {
 }
 
 func TestRun_AlwaysExitsZero(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		args   []string
@@ -158,6 +160,7 @@ func TestRun_AlwaysExitsZero(t *testing.T) {
 }
 
 func TestRun_Timeout(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	base := f.base()
 	base.Retire = func(ctx context.Context, _ int, _ string, _ clearctl.RetireRequest) (clearctl.RetireResponse, error) {
@@ -173,6 +176,7 @@ func TestRun_Timeout(t *testing.T) {
 }
 
 func TestRun_List(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	// A child that has been reaped stands for a dead bridge.
 	dead := exec.Command("true")
@@ -217,6 +221,7 @@ func (r failReader) Read([]byte) (int, error) {
 }
 
 func TestRun_PrintConfigHelpVersion(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		arg  string
 		want func(t *testing.T, stdout string)
@@ -249,16 +254,29 @@ func TestRun_PrintConfigHelpVersion(t *testing.T) {
 // bee-hook finds it by the ancestry rule, reads the run file registered for
 // it and retires through a real clearctl server with the real client.
 func TestBeeHook_RealClaudeChain(t *testing.T) {
+	t.Parallel()
+	srv, token, got := retiringBridge(t, nil)
+	stdout, stderr := clearThroughClaude(t, srv.Port(), token)
+	require.Empty(t, stdout, "a hook writes nothing to stdout")
+	require.Equal(t, "bee-hook: retired agent:e2e#aaaaaaaa -> agent:e2e#bbbbbbbb\n", stderr)
+	require.Equal(t, []clearctl.RetireRequest{{SessionID: "s2", TranscriptPath: "/t/s2.jsonl"}}, got())
+}
+
+// retiringBridge serves the control channel with a fresh token, retiring
+// agent:e2e#aaaaaaaa into agent:e2e#bbbbbbbb, and returns what it retired
+// so far through got.
+func retiringBridge(t *testing.T, opts *clearctl.Options) (srv *clearctl.Server, token string, got func() []clearctl.RetireRequest) {
+	t.Helper()
 	token, err := runfile.NewToken()
 	require.NoError(t, err)
 	var mu sync.Mutex
-	var got []clearctl.RetireRequest
-	srv := clearctl.New(token, clearctl.RetirerFunc(func(_ context.Context, req clearctl.RetireRequest) (clearctl.RetireResponse, error) {
+	var reqs []clearctl.RetireRequest
+	srv = clearctl.New(token, clearctl.RetirerFunc(func(_ context.Context, req clearctl.RetireRequest) (clearctl.RetireResponse, error) {
 		mu.Lock()
-		got = append(got, req)
+		reqs = append(reqs, req)
 		mu.Unlock()
 		return clearctl.RetireResponse{Retired: "agent:e2e#aaaaaaaa", Current: "agent:e2e#bbbbbbbb"}, nil
-	}), nil)
+	}), opts)
 	require.NoError(t, srv.Start())
 	t.Cleanup(func() {
 		closed := make(chan struct{})
@@ -269,7 +287,18 @@ func TestBeeHook_RealClaudeChain(t *testing.T) {
 			t.Error("clearctl Server.Close did not return within 5s")
 		}
 	})
+	return srv, token, func() []clearctl.RetireRequest {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]clearctl.RetireRequest(nil), reqs...)
+	}
+}
 
+// clearThroughClaude types /clear, as far as bee is concerned: a stand-in
+// claude whose run file names the bridge on port runs bee-hook, and this
+// returns bee-hook's stdout and stderr.
+func clearThroughClaude(t *testing.T, port int, token string) (stdout, stderr string) {
+	t.Helper()
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	claude := filepath.Join(t.TempDir(), "claude")
@@ -283,26 +312,22 @@ func TestBeeHook_RealClaudeChain(t *testing.T) {
 		"GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 	goAhead, err := cmd.StdinPipe()
 	require.NoError(t, err)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
 	require.NoError(t, cmd.Start())
 
-	// This test process stands for the bridge: alive, and serving srv.
-	require.NoError(t, runfile.Write(runDir, cmd.Process.Pid, runfile.Entry{Port: srv.Port(), Token: token, PID: os.Getpid()}))
+	// This test process stands for the bridge: alive, and serving on port.
+	require.NoError(t, runfile.Write(runDir, cmd.Process.Pid, runfile.Entry{Port: port, Token: token, PID: os.Getpid()}))
 	_, err = goAhead.Write([]byte("go\n"))
 	require.NoError(t, err)
-	require.NoError(t, cmd.Wait(), "stderr: %s", stderr.String())
-
-	require.Empty(t, stdout.String(), "a hook writes nothing to stdout")
-	require.Equal(t, "bee-hook: retired agent:e2e#aaaaaaaa -> agent:e2e#bbbbbbbb\n", stderr.String())
-	mu.Lock()
-	defer mu.Unlock()
-	require.Equal(t, []clearctl.RetireRequest{{SessionID: "s2", TranscriptPath: "/t/s2.jsonl"}}, got)
+	require.NoError(t, cmd.Wait(), "stderr: %s", errOut.String())
+	return out.String(), errOut.String()
 }
 
 // --list prints what it found inert: a run directory's name can hold
 // escape sequences, and so can the errors that quote it.
 func TestRun_ListEscapesNames(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "run\x1b]0;pwned\a\x1b[2J\u202e")
 	require.NoError(t, runfile.EnsureDir(dir))
 	require.NoError(t, os.WriteFile(runfile.Path(dir, 5), []byte("junk"), 0o600))
@@ -336,6 +361,7 @@ func runAsClaudeParent() int {
 // only by the fallbacks ($CLAUDE_PID for the hook, the parent for its
 // bridge).
 func TestRun_ListNotesClaudeUnderAnotherName(t *testing.T) {
+	t.Parallel()
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	claude := filepath.Join(t.TempDir(), "claude-2.1.328")

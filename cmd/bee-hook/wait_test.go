@@ -92,6 +92,7 @@ func answering(resp clearctl.WaitResponse) clearctl.Waker {
 }
 
 func TestBeeHook_WaiterExitCodes(t *testing.T) {
+	t.Parallel()
 	token, err := runfile.NewToken()
 	require.NoError(t, err)
 	wake := clearctl.WaitResponse{Wake: true, Line: `bee: action a-1 "t" from user:alice is waiting for agent:x#00000001; call bee_wait_action to take it.`}
@@ -139,6 +140,7 @@ func TestBeeHook_WaiterExitCodes(t *testing.T) {
 // SIGTERM, as Claude Code sends every waiter at /exit, ends a waiting
 // waiter at once, with 0.
 func TestBeeHook_WaiterEndsOnSIGTERM(t *testing.T) {
+	t.Parallel()
 	token, err := runfile.NewToken()
 	require.NoError(t, err)
 	arrived := make(chan struct{}, 1)

@@ -18,8 +18,17 @@
 //     rebinding). The one exception is "Origin: null" on a request the
 //     browser itself marks Sec-Fetch-Site: same-origin: that is how
 //     Chromium sends this page's own forms under Referrer-Policy:
-//     no-referrer. A POST that the browser marks as from anywhere else is
-//     refused too. No CORS header is ever sent.
+//     no-referrer. A POST from another origin is refused too, as
+//     net/http's CrossOriginProtection decides (Sec-Fetch-Site
+//     cross-site or same-site, or else an Origin that is not the Host). No
+//     CORS header is ever sent.
+//   - Refusals (401, 403, 503) close their connection. Connections are
+//     bounded (package loopback): at most [MaxSignedInConns] that have
+//     carried a signed-in request, and at most [MaxOtherConns] others, a
+//     connection beyond those taking the place of the oldest silent one; a
+//     signed-in request beyond [MaxSignedInConns] connections is answered
+//     503, saying so. At most [MaxEventStreams] event streams are open at
+//     once; one more is answered 503, saying so.
 //   - Every form carries a CSRF token tied to the session, checked in constant
 //     time; a POST without it is refused with 403 and changes nothing.
 //   - Every answer carries a Content-Security-Policy that allows only the
@@ -48,15 +57,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/internal/logkey"
+	"github.com/tractat-us/bee/internal/loopback"
 )
 
 const (
@@ -66,6 +74,17 @@ const (
 
 	// MaxFormBytes caps a form's body; a larger one is refused with 413.
 	MaxFormBytes = 256 << 10
+
+	// MaxSignedInConns bounds the connections that have carried a
+	// signed-in request; MaxOtherConns the others (not signed in yet, or
+	// only fetching the page's script and style). A browser opens about
+	// six per host.
+	MaxSignedInConns = 64
+	MaxOtherConns    = 64
+
+	// MaxEventStreams bounds the event streams open at once: one per open
+	// page. A browser holds at most about six (one per connection).
+	MaxEventStreams = 32
 
 	// shutdownTimeout bounds Close's graceful shutdown. Event streams end
 	// as soon as Close cancels the lifetime context, so only a request in
@@ -107,10 +126,11 @@ type Server struct {
 	// Fixed at creation.
 	board       actions.Board
 	person      actions.Poster
-	port        int // the requested port; 0 for ephemeral
 	logger      *slog.Logger
 	memberEvery time.Duration
 	handler     http.Handler
+	http        *loopback.Server // listens, serves handler, bounds connections
+	cop         *http.CrossOriginProtection
 	loginToken  string            // in LoginURL only; never logged
 	loginSum    [sha256.Size]byte // SHA-256 of loginToken, for the constant-time check
 	csrfKey     []byte            // keys the session's CSRF token
@@ -125,8 +145,6 @@ type Server struct {
 
 	// loginUsed is set by the first request carrying the login token.
 	loginUsed atomic.Bool
-	// listenPort is the port Start listens on; 0 until then.
-	listenPort atomic.Int32
 
 	sessMu sync.Mutex // guards sess
 	sess   *session   // nil until the login token is used
@@ -134,12 +152,9 @@ type Server struct {
 	closeOnce sync.Once
 	closeErr  error // set once by closeOnce
 
-	mu          sync.Mutex // guards the fields below
-	started     bool
-	closed      bool
-	srv         *http.Server
-	serveDone   chan struct{} // closed when Serve returns
-	watcherDone chan struct{} // closed when the change watcher returns
+	mu          sync.Mutex    // guards the fields below
+	closed      bool          // Close has begun: no watcher starts
+	watcherDone chan struct{} // closed when the change watcher returns; nil before Start
 }
 
 // New returns a Server for b that acts as person ("user:<name>"). It does
@@ -168,7 +183,6 @@ func New(b actions.Board, person actions.Poster, opts *Options) *Server {
 	s := &Server{
 		board:       b,
 		person:      person,
-		port:        o.Port,
 		logger:      o.Logger,
 		memberEvery: o.MemberEvery,
 		loginToken:  token,
@@ -178,7 +192,23 @@ func New(b actions.Board, person actions.Poster, opts *Options) *Server {
 		cancel:      cancel,
 	}
 	s.hub.init()
+	s.cop = http.NewCrossOriginProtection()
 	s.handler = s.routes()
+	s.http = loopback.New(s.handler, &loopback.Options{
+		Port:              o.Port,
+		Logger:            o.Logger,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ShutdownTimeout:   shutdownTimeout,
+		KeepAlives:        true,
+		MaxPending:        MaxOtherConns,
+		MaxAdmitted:       MaxSignedInConns,
+		Started:           ErrStarted,
+		Closed:            ErrClosed,
+	})
 	return s
 }
 
@@ -196,48 +226,23 @@ func randomToken() string {
 func (s *Server) Start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case s.closed:
+	if s.closed {
 		return ErrClosed
-	case s.started:
-		return ErrStarted
 	}
-	ln, err := net.Listen("tcp4", net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)))
-	if err != nil {
-		return fmt.Errorf("listen on 127.0.0.1:%d: %w", s.port, err)
+	if err := s.http.Start(); err != nil {
+		return err
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	srv := &http.Server{
-		Handler:           s.handler,
-		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
-		WriteTimeout:      writeTimeout,
-		IdleTimeout:       idleTimeout,
-		MaxHeaderBytes:    maxHeaderBytes,
-		// Without this, "OPTIONS *" gets a 200 from net/http itself,
-		// around the guard.
-		DisableGeneralOptionsHandler: true,
-		ErrorLog:                     slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
-	}
-	s.started, s.srv = true, srv
-	s.listenPort.Store(int32(port))
-	s.serveDone, s.watcherDone = make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(s.serveDone)
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			s.logger.Error("board page serve ended", logkey.Err, err)
-		}
-	}()
+	s.watcherDone = make(chan struct{})
 	go func() {
 		defer close(s.watcherDone)
 		s.watch()
 	}()
-	s.logger.Info("board page listening", logkey.Port, port)
+	s.logger.Info("board page listening", logkey.Port, s.Port())
 	return nil
 }
 
 // Port returns the port the Server listens on, or 0 before Start.
-func (s *Server) Port() int { return int(s.listenPort.Load()) }
+func (s *Server) Port() int { return s.http.Port() }
 
 // LoginURL returns the URL that signs a browser in: it carries the
 // one-time login token, so print it only to the person running the Server.
@@ -266,25 +271,18 @@ func (s *Server) Close() error {
 func (s *Server) close() error {
 	s.mu.Lock()
 	s.closed = true
-	srv, serveDone, watcherDone := s.srv, s.serveDone, s.watcherDone
+	watcherDone := s.watcherDone
 	s.mu.Unlock()
 
 	s.cancel()
-	if srv == nil {
-		return nil
-	}
 	var err error
-	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-	defer cancel()
-	if serr := srv.Shutdown(ctx); serr != nil {
-		s.logger.Warn("board page shutdown cut short", logkey.Err, serr)
-		_ = srv.Close()
-		if !errors.Is(serr, context.DeadlineExceeded) {
-			err = fmt.Errorf("boardpage: shutdown: %w", serr)
-		}
+	if herr := s.http.Close(); herr != nil {
+		s.logger.Warn("board page shutdown failed", logkey.Err, herr)
+		err = fmt.Errorf("boardpage: %w", herr)
 	}
-	<-serveDone
-	<-watcherDone
-	s.logger.Info("board page closed")
+	if watcherDone != nil {
+		<-watcherDone
+		s.logger.Info("board page closed")
+	}
 	return err
 }

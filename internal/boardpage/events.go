@@ -62,11 +62,15 @@ func (h *hub) bump() {
 }
 
 // open and closed count the streams, so the watcher compares the agents
-// only while someone is looking.
-func (h *hub) open() {
+// only while someone is looking. open refuses (false) a stream beyond max.
+func (h *hub) open(max int) bool {
 	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.streams >= max {
+		return false
+	}
 	h.streams++
-	h.mu.Unlock()
+	return true
 }
 
 func (h *hub) closed() {
@@ -137,7 +141,7 @@ func (s *Server) watchFailed(ctx context.Context, what string, err error) {
 	if ctx.Err() != nil {
 		return
 	}
-	s.logger.Warn("board page watcher: board failed", "what", what, logkey.Err, err)
+	s.logger.Warn("board page watcher: board failed", logkey.Op, what, logkey.Err, err)
 	t := time.NewTimer(retryAfterError)
 	defer t.Stop()
 	select {
@@ -167,17 +171,23 @@ func (s *Server) agentsKey(ctx context.Context) (string, error) {
 // handleEvents streams server-sent events: "change" with the hub's version,
 // once at the start and then at every change. The page fetches the
 // fragment when the version differs from the one it shows. The stream ends
-// when the browser goes or the Server closes.
+// when the browser goes or the Server closes. A stream beyond
+// MaxEventStreams is refused with 503.
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, _ *session) {
+	if !s.hub.open(MaxEventStreams) {
+		s.logger.Warn("board page request refused", logkey.Reason, "too many event streams", logkey.Limit, MaxEventStreams)
+		s.deny(w, http.StatusServiceUnavailable, fmt.Sprintf("Too many open pages: the board page keeps %d live at once.", MaxEventStreams),
+			"Close some of the board's tabs or windows, then reload.")
+		return
+	}
+	defer s.hub.closed()
+
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-
-	s.hub.open()
-	defer s.hub.closed()
 
 	write := func(format string, args ...any) bool {
 		if err := rc.SetWriteDeadline(time.Now().Add(eventWriteTimeout)); err != nil {

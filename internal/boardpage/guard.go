@@ -8,10 +8,12 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 
 	"github.com/tractat-us/bee/internal/logkey"
+	"github.com/tractat-us/bee/internal/loopback"
 )
 
 const (
@@ -59,7 +61,8 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		h.Set("Cross-Origin-Opener-Policy", "same-origin")
 		h.Set("Cross-Origin-Resource-Policy", "same-origin")
 		if reason := s.refusal(r); reason != "" {
-			s.logger.Warn("board page request refused", logkey.Reason, reason, "remote", r.RemoteAddr)
+			s.logger.Warn("board page request refused", logkey.Reason, reason, logkey.Remote, r.RemoteAddr)
+			closeAfter(w)
 			http.Error(w, "403 forbidden: this page answers only itself, at 127.0.0.1 or localhost", http.StatusForbidden)
 			return
 		}
@@ -68,21 +71,17 @@ func (s *Server) guard(next http.Handler) http.Handler {
 }
 
 // refusal says why r must be refused with 403, or "" if it may go on: a
-// Host other than ours (DNS rebinding), an Origin other than ours, or a
-// browser's word that a form comes from another site.
+// Host other than ours (DNS rebinding), an Origin other than the request's
+// own (http://<its Host>: the page at localhost and the page at 127.0.0.1
+// are two origins), or a form from another origin.
 //
 // A same-origin Origin is fine: browsers send one with every form POST.
 // Under this page's Referrer-Policy: no-referrer, Chromium sends "Origin:
 // null" with the page's own forms, so "null" passes when the browser's
-// Sec-Fetch-Site, which no page can set, says same-origin. Any other
-// Sec-Fetch-Site on a POST is refused, Origin or not.
+// Sec-Fetch-Site, which no page can set, says same-origin. Whether a POST
+// comes from another origin is net/http's CrossOriginProtection's call.
 func (s *Server) refusal(r *http.Request) string {
-	port := s.Port()
-	if port == 0 {
-		return "not listening"
-	}
-	p := strconv.Itoa(port)
-	if r.Host != "127.0.0.1:"+p && r.Host != "localhost:"+p {
+	if !s.http.HostOK(r) {
 		return "host"
 	}
 	site := r.Header.Values("Sec-Fetch-Site")
@@ -91,16 +90,22 @@ func (s *Server) refusal(r *http.Request) string {
 	case len(origins) > 1:
 		return "origin"
 	case len(origins) == 1:
-		o := origins[0]
-		if o != "http://127.0.0.1:"+p && o != "http://localhost:"+p && (o != "null" || !sameOrigin) {
+		if o := origins[0]; o != "http://"+r.Host && (o != "null" || !sameOrigin) {
 			return "origin"
 		}
 	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead && len(site) > 0 && !sameOrigin {
+	if len(site) > 1 {
 		return "sec-fetch-site"
+	}
+	if err := s.cop.Check(r); err != nil {
+		return "cross-origin"
 	}
 	return ""
 }
+
+// closeAfter makes net/http close the connection once w's answer is sent:
+// a refused connection is not kept for another request.
+func closeAfter(w http.ResponseWriter) { w.Header().Set("Connection", "close") }
 
 // cookieName is the session cookie's name on this Server's port.
 func (s *Server) cookieName() string { return cookieBase + strconv.Itoa(s.Port()) }
@@ -115,7 +120,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	sum := sha256.Sum256([]byte(r.URL.Query().Get("token")))
 	if subtle.ConstantTimeCompare(sum[:], s.loginSum[:]) != 1 || !s.loginUsed.CompareAndSwap(false, true) {
-		s.logger.Warn("board page login refused", "remote", r.RemoteAddr)
+		s.logger.Warn("board page login refused", logkey.Remote, r.RemoteAddr)
 		s.deny(w, http.StatusForbidden, "This sign-in link is wrong or has been used already.",
 			"Each link bee serve prints signs in one browser, once. Stop bee serve and start it again for a new link.")
 		return
@@ -134,7 +139,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		HttpOnly: true,
 		SameSite: http.SameSiteStrictMode,
 	})
-	s.logger.Info("board page signed in", "remote", r.RemoteAddr)
+	s.logger.Info("board page signed in", logkey.Remote, r.RemoteAddr)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
@@ -164,13 +169,20 @@ func (s *Server) session(r *http.Request) *session {
 type sessionHandler func(w http.ResponseWriter, r *http.Request, sess *session)
 
 // signedIn answers 401, with no board data, unless r carries the session
-// cookie.
+// cookie, and 503 when the connection cannot be admitted among
+// MaxSignedInConns.
 func (s *Server) signedIn(h sessionHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		sess := s.session(r)
 		if sess == nil {
 			s.deny(w, http.StatusUnauthorized, "Not signed in.",
 				"Open the link bee serve printed (it signs in one browser, once). If you have used it already, stop bee serve and start it again for a new one.")
+			return
+		}
+		if !loopback.Admit(r) {
+			s.logger.Warn("board page request refused", logkey.Reason, "too many connections", logkey.Limit, MaxSignedInConns)
+			s.deny(w, http.StatusServiceUnavailable, fmt.Sprintf("Too many connections: the board page serves %d at once.", MaxSignedInConns),
+				"Close some of the board's tabs or windows, then reload.")
 			return
 		}
 		h(w, r, sess)
@@ -192,7 +204,7 @@ func (s *Server) checked(h sessionHandler) sessionHandler {
 		}
 		got := r.PostForm.Get(csrfField)
 		if subtle.ConstantTimeCompare([]byte(got), []byte(sess.csrf)) != 1 {
-			s.logger.Warn("board page form refused", logkey.Reason, "csrf", "remote", r.RemoteAddr)
+			s.logger.Warn("board page form refused", logkey.Reason, "csrf", logkey.Remote, r.RemoteAddr)
 			s.deny(w, http.StatusForbidden, "This form did not come from the board page.",
 				"Forms carry a token from the page they are on. Reload the page and try again.")
 			return

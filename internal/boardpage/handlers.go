@@ -31,7 +31,7 @@ var templates = template.Must(template.New("").ParseFS(templateFS, "templates/*.
 func (s *Server) render(w http.ResponseWriter, code int, name string, data any) {
 	var buf bytes.Buffer
 	if err := templates.ExecuteTemplate(&buf, name, data); err != nil {
-		s.logger.Error("board page template failed", "template", name, logkey.Err, err)
+		s.logger.Error("board page template failed", logkey.Template, name, logkey.Err, err)
 		http.Error(w, "500 internal error: the page could not be drawn (see bee serve's log)", http.StatusInternalServerError)
 		return
 	}
@@ -43,8 +43,13 @@ func (s *Server) render(w http.ResponseWriter, code int, name string, data any) 
 }
 
 // deny answers code with a page that says what happened and what to do,
-// and nothing from the board.
+// and nothing from the board. A refusal (401, 403, 503) closes the
+// connection.
 func (s *Server) deny(w http.ResponseWriter, code int, what, todo string) {
+	switch code {
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusServiceUnavailable:
+		closeAfter(w)
+	}
 	s.render(w, code, "denied", struct{ Code, What, Todo string }{http.StatusText(code), what, todo})
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"path/filepath"
 	"strconv"
@@ -215,6 +216,9 @@ func TestServer_RefusesForeignHostAndOrigin(t *testing.T) {
 		{"Origin": "null"},
 		{"Origin": "null", "Sec-Fetch-Site": "cross-site"},
 		{"Origin": "http://evil.example", "Sec-Fetch-Site": "same-origin"},
+		// The page at localhost and the page at 127.0.0.1 are two origins.
+		{"Origin": "http://localhost:" + port},
+		{"Origin": "http://127.0.0.1:" + port, "Host": "localhost:" + port},
 	}
 	for _, h := range refused {
 		for _, target := range []string{"/", "/fragment", "/events", "/static/page.js"} {
@@ -226,26 +230,39 @@ func TestServer_RefusesForeignHostAndOrigin(t *testing.T) {
 		resp, _ := p.do("POST", "/post", cookie, url.Values{"csrf": {csrf}, "title": {"from afar"}}, h)
 		require.Equal(t, http.StatusForbidden, resp.StatusCode, "%v", h)
 	}
-	// A browser's word that a form comes from elsewhere is enough.
-	for _, site := range []string{"cross-site", "same-site", "none"} {
+	// Two Sec-Fetch-Site headers are no browser's.
+	req := httptest.NewRequestWithContext(t.Context(), "GET", "/", nil)
+	req.Host = "127.0.0.1:" + port
+	req.AddCookie(cookie)
+	req.Header.Add("Sec-Fetch-Site", "same-origin")
+	req.Header.Add("Sec-Fetch-Site", "same-origin")
+	rec := httptest.NewRecorder()
+	p.srv.handler.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusForbidden, rec.Code)
+
+	// A browser's word that a form comes from another site is enough.
+	for _, site := range []string{"cross-site", "same-site"} {
 		resp, _ := p.do("POST", "/post", cookie, url.Values{"csrf": {csrf}, "title": {"from afar"}}, map[string]string{"Sec-Fetch-Site": site})
 		require.Equal(t, http.StatusForbidden, resp.StatusCode, site)
 	}
 	require.Equal(t, []string{"secret plans"}, p.titles())
 
 	// Our own origins, as browsers send them with every form, are fine,
-	// and so is localhost as the Host.
+	// and so is localhost as the Host. So is Sec-Fetch-Site: none, as for
+	// net/http's CrossOriginProtection: a person's own navigation, which no
+	// page can cause.
 	for i, h := range []map[string]string{
 		{"Origin": "http://127.0.0.1:" + port},
-		{"Origin": "http://localhost:" + port},
+		{"Origin": "http://localhost:" + port, "Host": "localhost:" + port},
 		{"Host": "localhost:" + port},
 		// Chromium's own form posts under Referrer-Policy: no-referrer.
 		{"Origin": "null", "Sec-Fetch-Site": "same-origin"},
+		{"Sec-Fetch-Site": "none"},
 	} {
 		resp, _ := p.do("POST", "/post", cookie, url.Values{"csrf": {csrf}, "title": {"at home " + strconv.Itoa(i)}}, h)
 		require.Equal(t, http.StatusSeeOther, resp.StatusCode, "%v", h)
 	}
-	require.Equal(t, []string{"secret plans", "at home 0", "at home 1", "at home 2", "at home 3"}, p.titles())
+	require.Equal(t, []string{"secret plans", "at home 0", "at home 1", "at home 2", "at home 3", "at home 4"}, p.titles())
 }
 
 func TestServer_CSRF(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/internal/logkey"
 )
 
 const (
@@ -174,7 +175,7 @@ func (s *Server) view(ctx context.Context, sess *session, show string) *pageView
 		}
 	}
 	if err != nil {
-		s.logger.Warn("board page cannot read the board", "err", err)
+		s.logger.Warn("board page cannot read the board", logkey.Err, err)
 		v.Err = "The board could not be read: " + err.Error() + ". The page tries again at the next change; reload to try now."
 	}
 	return v

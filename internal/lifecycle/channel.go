@@ -92,6 +92,15 @@ func openChannel(dir string, claudePID int, r controller, log *slog.Logger) (*ch
 		return nil, err
 	}
 	log.Info("control channel ready", logkey.Port, entry.Port, logkey.Path, runfile.Path(dir, claudePID))
+	// Bridges killed without a word (SIGKILL) leave their run files: each
+	// new bridge removes those whose bridge or Claude process is dead.
+	swept, err := runfile.Sweep(dir, nil)
+	for _, p := range swept {
+		log.Info("removed a stale run file", logkey.Path, p)
+	}
+	if err != nil {
+		log.Warn("cannot remove stale run files", logkey.Err, err)
+	}
 	return &channel{srv: srv, dir: dir, claudePID: claudePID, token: token}, nil
 }
 

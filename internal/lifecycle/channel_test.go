@@ -2,6 +2,10 @@ package lifecycle
 
 import (
 	"context"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -10,6 +14,7 @@ import (
 	"github.com/tractat-us/bee/clearctl"
 	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/internal/bridge"
+	"github.com/tractat-us/bee/runfile"
 )
 
 // fakeController records what the adapter hands the bridge.
@@ -71,4 +76,31 @@ func TestChannelAdapter_WaitCauses(t *testing.T) {
 			require.Equal(t, bridge.WaitRequest{PID: 7, HookEventName: "Stop", Rearm: 3 * time.Second}, f.wait)
 		})
 	}
+}
+
+// A starting bridge removes the run files of bridges that died without a
+// word (SIGKILL), and no live one's.
+func TestOpenChannel_SweepsStaleRunFiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	dead := exec.Command("true")
+	require.NoError(t, dead.Run())
+	tok, err := runfile.NewToken()
+	require.NoError(t, err)
+	live := runfile.Entry{Port: 40100, Token: tok, PID: os.Getpid()}
+	require.NoError(t, runfile.Write(dir, 1, live)) // init stands for a live claude
+	stale := runfile.Entry{Port: 40200, Token: tok + "x", PID: dead.Process.Pid}
+	require.NoError(t, runfile.Write(dir, os.Getppid(), stale))
+
+	ch, err := openChannel(dir, os.Getpid(), &fakeController{cause: make(chan error, 1)}, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	defer ch.close(slog.New(slog.DiscardHandler))
+
+	_, err = runfile.Read(dir, os.Getppid())
+	require.ErrorIs(t, err, fs.ErrNotExist, "the dead bridge's run file is removed")
+	got, err := runfile.Read(dir, 1)
+	require.NoError(t, err)
+	require.Equal(t, live, got, "a live bridge's run file stays")
+	_, err = runfile.Read(dir, os.Getpid())
+	require.NoError(t, err, "the new bridge's own run file is there")
 }

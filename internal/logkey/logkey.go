@@ -48,4 +48,6 @@ const (
 	Rule          = "rule"           // how the claude process was found
 	BridgePID     = "bridge_pid"     // another bridge's process
 	Differs       = "differs"        // how two bridges' launches differ
+	Op            = "op"             // what was being done when something failed
+	Template      = "template"       // an html/template's name
 )
