@@ -14,71 +14,19 @@ import (
 // leaves no bee process.
 func TestCodexExecWaitClaimFinish(t *testing.T) {
 	c := NewCodexEnv(t, "codexer")
-	const title, body = "e2e: for codex", "please finish me, codex"
-	c.Model.Push(
-		func(*ModelRequest) Turn { return Turn{Tool: codexTool("bee_whoami")} },
-		func(*ModelRequest) Turn {
-			return Turn{Tool: codexTool("bee_wait_action"), Input: map[string]any{"timeoutSeconds": 40}}
-		},
-		func(r *ModelRequest) Turn {
-			tr, _ := r.LastResult()
-			id, ok := claimedID(tr)
-			if !ok {
-				t.Errorf("bee_wait_action returned %q, want one record", tr.Text)
-				return Turn{Text: "no action came"}
-			}
-			return Turn{Tool: codexTool("bee_finish_action"), Input: map[string]any{"id": id, "result": "finished by codex"}}
-		},
-		func(*ModelRequest) Turn { return Turn{Text: "codex is done"} },
-	)
-	run := c.Exec("Check in with bee, wait for the next action and finish it.")
-
-	_, tr := c.Model.MustResult(c.Model.MustToolCall(codexTool("bee_whoami"), 1, 60*time.Second), 30*time.Second)
-	who, client := WhoamiIn(t, tr)
-	t.Logf("bee_whoami under codex exec: %+v client %q", who, client)
-	if client != "Codex CLI "+codexVersion {
-		t.Errorf("bee_whoami client = %q, want Codex CLI %s", client, codexVersion)
-	}
-	if who.Agent != "codexer" {
-		t.Errorf("bee_whoami agent = %q, want codexer (BEE_AGENT from the config's env)", who.Agent)
-	}
-	// node (npm's launcher, the run's pid) -> codex (native) -> bee-mcp.
-	if who.ClaudePid == nil || procComm(*who.ClaudePid) != "codex" || ppid(*who.ClaudePid) != run.Cmd.Process.Pid {
-		t.Errorf("bee_whoami agent process = %v (comm %q), want the native codex, child of the launcher %d",
-			ptrStr(who.ClaudePid), procComm(derefOr(who.ClaudePid)), run.Cmd.Process.Pid)
-	}
-	if files := c.RunFiles(); len(files) != 0 {
-		t.Errorf("run files under Codex: %v, want none (one codex may serve several sessions)", files)
-	}
-
-	waitReq := c.Model.MustToolCall(codexTool("bee_wait_action"), 1, 30*time.Second)
-	time.Sleep(1500 * time.Millisecond) // the call reaches the bridge and waits
-	if _, _, done := c.Model.WaitResultFor(0, waitReq.CallID); done {
-		t.Fatal("bee_wait_action returned before anything was posted")
-	}
-	postedAt := time.Now()
-	posted := c.Post(title, body, "--to", "codexer")
-	resReq, tr := c.Model.MustResult(waitReq, 30*time.Second)
-	t.Logf("post -> tool result at the fake API: %v", resReq.At.Sub(postedAt))
-	if id, ok := claimedID(tr); !ok || id != posted.IDString() {
-		t.Errorf("bee_wait_action gave %q, want %s", tr.Text, posted.IDString())
-	}
-	if !strings.Contains(tr.Text, `"holder":"`+who.Identity+`"`) {
-		t.Errorf("the claim is not held by %s: %s", who.Identity, tr.Text)
-	}
-	if _, tr := c.Model.MustResult(c.Model.MustToolCall(codexTool("bee_finish_action"), 1, 30*time.Second), 30*time.Second); tr.IsError {
-		t.Errorf("bee_finish_action: %s", tr.Text)
-	}
-	if err := run.Wait(t, 60*time.Second); err != nil {
-		t.Errorf("codex exec: %v", err)
-	}
-	if out := run.Stdout.String(); !strings.Contains(out, "codex is done") {
-		t.Errorf("codex exec printed %q, want the model's last words", out)
-	}
-	if rec := c.Show(posted.IDString()); rec.State != "done" || rec.Result != "finished by codex" {
-		t.Errorf("bee show %s: %s %v, want done with codex's result", posted.IDString(), rec.State, rec.Result)
-	}
-	expectNoBridge(t, c.Env, 10*time.Second)
+	waitClaimFinish(t, c.Env, c.seat(), "codexer", func(who Whoami, client string, run *Run) {
+		if client != "Codex CLI "+codexVersion {
+			t.Errorf("bee_whoami client = %q, want Codex CLI %s", client, codexVersion)
+		}
+		// node (npm's launcher, the run's pid) -> codex (native) -> bee-mcp.
+		if who.ClaudePid == nil || procComm(*who.ClaudePid) != "codex" || ppid(*who.ClaudePid) != run.Cmd.Process.Pid {
+			t.Errorf("bee_whoami agent process = %v (comm %q), want the native codex, child of the launcher %d",
+				ptrStr(who.ClaudePid), procComm(derefOr(who.ClaudePid)), run.Cmd.Process.Pid)
+		}
+		if files := c.RunFiles(); len(files) != 0 {
+			t.Errorf("run files under Codex: %v, want none (one codex may serve several sessions)", files)
+		}
+	})
 }
 
 // A Claude Code session posts an action for the Codex agent and awaits it;
@@ -86,62 +34,7 @@ func TestCodexExecWaitClaimFinish(t *testing.T) {
 // outcome from bee_await_action.
 func TestClaudePostsForCodexAndAwaits(t *testing.T) {
 	c := NewCodexEnv(t, "codexer")
-	c.AddBeeWithCLI()
-	const result = "codex built it"
-	c.API.Push(
-		Call(toolPost, map[string]any{"to": "codexer", "title": "e2e: build it, codex", "body": "make"}),
-		func(r *APIRequest) Turn {
-			tr, _ := r.LastToolResult()
-			var res struct {
-				Action Record `json:"action"`
-			}
-			if !parseResult(t, "bee_post_action", tr, &res) {
-				return Turn{Text: "post failed"}
-			}
-			return Turn{Tool: toolAwait, Input: map[string]any{"ids": []any{res.Action.IDValue()}, "timeoutSeconds": 60}}
-		},
-		Say("the lead heard"),
-	)
-	c.Model.Push(
-		func(*ModelRequest) Turn {
-			return Turn{Tool: codexTool("bee_wait_action"), Input: map[string]any{"timeoutSeconds": 30}}
-		},
-		func(r *ModelRequest) Turn {
-			tr, _ := r.LastResult()
-			id, ok := claimedID(tr)
-			if !ok {
-				t.Errorf("codex's bee_wait_action returned %q, want the lead's action", tr.Text)
-				return Turn{Text: "nothing came"}
-			}
-			return Turn{Tool: codexTool("bee_finish_action"), Input: map[string]any{"id": id, "result": result}}
-		},
-		func(*ModelRequest) Turn { return Turn{Text: "codex finished"} },
-	)
-	lead := c.StartHeadless(claudeBin, "Hand the build to codexer and wait for it.", "--allowedTools", "mcp__bee")
-	awaitReq := c.MustToolCall(toolAwait, 1, 60*time.Second)
-	worker := c.Exec("Take the next action.")
-
-	finReq := c.Model.MustToolCall(codexTool("bee_finish_action"), 1, 60*time.Second)
-	finishedAt := time.Now()
-	if _, tr := c.Model.MustResult(finReq, 30*time.Second); tr.IsError {
-		t.Errorf("bee_finish_action under codex: %s", tr.Text)
-	}
-	resReq, tr := c.ToolResult(awaitReq, 30*time.Second)
-	t.Logf("codex's finish -> the lead's await result at the API: %v", resReq.At.Sub(finishedAt))
-	var got struct {
-		Records []Record `json:"records"`
-	}
-	if parseResult(t, "bee_await_action", tr, &got) {
-		if len(got.Records) != 1 || got.Records[0].State != "done" || got.Records[0].Result != result {
-			t.Errorf("bee_await_action returned %+v, want the action done with %q", got.Records, result)
-		}
-	}
-	for name, r := range map[string]*Run{"lead (claude -p)": lead, "worker (codex exec)": worker} {
-		if err := r.Wait(t, 60*time.Second); err != nil {
-			t.Errorf("%s: %v", name, err)
-		}
-	}
-	expectNoBridge(t, c.Env, 10*time.Second)
+	claudeAwaitsSeat(t, c.Env, c.seat(), "codexer")
 }
 
 // The longest wait bee serves Codex CLI (a timeoutSeconds of 60 is cut to

@@ -10,66 +10,20 @@ import (
 
 // A headless `gemini -p` seated by the printed settings: its bridge finds
 // the gemini process (the node its launcher relaunched), names the client,
-// and a post reaches the model through bee_wait_action; the model
+// and a post reaches the model through bee_wait_action (as text: Gemini
+// hands the model the tool's text, not its structured content); the model
 // finishes the action; the run ends and leaves no bee process.
 func TestGeminiHeadlessWaitClaimFinish(t *testing.T) {
 	g := NewGeminiEnv(t, "geminier")
-	const title, body = "e2e: for gemini", "please finish me, gemini"
-	g.Model.Push(
-		func(*ModelRequest) Turn { return Turn{Tool: geminiTool("bee_whoami")} },
-		func(*ModelRequest) Turn {
-			return Turn{Tool: geminiTool("bee_wait_action"), Input: map[string]any{"timeoutSeconds": 40}}
-		},
-		func(r *ModelRequest) Turn {
-			tr, _ := r.LastResult()
-			id, ok := claimedID(tr)
-			if !ok {
-				t.Errorf("bee_wait_action returned %q, want one record", tr.Text)
-				return Turn{Text: "no action came"}
-			}
-			return Turn{Tool: geminiTool("bee_finish_action"), Input: map[string]any{"id": id, "result": "finished by gemini"}}
-		},
-		func(*ModelRequest) Turn { return Turn{Text: "gemini is done"} },
-	)
-	run := g.Prompt("Check in with bee, wait for the next action and finish it.")
-
-	_, tr := g.Model.MustResult(g.Model.MustToolCall(geminiTool("bee_whoami"), 1, 90*time.Second), 30*time.Second)
-	who, client := WhoamiIn(t, tr)
-	t.Logf("bee_whoami under gemini -p: %+v client %q", who, client)
-	if client != "Gemini CLI "+geminiVersion {
-		t.Errorf("bee_whoami client = %q, want Gemini CLI %s", client, geminiVersion)
-	}
-	// node (npm's launcher, the run's pid) -> node (relaunched) -> bee-mcp.
-	if who.ClaudePid == nil || procComm(*who.ClaudePid) != "node" || ppid(*who.ClaudePid) != run.Cmd.Process.Pid {
-		t.Errorf("bee_whoami agent process = %v, want the relaunched node, child of the launcher %d", ptrStr(who.ClaudePid), run.Cmd.Process.Pid)
-	}
-
-	waitReq := g.Model.MustToolCall(geminiTool("bee_wait_action"), 1, 30*time.Second)
-	time.Sleep(1500 * time.Millisecond)
-	if _, _, done := g.Model.WaitResultFor(0, waitReq.CallID); done {
-		t.Fatal("bee_wait_action returned before anything was posted")
-	}
-	postedAt := time.Now()
-	posted := g.Post(title, body, "--to", "geminier")
-	resReq, tr := g.Model.MustResult(waitReq, 30*time.Second)
-	t.Logf("post -> tool result at the fake API: %v", resReq.At.Sub(postedAt))
-	// Gemini CLI hands the model the tool's text, not its structured content.
-	if id, ok := claimedID(tr); !ok || id != posted.IDString() || !strings.Contains(tr.Text, body) {
-		t.Errorf("bee_wait_action gave %q, want %s and its body", tr.Text, posted.IDString())
-	}
-	if _, tr := g.Model.MustResult(g.Model.MustToolCall(geminiTool("bee_finish_action"), 1, 30*time.Second), 30*time.Second); tr.IsError {
-		t.Errorf("bee_finish_action: %s", tr.Text)
-	}
-	if err := run.Wait(t, 60*time.Second); err != nil {
-		t.Errorf("gemini -p: %v", err)
-	}
-	if out := run.Stdout.String(); !strings.Contains(out, "gemini is done") {
-		t.Errorf("gemini -p printed %q, want the model's last words", out)
-	}
-	if rec := g.Show(posted.IDString()); rec.State != "done" || rec.Result != "finished by gemini" {
-		t.Errorf("bee show %s: %s %v, want done with gemini's result", posted.IDString(), rec.State, rec.Result)
-	}
-	expectNoBridge(t, g.Env, 10*time.Second)
+	waitClaimFinish(t, g.Env, g.seat(), "geminier", func(who Whoami, client string, run *Run) {
+		if client != "Gemini CLI "+geminiVersion {
+			t.Errorf("bee_whoami client = %q, want Gemini CLI %s", client, geminiVersion)
+		}
+		// node (npm's launcher, the run's pid) -> node (relaunched) -> bee-mcp.
+		if who.ClaudePid == nil || procComm(*who.ClaudePid) != "node" || ppid(*who.ClaudePid) != run.Cmd.Process.Pid {
+			t.Errorf("bee_whoami agent process = %v, want the relaunched node, child of the launcher %d", ptrStr(who.ClaudePid), run.Cmd.Process.Pid)
+		}
+	})
 }
 
 // A Claude Code session posts an action for the Gemini agent and awaits
@@ -77,62 +31,7 @@ func TestGeminiHeadlessWaitClaimFinish(t *testing.T) {
 // outcome from bee_await_action.
 func TestClaudePostsForGeminiAndAwaits(t *testing.T) {
 	g := NewGeminiEnv(t, "geminier")
-	g.AddBeeWithCLI()
-	const result = "gemini built it"
-	g.API.Push(
-		Call(toolPost, map[string]any{"to": "geminier", "title": "e2e: build it, gemini", "body": "make"}),
-		func(r *APIRequest) Turn {
-			tr, _ := r.LastToolResult()
-			var res struct {
-				Action Record `json:"action"`
-			}
-			if !parseResult(t, "bee_post_action", tr, &res) {
-				return Turn{Text: "post failed"}
-			}
-			return Turn{Tool: toolAwait, Input: map[string]any{"ids": []any{res.Action.IDValue()}, "timeoutSeconds": 60}}
-		},
-		Say("the lead heard"),
-	)
-	g.Model.Push(
-		func(*ModelRequest) Turn {
-			return Turn{Tool: geminiTool("bee_wait_action"), Input: map[string]any{"timeoutSeconds": 30}}
-		},
-		func(r *ModelRequest) Turn {
-			tr, _ := r.LastResult()
-			id, ok := claimedID(tr)
-			if !ok {
-				t.Errorf("gemini's bee_wait_action returned %q, want the lead's action", tr.Text)
-				return Turn{Text: "nothing came"}
-			}
-			return Turn{Tool: geminiTool("bee_finish_action"), Input: map[string]any{"id": id, "result": result}}
-		},
-		func(*ModelRequest) Turn { return Turn{Text: "gemini finished"} },
-	)
-	lead := g.StartHeadless(claudeBin, "Hand the build to geminier and wait for it.", "--allowedTools", "mcp__bee")
-	awaitReq := g.MustToolCall(toolAwait, 1, 60*time.Second)
-	worker := g.Prompt("Take the next action.")
-
-	finReq := g.Model.MustToolCall(geminiTool("bee_finish_action"), 1, 90*time.Second)
-	finishedAt := time.Now()
-	if _, tr := g.Model.MustResult(finReq, 30*time.Second); tr.IsError {
-		t.Errorf("bee_finish_action under gemini: %s", tr.Text)
-	}
-	resReq, tr := g.ToolResult(awaitReq, 30*time.Second)
-	t.Logf("gemini's finish -> the lead's await result at the API: %v", resReq.At.Sub(finishedAt))
-	var got struct {
-		Records []Record `json:"records"`
-	}
-	if parseResult(t, "bee_await_action", tr, &got) {
-		if len(got.Records) != 1 || got.Records[0].State != "done" || got.Records[0].Result != result {
-			t.Errorf("bee_await_action returned %+v, want the action done with %q", got.Records, result)
-		}
-	}
-	for name, r := range map[string]*Run{"lead (claude -p)": lead, "worker (gemini -p)": worker} {
-		if err := r.Wait(t, 60*time.Second); err != nil {
-			t.Errorf("%s: %v", name, err)
-		}
-	}
-	expectNoBridge(t, g.Env, 10*time.Second)
+	claudeAwaitsSeat(t, g.Env, g.seat(), "geminier")
 }
 
 // The longest wait bee serves Gemini CLI (60 s) returns normally under

@@ -213,31 +213,10 @@ func (g *GeminiEnv) Prompt(prompt string) *Run {
 	return g.Start(g.Command(geminiBin, "-p", prompt))
 }
 
-// StartTmuxPlain is StartTmuxNamed for a CLI that takes no --debug-file.
+// StartTmuxPlain is StartTmux for a CLI that takes no --debug-file.
 func (e *Env) StartTmuxPlain(exe string, args ...string) *Tmux {
 	e.t.Helper()
-	x := &Tmux{e: e, sock: filepath.Join(e.Root, "tmux.sock")}
-	quoted := []string{"exec", shq(exe)}
-	for _, a := range args {
-		quoted = append(quoted, shq(a))
-	}
-	out, err := x.tmux("new-session", "-d", "-s", "bee", "-x", "200", "-y", "50", "-c", e.Project,
-		strings.Join(quoted, " "), ";", "set-option", "-t", "bee", "remain-on-exit", "on")
-	if err != nil {
-		e.t.Fatalf("tmux new-session: %v: %s", err, out)
-	}
-	e.t.Cleanup(func() {
-		if e.t.Failed() {
-			e.t.Logf("---- tmux pane ----\n%s", x.Capture())
-		}
-		_, _ = x.tmux("kill-server")
-	})
-	pid, err := x.paneValue("#{pane_pid}")
-	if err != nil {
-		e.t.Fatalf("tmux pane pid: %v", err)
-	}
-	x.Pid, _ = strconv.Atoi(pid)
-	return x
+	return e.startTmux("tmux.sock", exe, args...)
 }
 
 // killMatching SIGKILLs the processes whose command line contains s (a
@@ -311,4 +290,145 @@ func expectNoBridge(t *testing.T, e *Env, timeout time.Duration) {
 	if !eventually(timeout, func() bool { return len(e.beeMCPPids()) == 0 }) {
 		t.Errorf("bee-mcp processes still running %v after the session ended: %v", timeout, e.beeMCPPids())
 	}
+}
+
+// A seat is a Codex CLI or Gemini CLI session under test: its fake model,
+// how its model names bee's tools, and how to start a headless run.
+type seat struct {
+	name  string // the client's name, for messages
+	model *ModelAPI
+	tool  func(string) string
+	start func(prompt string) *Run
+}
+
+func (c *CodexEnv) seat() seat {
+	return seat{name: "codex exec", model: c.Model, tool: codexTool, start: c.Exec}
+}
+
+func (g *GeminiEnv) seat() seat {
+	return seat{name: "gemini -p", model: g.Model, tool: geminiTool, start: g.Prompt}
+}
+
+// waitClaimFinish is the seat scenario: the headless session's model
+// checks in (bee_whoami, given to checkWho with the run), waits; a person
+// posts for agent; the wait returns it, the model finishes it; the run ends
+// and leaves no bee process.
+func waitClaimFinish(t *testing.T, e *Env, s seat, agent string, checkWho func(who Whoami, client string, run *Run)) {
+	t.Helper()
+	title, body := "e2e: for "+agent, "please finish me, "+agent
+	result := "finished by " + agent
+	s.model.Push(
+		func(*ModelRequest) Turn { return Turn{Tool: s.tool("bee_whoami")} },
+		func(*ModelRequest) Turn {
+			return Turn{Tool: s.tool("bee_wait_action"), Input: map[string]any{"timeoutSeconds": 40}}
+		},
+		func(r *ModelRequest) Turn {
+			tr, _ := r.LastResult()
+			id, ok := claimedID(tr)
+			if !ok {
+				t.Errorf("bee_wait_action returned %q, want one record", tr.Text)
+				return Turn{Text: "no action came"}
+			}
+			return Turn{Tool: s.tool("bee_finish_action"), Input: map[string]any{"id": id, "result": result}}
+		},
+		func(*ModelRequest) Turn { return Turn{Text: agent + " is done"} },
+	)
+	run := s.start("Check in with bee, wait for the next action and finish it.")
+	_, tr := s.model.MustResult(s.model.MustToolCall(s.tool("bee_whoami"), 1, 90*time.Second), 30*time.Second)
+	who, client := WhoamiIn(t, tr)
+	t.Logf("bee_whoami under %s: %+v client %q", s.name, who, client)
+	if who.Agent != agent {
+		t.Errorf("bee_whoami agent = %q, want %s (BEE_AGENT from the config's env)", who.Agent, agent)
+	}
+	checkWho(who, client, run)
+
+	waitReq := s.model.MustToolCall(s.tool("bee_wait_action"), 1, 30*time.Second)
+	time.Sleep(1500 * time.Millisecond) // the call reaches the bridge and waits
+	if _, _, done := s.model.WaitResultFor(0, waitReq.CallID); done {
+		t.Fatal("bee_wait_action returned before anything was posted")
+	}
+	postedAt := time.Now()
+	posted := e.Post(title, body, "--to", agent)
+	resReq, tr := s.model.MustResult(waitReq, 30*time.Second)
+	t.Logf("post -> tool result at the fake API: %v", resReq.At.Sub(postedAt))
+	if id, ok := claimedID(tr); !ok || id != posted.IDString() || !strings.Contains(tr.Text, body) {
+		t.Errorf("bee_wait_action gave %q, want %s with its body", tr.Text, posted.IDString())
+	}
+	if _, tr := s.model.MustResult(s.model.MustToolCall(s.tool("bee_finish_action"), 1, 30*time.Second), 30*time.Second); tr.IsError {
+		t.Errorf("bee_finish_action: %s", tr.Text)
+	}
+	if err := run.Wait(t, 60*time.Second); err != nil {
+		t.Errorf("%s: %v", s.name, err)
+	}
+	if out := run.Stdout.String(); !strings.Contains(out, agent+" is done") {
+		t.Errorf("%s printed %q, want the model's last words", s.name, out)
+	}
+	if rec := e.Show(posted.IDString()); rec.State != "done" || rec.Result != result {
+		t.Errorf("bee show %s: %s %v, want done with %q", posted.IDString(), rec.State, rec.Result, result)
+	}
+	expectNoBridge(t, e, 10*time.Second)
+}
+
+// claudeAwaitsSeat is the outcome scenario: a Claude Code session (claude
+// -p) posts an action for agent and awaits it; the seat's headless session
+// takes it and finishes it; the Claude session's await returns it done
+// with the seat's result.
+func claudeAwaitsSeat(t *testing.T, e *Env, s seat, agent string) {
+	t.Helper()
+	e.AddBeeWithCLI()
+	result := agent + " built it"
+	e.API.Push(
+		Call(toolPost, map[string]any{"to": agent, "title": "e2e: build it, " + agent, "body": "make"}),
+		func(r *APIRequest) Turn {
+			tr, _ := r.LastToolResult()
+			var res struct {
+				Action Record `json:"action"`
+			}
+			if !parseResult(t, "bee_post_action", tr, &res) {
+				return Turn{Text: "post failed"}
+			}
+			return Turn{Tool: toolAwait, Input: map[string]any{"ids": []any{res.Action.IDValue()}, "timeoutSeconds": 60}}
+		},
+		Say("the lead heard"),
+	)
+	s.model.Push(
+		func(*ModelRequest) Turn {
+			return Turn{Tool: s.tool("bee_wait_action"), Input: map[string]any{"timeoutSeconds": 30}}
+		},
+		func(r *ModelRequest) Turn {
+			tr, _ := r.LastResult()
+			id, ok := claimedID(tr)
+			if !ok {
+				t.Errorf("%s's bee_wait_action returned %q, want the lead's action", s.name, tr.Text)
+				return Turn{Text: "nothing came"}
+			}
+			return Turn{Tool: s.tool("bee_finish_action"), Input: map[string]any{"id": id, "result": result}}
+		},
+		func(*ModelRequest) Turn { return Turn{Text: "finished"} },
+	)
+	lead := e.StartHeadless(claudeBin, "Hand the build to "+agent+" and wait for it.", "--allowedTools", "mcp__bee")
+	awaitReq := e.MustToolCall(toolAwait, 1, 60*time.Second)
+	worker := s.start("Take the next action.")
+
+	finReq := s.model.MustToolCall(s.tool("bee_finish_action"), 1, 90*time.Second)
+	finishedAt := time.Now()
+	if _, tr := s.model.MustResult(finReq, 30*time.Second); tr.IsError {
+		t.Errorf("bee_finish_action under %s: %s", s.name, tr.Text)
+	}
+	resReq, tr := e.ToolResult(awaitReq, 30*time.Second)
+	t.Logf("%s's finish -> the lead's await result at the API: %v", s.name, resReq.At.Sub(finishedAt))
+	var got struct {
+		Records []Record `json:"records"`
+	}
+	if parseResult(t, "bee_await_action", tr, &got) {
+		if len(got.Records) != 1 || got.Records[0].State != "done" || got.Records[0].Result != result {
+			t.Errorf("bee_await_action returned %+v, want the action done with %q", got.Records, result)
+		}
+	}
+	for name, r := range map[string]*Run{"lead (claude -p)": lead, "worker (" + s.name + ")": worker} {
+		if err := r.Wait(t, 60*time.Second); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	expectNoBridge(t, e, 10*time.Second)
 }

@@ -1,7 +1,6 @@
 package hooks
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 )
@@ -76,12 +75,5 @@ func GeminiConfig(bridge, command string) string {
 		} `json:"hooks"`
 	}{MCPServers: map[string]server{"bee": {Command: bridge, Trust: true}}}
 	cfg.Hooks.SessionStart = []matcher{{Matcher: "clear", Hooks: []hook{{Name: "bee-clear", Type: "command", Command: command}}}}
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(cfg); err != nil {
-		panic(err) // plain structs of strings always encode
-	}
-	return b.String()
+	return indentedJSON(cfg)
 }

@@ -100,12 +100,19 @@ func ConfigFor(command string) string {
 	}{}
 	cfg.Hooks.SessionStart = []matcher{{Matcher: "clear", Hooks: []hook{{Type: "command", Command: command}}}, waiter}
 	cfg.Hooks.Stop = []matcher{waiter}
+	return indentedJSON(cfg)
+}
+
+// indentedJSON is v as indented JSON with a trailing newline, "<" and ">"
+// left as they are (shell commands hold them). v is plain structs of
+// strings, which always encode.
+func indentedJSON(v any) string {
 	var b strings.Builder
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(cfg); err != nil {
-		panic(err) // plain structs of strings always encode
+	if err := enc.Encode(v); err != nil {
+		panic(err)
 	}
 	return b.String()
 }
