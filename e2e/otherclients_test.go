@@ -230,18 +230,6 @@ func killMatching(t testing.TB, s string) {
 	}
 }
 
-// children lists the live children of pid.
-func children(pid int) []int {
-	out, _ := exec.Command("pgrep", "-P", strconv.Itoa(pid)).Output()
-	var pids []int
-	for _, f := range strings.Fields(string(out)) {
-		if p, err := strconv.Atoi(f); err == nil {
-			pids = append(pids, p)
-		}
-	}
-	return pids
-}
-
 // WhoamiIn decodes bee_whoami's result from what the model read: JSON
 // (Codex CLI) or the text line (Gemini CLI: "You are agent:x#... (agent x)
 // on the board source. Agent process: N. Session: S. Client: C.").
