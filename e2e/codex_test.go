@@ -37,14 +37,14 @@ func TestClaudePostsForCodexAndAwaits(t *testing.T) {
 	claudeAwaitsSeat(t, c.Env, c.seat(), "codexer")
 }
 
-// The longest wait bee serves Codex CLI (a timeoutSeconds of 60 is cut to
-// 50 s) returns normally under Codex's default tool timeout: no client-side
-// timeout, the model reads the empty result, and it was told why.
+// The longest wait bee serves Codex CLI (50 s) returns normally under
+// Codex's default tool timeout: no client-side timeout, the model reads the
+// empty result and what to do next, and its description said the bound.
 func TestCodexFullLengthWait(t *testing.T) {
 	c := NewCodexEnv(t, "codexer")
 	c.Model.Push(
 		func(*ModelRequest) Turn {
-			return Turn{Tool: codexTool("bee_wait_action"), Input: map[string]any{"timeoutSeconds": 60}}
+			return Turn{Tool: codexTool("bee_wait_action"), Input: map[string]any{"timeoutSeconds": 50}}
 		},
 		func(*ModelRequest) Turn { return Turn{Text: "no work"} },
 	)
@@ -63,13 +63,16 @@ func TestCodexFullLengthWait(t *testing.T) {
 	}
 	resReq, tr := c.Model.MustResult(waitReq, 90*time.Second)
 	took := resReq.At.Sub(waitReq.Answered)
-	t.Logf("a 60 s wait under codex: result after %v: %.200s", took, tr.Text)
+	t.Logf("a 50 s wait under codex: result after %v: %.300s", took, tr.Text)
 	if tr.IsError {
 		t.Errorf("the wait failed at the client: %s", tr.Text)
 	}
-	var p Page
-	if err := tr.JSON(&p); err != nil || len(p.Records) != 0 {
-		t.Errorf("the wait's result = %q, want an empty page", tr.Text)
+	var p struct {
+		Page
+		Next string `json:"next"`
+	}
+	if err := tr.JSON(&p); err != nil || len(p.Records) != 0 || !strings.Contains(p.Next, "bee cannot wake this Codex CLI session") {
+		t.Errorf("the wait's result = %q, want an empty page whose next says bee cannot wake the session", tr.Text)
 	}
 	if took < 45*time.Second || took > 58*time.Second {
 		t.Errorf("the wait took %v, want about 50 s (bee's Codex bound)", took)

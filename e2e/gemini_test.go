@@ -36,7 +36,8 @@ func TestClaudePostsForGeminiAndAwaits(t *testing.T) {
 
 // The longest wait bee serves Gemini CLI (60 s) returns normally under
 // Gemini's default MCP timeout (600 s): no client-side timeout, and the
-// model reads the empty result's text, which says bee cannot wake it.
+// model reads the empty result (as text: the same JSON), whose next step
+// says bee cannot wake it.
 func TestGeminiFullLengthWait(t *testing.T) {
 	g := NewGeminiEnv(t, "geminier")
 	g.Model.Push(
@@ -53,8 +54,12 @@ func TestGeminiFullLengthWait(t *testing.T) {
 	resReq, tr := g.Model.MustResult(waitReq, 100*time.Second)
 	took := resReq.At.Sub(waitReq.Answered)
 	t.Logf("a 60 s wait under gemini: result after %v: %.300s", took, tr.Text)
-	if tr.IsError || !strings.Contains(tr.Text, "No action within 60 s") || !strings.Contains(tr.Text, "bee cannot wake this Gemini CLI session") {
-		t.Errorf("the wait's result = %q, want the empty wait's text", tr.Text)
+	var p struct {
+		Page
+		Next string `json:"next"`
+	}
+	if tr.IsError || tr.JSON(&p) != nil || len(p.Records) != 0 || !strings.Contains(p.Next, "bee cannot wake this Gemini CLI session") {
+		t.Errorf("the wait's result = %q, want an empty page whose next says bee cannot wake the session", tr.Text)
 	}
 	if took < 55*time.Second || took > 75*time.Second {
 		t.Errorf("the wait took %v, want about 60 s", took)

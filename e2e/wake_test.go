@@ -262,15 +262,12 @@ func TestWakeIdleSession(t *testing.T) {
 	// Typing while a waiter is armed: that turn's Stop starts a new waiter,
 	// which supersedes the old one; one waiter is left.
 	e.waitArmed(1, 30*time.Second)
-	logOff := len(e.BridgeLogText())
 	e.API.Push(Say("typed-turn-done"))
 	x.Submit("Just say something.")
 	if !x.WaitScreen(30*time.Second, "typed-turn-done") {
 		t.Fatal("the typed turn did not finish on screen")
 	}
-	if _, _, ok := e.WaitBridgeLog(logOff, 20*time.Second, "waiter superseded"); !ok {
-		t.Errorf("the bridge logged no superseded waiter after a typed turn")
-	}
+	// The older waiter ended: one waiter process is left.
 	if !eventually(10*time.Second, func() bool { return len(e.waiterPids(x.Pid)) == 1 }) {
 		t.Errorf("after a typed turn %d waiter processes, want 1", len(e.waiterPids(x.Pid)))
 	}
@@ -278,7 +275,7 @@ func TestWakeIdleSession(t *testing.T) {
 
 	// /clear while armed: the bridge retires its identity, and the next
 	// wake is for the new one.
-	logOff = len(e.BridgeLogText())
+	logOff := len(e.BridgeLogText())
 	x.Type("/clear")
 	if !x.WaitScreen(10*time.Second, "/clear") {
 		t.Fatal("typed /clear but the screen does not show it")

@@ -37,18 +37,22 @@ const (
 	envAgent    = "BEE_AGENT"
 	envLogLevel = "BEE_LOG_LEVEL"
 	envSource   = "BEE_SOURCE"
-	// envProgress shortens the progress interval, for tests.
+	// Durations tests shorten: the progress interval, how long a claim
+	// made for a wake waits for a bee_wait_action, how long a claim nobody
+	// acts on waits before the session is reminded of it, and how often
+	// the bridge checks that its parent, its claude and its run file are
+	// still there.
 	envProgress = "BEE_PROGRESS_INTERVAL"
-	// envHandover shortens how long a claim made for a wake waits for a
-	// bee_wait_action, for tests.
 	envHandover = "BEE_HANDOVER_WITHIN"
+	envRemind   = "BEE_REMIND_AFTER"
+	envWatch    = "BEE_WATCH_EVERY"
 	// envSession is set by Claude Code when it spawns the bridge.
 	envSession = "CLAUDE_CODE_SESSION_ID"
 )
 
 type config struct {
 	agent, source, boardPath, runDir, logLevel string
-	progress, handover                         time.Duration
+	progress, handover, remind, watch          time.Duration
 	showVersion                                bool
 }
 
@@ -59,19 +63,16 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		source:   envOr(envSource, "board"),
 		logLevel: envOr(envLogLevel, "info"),
 	}
-	if v := os.Getenv(envProgress); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return c, fmt.Errorf("%s=%q: %w", envProgress, v, err)
+	for _, d := range []struct {
+		env string
+		to  *time.Duration
+	}{{envProgress, &c.progress}, {envHandover, &c.handover}, {envRemind, &c.remind}, {envWatch, &c.watch}} {
+		if v := os.Getenv(d.env); v != "" {
+			var err error
+			if *d.to, err = time.ParseDuration(v); err != nil {
+				return c, fmt.Errorf("%s=%q: %w", d.env, v, err)
+			}
 		}
-		c.progress = d
-	}
-	if v := os.Getenv(envHandover); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return c, fmt.Errorf("%s=%q: %w", envHandover, v, err)
-		}
-		c.handover = d
 	}
 	fs := flag.NewFlagSet("bee-mcp", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -149,6 +150,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		Version:          version.Version,
 		ProgressInterval: cfg.progress,
 		HandoverWithin:   cfg.handover,
+		RemindAfter:      cfg.remind,
+		WatchEvery:       cfg.watch,
 		Stdin:            stdin,
 		Stdout:           stdout,
 		Signals:          sigs,

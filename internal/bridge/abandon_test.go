@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,65 +32,61 @@ func openBoard(t *testing.T) *board.Board {
 	return b
 }
 
-// A client that gives up on a wait without a cancel (its idle timeout is
-// below the progress interval) and calls again leaves the first call
-// running: the newer wait ends it at once, claiming nothing, so the next
-// action goes to the call the client reads.
-func TestWait_NewerWaitSupersedesOlder(t *testing.T) {
+// Waits on one connection run side by side (the subagents of a session
+// share it, and nothing tells their calls apart): each gets an action of
+// its own, none ends another, and no action is handed out twice.
+func TestWait_ParallelWaitsEachGetTheirOwn(t *testing.T) {
+	const n = 3
 	b := openBoard(t)
-	progressed := make(chan struct{}, 1)
-	copts := &mcp.ClientOptions{ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
-		select {
-		case progressed <- struct{}{}:
-		default:
-		}
+	var mu sync.Mutex
+	progressed := map[any]bool{}
+	copts := &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+		mu.Lock()
+		defer mu.Unlock()
+		progressed[req.Params.ProgressToken] = true
 	}}
 	s, cs := connect(t, b, &ServerOptions{ProgressInterval: 20 * time.Millisecond}, copts)
-	callWait := func(progressToken any) <-chan *mcp.CallToolResult {
-		got := make(chan *mcp.CallToolResult, 1)
+	got := make(chan *mcp.CallToolResult, n)
+	for i := range n {
 		params := &mcp.CallToolParams{Name: ToolWait, Arguments: map[string]any{"timeoutSeconds": 30}}
-		if progressToken != nil {
-			params.SetProgressToken(progressToken)
-		}
+		params.SetProgressToken(fmt.Sprint("subagent-", i))
 		go func() {
 			res, err := cs.CallTool(context.Background(), params)
 			if err != nil {
-				res = toolError(err)
+				res = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}
 			}
 			got <- res
 		}()
-		return got
 	}
-	first := callWait("abandoned")
-	// Its progress says the first wait is waiting.
-	select {
-	case <-progressed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the first wait never reported progress")
-	}
-	second := callWait(nil)
+	// Each wait's own progress says it is waiting.
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(progressed) == n
+	}, 10*time.Second, 5*time.Millisecond, "every wait reports progress")
 
-	var res *mcp.CallToolResult
-	select {
-	case res = <-first:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the first wait still runs after a newer one started")
+	posted := map[string]bool{}
+	for i := range n {
+		rec, err := b.Post(t.Context(), "user:tester", actions.Draft{Title: fmt.Sprint("job ", i)})
+		require.NoError(t, err)
+		posted[rec.ID] = true
 	}
-	require.True(t, res.IsError)
-	require.Contains(t, text(res), "superseded by a newer "+ToolWait)
-	require.Contains(t, text(res), "claimed nothing")
-
-	rec, err := b.Post(t.Context(), "user:tester", actions.Draft{Title: "for the reading call"})
-	require.NoError(t, err)
-	select {
-	case res = <-second:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the newer wait did not get the action")
+	taken := map[string]bool{}
+	for range n {
+		select {
+		case res := <-got:
+			checkAnswer(t, cs, ToolWait, res)
+			page := structured[waitOut](t, res)
+			require.Len(t, page.Records, 1)
+			id := page.Records[0].ID
+			require.True(t, posted[id], "%s was posted", id)
+			require.False(t, taken[id], "%s handed out twice", id)
+			taken[id] = true
+			require.Equal(t, string(s.Identity()), page.Records[0].Holder)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("only %d of %d waits got an action", len(taken), n)
+		}
 	}
-	page := structured[actions.Page](t, res)
-	require.Len(t, page.Records, 1)
-	require.Equal(t, rec.ID, page.Records[0].ID)
-	require.Equal(t, string(s.Identity()), page.Records[0].Holder)
 }
 
 // A claim made for a call whose client has gone goes back: the client
@@ -103,7 +101,7 @@ func TestWait_ClaimGoesBackWhenTheAnswerCannotBeWritten(t *testing.T) {
 	logs := &testio.Buffer{}
 	s, err := NewSession(t.Context(), Config{Agent: "tester", Source: src, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	require.NoError(t, err)
-	t.Cleanup(s.closeGiveBacks)
+	t.Cleanup(s.stop)
 	inR, inW, err := os.Pipe()
 	require.NoError(t, err)
 	outR, outW, err := os.Pipe()

@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -28,7 +29,7 @@ func connect(t *testing.T, src actions.Source, opts *ServerOptions, copts *mcp.C
 	t.Helper()
 	s, err := NewSession(t.Context(), Config{Agent: "tester", Source: src, ClaudePID: 4242, SessionID: "s-1"})
 	require.NoError(t, err)
-	t.Cleanup(s.closeGiveBacks) // the source is the caller's to close
+	t.Cleanup(s.stop) // the source is the caller's to close
 	return s, connectPending(t, Ready(s), opts, copts)
 }
 
@@ -50,11 +51,66 @@ func connectPending(t *testing.T, p *Pending, opts *ServerOptions, copts *mcp.Cl
 	return cs
 }
 
+// call calls a tool and holds its answer to the rules every answer keeps
+// (checkAnswer).
 func call(t *testing.T, cs *mcp.ClientSession, name string, args any) *mcp.CallToolResult {
 	t.Helper()
 	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: name, Arguments: args})
 	require.NoError(t, err)
+	checkAnswer(t, cs, name, res)
 	return res
+}
+
+// checkAnswer holds an answer to what a client that reads only structured
+// content needs: it validates against the tool's output schema (Claude
+// Code's client refuses one that does not, on an error result too), and a
+// refusal says what was wrong and what to do.
+func checkAnswer(t *testing.T, cs *mcp.ClientSession, name string, res *mcp.CallToolResult) {
+	t.Helper()
+	require.NotNil(t, res.StructuredContent, "%s answers with structured content", name)
+	raw, err := json.Marshal(res.StructuredContent)
+	require.NoError(t, err)
+	var instance any
+	require.NoError(t, json.Unmarshal(raw, &instance))
+	require.NoError(t, outputSchemaOf(t, cs, name).Validate(instance), "%s answer %s", name, raw)
+	if res.IsError {
+		var g Guidance
+		require.NoError(t, json.Unmarshal(raw, &g))
+		require.NotEmpty(t, g.Error, "%s refusal %s says what was wrong", name, raw)
+		require.NotEmpty(t, g.Next, "%s refusal %s says what to do", name, raw)
+	}
+}
+
+// outputSchemaOf resolves the output schema tools/list gives for name.
+func outputSchemaOf(t *testing.T, cs *mcp.ClientSession, name string) *jsonschema.Resolved {
+	t.Helper()
+	list, err := cs.ListTools(t.Context(), nil)
+	require.NoError(t, err)
+	for _, tool := range list.Tools {
+		if tool.Name != name {
+			continue
+		}
+		raw, err := json.Marshal(tool.OutputSchema)
+		require.NoError(t, err)
+		var s jsonschema.Schema
+		require.NoError(t, json.Unmarshal(raw, &s))
+		r, err := s.Resolve(nil)
+		require.NoError(t, err)
+		return r
+	}
+	t.Fatalf("no tool %s", name)
+	return nil
+}
+
+// said is what a refusal tells the model: what was wrong, then what to do.
+func said(t *testing.T, res *mcp.CallToolResult) string {
+	t.Helper()
+	require.True(t, res.IsError, "want a refusal, got %s", text(res))
+	raw, err := json.Marshal(res.StructuredContent)
+	require.NoError(t, err)
+	var g Guidance
+	require.NoError(t, json.Unmarshal(raw, &g))
+	return g.Error + "\n" + g.Next
 }
 
 func text(res *mcp.CallToolResult) string {
@@ -150,8 +206,7 @@ func TestWaits_TimeoutRefusals(t *testing.T) {
 		} {
 			t.Run(wt.tool+"/"+tc.name, func(t *testing.T) {
 				res := call(t, cs, wt.tool, withArgs(t, wt.args, tc.args))
-				require.True(t, res.IsError)
-				require.Contains(t, text(res), "argument timeoutSeconds")
+				require.Contains(t, said(t, res), "argument timeoutSeconds")
 			})
 		}
 	}
@@ -171,8 +226,7 @@ func TestWait_Refusals(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := call(t, cs, ToolWait, json.RawMessage(tc.args))
-			require.True(t, res.IsError)
-			require.Contains(t, text(res), tc.want)
+			require.Contains(t, said(t, res), tc.want)
 		})
 	}
 }
@@ -187,8 +241,8 @@ func TestWaits_TimeOutAtTheirBound(t *testing.T) {
 			want time.Duration
 		}{
 			{`{"timeoutSeconds":1}`, time.Second},
-			{`{}`, DefaultWait},
-			{`{"timeoutSeconds":60}`, MaxWait},
+			{`{}`, DefaultWaitBounds.Default},
+			{`{"timeoutSeconds":60}`, DefaultWaitBounds.Max},
 		} {
 			t.Run(wt.tool+"/"+tc.args, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
@@ -207,13 +261,24 @@ func TestWait_EmptyPageAtTheBound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, cs := connect(t, nil, nil, nil)
 		res := call(t, cs, ToolWait, json.RawMessage(`{"timeoutSeconds":1,"cursor":null}`))
-		page := structured[actions.Page](t, res)
+		page := structured[waitOut](t, res)
 		require.NotNil(t, page.Records)
 		require.Empty(t, page.Records)
 		require.Equal(t, actions.StartCursor, page.Cursor)
-		require.Contains(t, text(res), "end your turn")
-		require.Contains(t, text(res), "call bee_wait_action (cursor \"0\")")
+		require.Equal(t, emptyWaitNext, page.Next, "the model reads what to do in the structured answer")
+		require.Contains(t, page.Next, "end your turn")
+		require.Contains(t, page.Next, "bee wakes this session")
 	})
+}
+
+// ticks returns the progress a wait of bound d reports at every interval:
+// elapsed seconds at each tick, none in the last 500 ms.
+func ticks(every, d time.Duration) []float64 {
+	var want []float64
+	for at := every; d-at >= progressQuiet; at += every {
+		want = append(want, at.Seconds())
+	}
+	return want
 }
 
 // A waiting call with a progress token reports progress every interval,
@@ -221,18 +286,18 @@ func TestWait_EmptyPageAtTheBound(t *testing.T) {
 // notification there could land with or after the result).
 func TestWaits_Progress(t *testing.T) {
 	t.Parallel()
+	require.Len(t, ticks(DefaultProgressInterval, DefaultWaitBounds.Default), 22, "a 45 s wait reports 22 times")
 	for _, wt := range waitingTools() {
 		for _, tc := range []struct {
 			name  string
 			every time.Duration // 0: DefaultProgressInterval
 			args  string
-			want  []float64
-			total float64
+			bound time.Duration
 		}{
 			// At 500 ms before the bound a tick still reports; at 400 ms none.
-			{"100ms over 1s", 100 * time.Millisecond, `{"timeoutSeconds":1}`, []float64{0.1, 0.2, 0.3, 0.4, 0.5}, 1},
-			{"default over default", 0, `{}`, []float64{10, 20, 30, 40}, 45},
-			{"default over 40s", 0, `{"timeoutSeconds":40}`, []float64{10, 20, 30}, 40},
+			{"100ms over 1s", 100 * time.Millisecond, `{"timeoutSeconds":1}`, time.Second},
+			{"default over default", 0, `{}`, DefaultWaitBounds.Default},
+			{"default over 41s", 0, `{"timeoutSeconds":41}`, 41 * time.Second},
 		} {
 			t.Run(wt.tool+"/"+tc.name, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
@@ -242,7 +307,7 @@ func TestWaits_Progress(t *testing.T) {
 						mu.Lock()
 						defer mu.Unlock()
 						got = append(got, req.Params.Progress)
-						assert.Equal(t, tc.total, req.Params.Total)
+						assert.Equal(t, tc.bound.Seconds(), req.Params.Total)
 					}}
 					_, cs := connect(t, wt.src, &ServerOptions{ProgressInterval: tc.every}, copts)
 					params := &mcp.CallToolParams{Name: wt.tool, Arguments: withArgs(t, wt.args, tc.args)}
@@ -251,9 +316,13 @@ func TestWaits_Progress(t *testing.T) {
 					require.NoError(t, err)
 					require.False(t, res.IsError, text(res))
 					synctest.Wait() // every notification sent is handled
+					every := tc.every
+					if every == 0 {
+						every = DefaultProgressInterval
+					}
 					mu.Lock()
 					defer mu.Unlock()
-					require.InDeltaSlice(t, tc.want, got, 1e-9)
+					require.InDeltaSlice(t, ticks(every, tc.bound), got, 1e-9)
 				})
 			})
 		}
@@ -399,9 +468,8 @@ func TestWait_RetireEndsWaitUnderOldIdentity(t *testing.T) {
 	select {
 	case res := <-done:
 		require.NotNil(t, res)
-		require.True(t, res.IsError)
-		require.Contains(t, text(res), string(old))
-		require.Contains(t, text(res), "call bee_wait_action again")
+		require.Contains(t, said(t, res), string(old))
+		require.Contains(t, said(t, res), "call bee_wait_action again")
 	case <-time.After(10 * time.Second):
 		t.Fatal("wait under the retired identity did not end")
 	}
@@ -483,8 +551,7 @@ func TestTools_SourceRefusalsByName(t *testing.T) {
 		{ToolWhoami, `{"x":1}`, "argument x"},
 	} {
 		res := call(t, cs, tc.tool, json.RawMessage(tc.args))
-		require.True(t, res.IsError, "%s %s", tc.tool, tc.args)
-		require.Contains(t, text(res), tc.want, "%s %s", tc.tool, tc.args)
+		require.Contains(t, said(t, res), tc.want, "%s %s", tc.tool, tc.args)
 	}
 }
 
@@ -496,8 +563,7 @@ func TestSession_DepartRefusesLaterCalls(t *testing.T) {
 	require.NoError(t, s.Depart(t.Context()), "Depart is idempotent")
 	require.Equal(t, []identity.ID{id}, src.Departed())
 	res := call(t, cs, ToolWait, map[string]any{"timeoutSeconds": 1})
-	require.True(t, res.IsError)
-	require.Contains(t, text(res), "departed")
+	require.Contains(t, said(t, res), "departed")
 	_, err := s.Retire(t.Context(), RetireRequest{})
 	require.ErrorIs(t, err, actions.ErrDeparted)
 }
@@ -512,8 +578,7 @@ func TestServer_SourceFailedToOpen(t *testing.T) {
 	require.NoError(t, err)
 	// ...and every tool says why bee could not start.
 	res := call(t, cs, ToolWhoami, nil)
-	require.True(t, res.IsError)
-	require.Contains(t, text(res), "file is not a database")
+	require.Contains(t, said(t, res), "file is not a database")
 	_, err = p.Retire(t.Context(), RetireRequest{})
 	require.ErrorContains(t, err, "file is not a database")
 }
@@ -547,7 +612,43 @@ func TestWait_BoundCountsTheBoardOpening(t *testing.T) {
 		start := time.Now()
 		res := call(t, cs, ToolWait, map[string]any{"timeoutSeconds": 1})
 		require.Equal(t, time.Second, time.Since(start), "a wait returns at its bound")
-		require.True(t, res.IsError)
-		require.Contains(t, text(res), "still opening")
+		require.Contains(t, said(t, res), "still opening")
 	})
+}
+
+// The model reads structured content only: an empty wait says what to do
+// next, and every kind of refusal says what was wrong and what to do, in
+// fields the output schema describes (checkAnswer, which every call here
+// goes through, holds each answer to that).
+func TestGuidance_EmptyWaitAndEveryRefusal(t *testing.T) {
+	t.Parallel()
+	b := openBoard(t)
+	s, cs := connect(t, b, nil, nil)
+	empty := structured[waitOut](t, call(t, cs, ToolWait, map[string]any{"timeoutSeconds": 1}))
+	require.Contains(t, empty.Next, "end your turn")
+	require.Contains(t, empty.Next, "bee wakes this session")
+
+	theirs, err := b.Post(t.Context(), "user:alice", actions.Draft{Title: "open, not yours"})
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		tool, args string
+		next       string // what the refusal tells the model to do
+	}{
+		{ToolWait, `{"timeoutSeconds":"30"}`, "again with argument timeoutSeconds"},
+		{ToolWait, `{"cursor":"not-a-cursor"}`, "without a cursor"},
+		{ToolList, `{"since":5}`, "argument since"},
+		{ToolWhoami, `{"x":1}`, "argument x"},
+		{ToolPost, `{"body":"b"}`, "argument title"},
+		{ToolPost, `{"title":"t","body":"b","to":"agent:nobody#00000000"}`, "live identities"},
+		{ToolFinish, `{"id":"a-999"}`, "Check the id"},
+		{ToolRelease, `{"id":"` + theirs.ID + `"}`, "Only the identity that holds"},
+		{ToolFail, `{"id":"` + theirs.ID + `","reason":" "}`, "argument reason"},
+		{ToolCancel, `{"id":"a-999"}`, "Check the id"},
+		{ToolAwait, `{"ids":[]}`, "argument ids"},
+	} {
+		res := call(t, cs, tc.tool, json.RawMessage(tc.args))
+		require.Contains(t, said(t, res), tc.next, "%s %s", tc.tool, tc.args)
+	}
+	require.NoError(t, s.Depart(t.Context()))
+	require.Contains(t, said(t, call(t, cs, ToolWait, map[string]any{"timeoutSeconds": 1})), "a new bridge")
 }

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -21,7 +22,7 @@ func connectAs(t *testing.T, src actions.Source, name, version string) *mcp.Clie
 	t.Helper()
 	s, err := NewSession(t.Context(), Config{Agent: "tester", Source: src, ClaudePID: 4242})
 	require.NoError(t, err)
-	t.Cleanup(s.closeGiveBacks)
+	t.Cleanup(s.stop)
 	srv := NewServer(Ready(s), nil)
 	st, ct := mcp.NewInMemoryTransports()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -62,54 +63,68 @@ func (s *timeouts) last() time.Duration {
 	return s.got[len(s.got)-1]
 }
 
-// Under Codex CLI a wait is cut to clients.CodexWaitCap, whatever it is
-// asked; other clients get what they ask, up to bee's own bound. Each is
-// told so in the result and in the tool's description.
-func TestWait_CappedForCodex(t *testing.T) {
+// Under Codex CLI a wait lasts at most clients.CodexWaitCap: a longer
+// timeoutSeconds is refused, naming the bound; other clients get bee's own
+// bounds. An empty wait's next step says whether bee can wake the session.
+func TestWait_BoundsPerClient(t *testing.T) {
 	for _, tc := range []struct {
 		client, version string
 		ask             int
-		most            time.Duration
-		empty           string // in the text of an empty result
+		most            time.Duration // what the source is given, about
+		refused         string        // in the refusal, if refused
+		next            string        // in an empty answer's next
 	}{
-		{client: "codex-mcp-client", version: "0.171.0", ask: 60, most: clients.CodexWaitCap, empty: "No action within 50 s. There is no work now. bee cannot wake this Codex CLI session"},
-		{client: "codex-mcp-client", version: "0.171.0", ask: 20, most: 20 * time.Second, empty: "No action within 20 s."},
-		{client: "gemini-cli-mcp-client", version: "0.61.0", ask: 60, most: MaxWait, empty: "bee cannot wake this Gemini CLI session"},
-		{client: "claude-code", version: "2.1.328", ask: 60, most: MaxWait, empty: "bee wakes this session when an action arrives"},
+		{client: "codex-mcp-client", version: "0.171.0", ask: 50, most: clients.CodexWaitCap, next: "bee cannot wake this Codex CLI session"},
+		{client: "codex-mcp-client", version: "0.171.0", ask: 60, refused: "must be from 1 to 50; got 60"},
+		{client: "codex-mcp-client", version: "0.171.0", ask: 0, most: DefaultWaitBounds.Default, next: "bee cannot wake this Codex CLI session"},
+		{client: "gemini-cli-mcp-client", version: "0.61.0", ask: 60, most: DefaultWaitBounds.Max, next: "bee cannot wake this Gemini CLI session"},
+		{client: "claude-code", version: "2.1.328", ask: 60, most: DefaultWaitBounds.Max, next: "bee wakes this session when an action arrives"},
 	} {
-		t.Run(tc.client+"/"+time.Duration(tc.ask*int(time.Second)).String(), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/%d", tc.client, tc.ask), func(t *testing.T) {
 			src := newTimeouts()
 			cs := connectAs(t, src, tc.client, tc.version)
-			res := call(t, cs, ToolWait, map[string]any{"timeoutSeconds": tc.ask})
-			require.False(t, res.IsError, text(res))
+			args := map[string]any{}
+			if tc.ask != 0 {
+				args["timeoutSeconds"] = tc.ask
+			}
+			res := call(t, cs, ToolWait, args)
+			if tc.refused != "" {
+				require.Contains(t, said(t, res), tc.refused)
+				return
+			}
+			out := structured[waitOut](t, res)
+			require.Empty(t, out.Records)
+			require.Contains(t, out.Next, tc.next)
 			require.LessOrEqual(t, src.last(), tc.most)
 			require.Greater(t, src.last(), tc.most-5*time.Second, "the wait keeps nearly all of its bound")
-			require.Contains(t, text(res), tc.empty)
 		})
 	}
 }
 
 // Each connection's model is told what waiting means under its client: the
-// instructions and the two wait tools' descriptions.
+// instructions and the descriptions of the tools that wait and post.
 func TestServer_DescribesWaitingPerClient(t *testing.T) {
 	for _, tc := range []struct {
-		client             string
-		wait, await, instr string // in each
-		never              []string
+		client                   string
+		wait, await, post, instr string // in each
+		never                    []string
 	}{
 		{client: "codex-mcp-client",
 			wait:  "Under Codex CLI a wait lasts at most 50 s",
 			await: "bee cannot wake a Codex CLI session when an action you posted ends",
+			post:  "bee cannot wake a Codex CLI session when it ends",
 			instr: "bee cannot wake this Codex CLI session",
 			never: []string{"bee wakes"}},
 		{client: "gemini-cli-mcp-client",
 			wait:  "bee cannot wake a Gemini CLI session",
 			await: "bee cannot wake a Gemini CLI session when an action you posted ends",
+			post:  "bee cannot wake a Gemini CLI session when it ends",
 			instr: "bee cannot wake this Gemini CLI session",
 			never: []string{"bee wakes", "at most 50 s"}},
 		{client: "claude-code",
 			wait:  "bee wakes this session when an action arrives",
 			await: "bee wakes you when an action you posted ends",
+			post:  "bee wakes you when it ends",
 			instr: "bee wakes this session with a message",
 			never: []string{"cannot wake", "at most 50 s"}},
 	} {
@@ -124,11 +139,13 @@ func TestServer_DescribesWaitingPerClient(t *testing.T) {
 			instr := cs.InitializeResult().Instructions
 			require.Contains(t, descs[ToolWait], tc.wait)
 			require.Contains(t, descs[ToolAwait], tc.await)
+			require.Contains(t, descs[ToolPost], tc.post)
 			require.Contains(t, instr, tc.instr)
 			require.Contains(t, instr, "bee connects this session to a shared action board")
 			for _, w := range tc.never {
-				require.NotContains(t, descs[ToolWait], w)
-				require.NotContains(t, descs[ToolAwait], w)
+				for _, name := range []string{ToolWait, ToolAwait, ToolPost} {
+					require.NotContains(t, descs[name], w, name)
+				}
 				require.NotContains(t, instr, w)
 			}
 		})
@@ -141,4 +158,20 @@ func TestWhoami_NamesClient(t *testing.T) {
 	w := structured[Whoami](t, call(t, cs, ToolWhoami, map[string]any{}))
 	require.Equal(t, "Codex CLI 0.171.0", w.Client)
 	require.Equal(t, 4242, *w.ClaudePID)
+}
+
+// A post's next step says how its poster hears the outcome, per client.
+func TestPost_NextPerClient(t *testing.T) {
+	for client, want := range map[string]string{
+		"codex-mcp-client": "bee cannot wake this Codex CLI session when it ends",
+		"claude-code":      "bee wakes you when it ends",
+	} {
+		src := newTimeouts()
+		src.PostFunc = func(_ context.Context, by actions.Poster, d actions.Draft) (actions.Record, error) {
+			return actions.Record{ID: "a-1", Title: d.Title, From: string(by), State: actions.Open}, nil
+		}
+		cs := connectAs(t, src, client, "1")
+		out := structured[actionOut](t, call(t, cs, ToolPost, map[string]any{"title": "t", "body": "b"}))
+		require.Contains(t, out.Next, want, client)
+	}
 }

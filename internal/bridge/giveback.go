@@ -1,16 +1,21 @@
 package bridge
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"sync"
+	"time"
 
+	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/internal/logkey"
 )
 
 // maxGiveBacks bounds the undelivered answers waiting for the give-back
-// worker. A client drops one answer at a time (a cancelled wait), and a
-// session has one wait at a time, so the queue is nearly always empty; a
-// full queue means the board has been stuck for a while.
+// worker. A client drops one answer at a time (a cancelled wait), so the
+// queue is nearly always empty; a full queue means the board has been
+// stuck for a while.
 const maxGiveBacks = 64
 
 // giveBacks is the session's give-back worker: it releases the claims of
@@ -18,7 +23,8 @@ const maxGiveBacks = 64
 // The reading goroutine hands a dropped answer over, and a release (a board
 // write, which can wait on another process's lock) never delays the next
 // line. The worker starts with the first hand-over and ends at Close, once
-// it has drained the queue.
+// it has drained the queue (Close has cut the releases short by then: the
+// departure before it gave every claim back).
 type giveBacks struct {
 	mu     sync.Mutex // guards the fields below
 	q      chan []claimRef
@@ -94,3 +100,43 @@ func (s *Session) closeGiveBacks() {
 		<-done
 	}
 }
+
+// giveBack releases claimed records whose answer will never be read.
+func (s *Session) giveBack(recs []actions.Record) {
+	var claims []claimRef
+	for _, r := range recs {
+		if r.State == actions.Claimed && r.Holder != "" {
+			claims = append(claims, claimRef{ID: r.ID, Holder: r.Holder})
+		}
+	}
+	s.giveBackClaims(claims)
+}
+
+// giveBackClaims releases claims whose answer will never be read, each
+// within giveBackBound, on the session's lifetime (the call's own context
+// has ended). Nobody acts on them, and nobody needs reminding of them.
+func (s *Session) giveBackClaims(claims []claimRef) {
+	for _, r := range claims {
+		s.wk.mu.Lock()
+		s.wk.forgetHeld(r.ID)
+		s.wk.mu.Unlock()
+		ctx, cancel := context.WithTimeout(s.life, giveBackBound)
+		_, err := s.source.Release(ctx, identity.ID(r.Holder), r.ID)
+		cancel()
+		switch {
+		case errors.Is(err, actions.ErrNotHeld):
+			// A retire's departure put it back already.
+			s.log.Debug("claim already back on the board", logkey.ActionID, r.ID)
+		case err != nil && s.life.Err() != nil:
+			// Closed: the departure before it gave the claim back.
+		case err != nil:
+			s.log.Warn("claim not given back", logkey.ActionID, r.ID, logkey.Err, err)
+		default:
+			s.log.Info("claim given back, its answer was not delivered", logkey.ActionID, r.ID, logkey.Identity, r.Holder)
+		}
+	}
+}
+
+// giveBackBound bounds one give-back's release: a stuck board holds the
+// worker (and Close) no longer.
+const giveBackBound = 2 * time.Second

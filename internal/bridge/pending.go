@@ -88,7 +88,7 @@ func Start(ctx context.Context, cfg Config, open func() (actions.Source, error))
 				return
 			}
 			p.retrying.Store(&err)
-			cfg.Logger.Warn("bee cannot set up its session yet; retrying", "attempt", attempt, "pause", pause, logkey.Err, err)
+			cfg.Logger.Warn("bee cannot set up its session yet; retrying", logkey.Attempt, attempt, logkey.Pause, pause, logkey.Err, err)
 			t := time.NewTimer(pause)
 			select {
 			case <-t.C:

@@ -53,8 +53,8 @@ func TestPending_RetriesTemporaryErrors(t *testing.T) {
 		mu.Unlock()
 		res := call(t, cs, ToolWait, map[string]any{"timeoutSeconds": 1})
 		require.True(t, res.IsError)
-		require.Contains(t, text(res), "locked by pid 42 (bee)")
-		require.Contains(t, text(res), "retrying")
+		require.Contains(t, said(t, res), "locked by pid 42 (bee)")
+		require.Contains(t, said(t, res), "retrying")
 		close(gate)
 		res = call(t, cs, ToolWhoami, nil)
 		require.False(t, res.IsError, text(res))
@@ -105,9 +105,8 @@ func TestPending_LockedBoard(t *testing.T) {
 	cs := connectPending(t, p, nil, nil)
 	res := call(t, cs, ToolWait, map[string]any{"timeoutSeconds": 1})
 	require.True(t, res.IsError)
-	t.Log(text(res))
-	require.Contains(t, text(res), fmt.Sprintf("is locked by pid %d", os.Getpid()))
-	require.Contains(t, text(res), "retrying")
+	require.Contains(t, said(t, res), fmt.Sprintf("is locked by pid %d", os.Getpid()))
+	require.Contains(t, said(t, res), "retrying")
 
 	require.NoError(t, unix.Flock(int(lock.Fd()), unix.LOCK_UN))
 	held = false

@@ -1,154 +1,82 @@
 package bridge
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"reflect"
+	"slices"
+	"strconv"
 
-// The tools' JSON schemas, written by hand so that what the model reads is
-// exactly the contract: timeoutSeconds an integer 1..60, cursors strings or
-// null, records as the board reports them.
+	"github.com/google/jsonschema-go/jsonschema"
 
-var (
-	waitInputSchema = json.RawMessage(`{
-  "type": "object",
-  "properties": {
-    "timeoutSeconds": {"type": "integer", "minimum": 1, "maximum": 60, "default": 45,
-      "description": "How long to wait for an action, in whole seconds (1 to 60, default 45)."},
-    "cursor": {"type": ["string", "null"],
-      "description": "The cursor from your previous bee_wait_action or bee_list_actions result. Omit it on the first call."}
-  },
-  "additionalProperties": false
-}`)
-
-	listInputSchema = json.RawMessage(`{
-  "type": "object",
-  "properties": {
-    "since": {"type": ["string", "null"],
-      "description": "A cursor from an earlier result: list only actions after it. Omit it to list the whole board."}
-  },
-  "additionalProperties": false
-}`)
-
-	emptyInputSchema = json.RawMessage(`{"type": "object", "properties": {}, "additionalProperties": false}`)
-
-	postInputSchema = json.RawMessage(`{
-  "type": "object",
-  "properties": {
-    "to": {"type": ["string", "null"],
-      "description": "Who may take it: omit for anyone, an agent name (e.g. \"reviewer\"), or one identity (\"agent:reviewer#0491068b\")."},
-    "title": {"type": "string", "description": "One line saying what to do."},
-    "body": {"type": "string", "description": "Everything the taker needs to do it."}
-  },
-  "required": ["title", "body"],
-  "additionalProperties": false
-}`)
-
-	finishInputSchema = json.RawMessage(`{
-  "type": "object",
-  "properties": {
-    "id": {"type": "string", "description": "The action's id exactly as bee_wait_action returned it."},
-    "result": {"type": ["string", "null"], "description": "What you did or found, for whoever posted the action."}
-  },
-  "required": ["id"],
-  "additionalProperties": false
-}`)
-
-	releaseInputSchema = json.RawMessage(`{
-  "type": "object",
-  "properties": {
-    "id": {"type": "string", "description": "The action's id exactly as bee_wait_action returned it."}
-  },
-  "required": ["id"],
-  "additionalProperties": false
-}`)
-
-	failInputSchema = json.RawMessage(`{
-  "type": "object",
-  "properties": {
-    "id": {"type": "string", "description": "The action's id exactly as bee_wait_action returned it."},
-    "reason": {"type": "string", "description": "Why it cannot be done, for whoever posted it."}
-  },
-  "required": ["id", "reason"],
-  "additionalProperties": false
-}`)
-
-	cancelInputSchema = json.RawMessage(`{
-  "type": "object",
-  "properties": {
-    "id": {"type": "string", "description": "The id of an action your agent posted, exactly as bee_post_action returned it."},
-    "reason": {"type": ["string", "null"], "description": "Why it is no longer needed, for whoever holds it."}
-  },
-  "required": ["id"],
-  "additionalProperties": false
-}`)
-
-	awaitInputSchema = json.RawMessage(`{
-  "type": "object",
-  "properties": {
-    "ids": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 100,
-      "description": "The ids of the actions to wait for, exactly as bee_post_action returned them."},
-    "timeoutSeconds": {"type": "integer", "minimum": 1, "maximum": 60, "default": 45,
-      "description": "How long to wait, in whole seconds (1 to 60, default 45)."}
-  },
-  "required": ["ids"],
-  "additionalProperties": false
-}`)
-
-	recordSchema = `{
-  "type": "object",
-  "properties": {
-    "id": {"type": "string"},
-    "seq": {"type": "integer"},
-    "to": {"type": "string"},
-    "from": {"type": "string"},
-    "title": {"type": "string"},
-    "body": {"type": "string"},
-    "state": {"type": "string", "enum": ["open", "claimed", "done", "failed", "cancelled"]},
-    "holder": {"type": "string"},
-    "holderGone": {"type": "boolean"},
-    "result": {"type": "string"},
-    "reason": {"type": "string"},
-    "endedBy": {"type": "string"},
-    "postedAt": {"type": "string"},
-    "claimedAt": {"type": "string"},
-    "endedAt": {"type": "string"}
-  },
-  "required": ["id", "seq", "to", "from", "title", "state", "postedAt"]
-}`
-
-	pageOutputSchema = json.RawMessage(`{
-  "type": "object",
-  "properties": {
-    "records": {"type": "array", "items": ` + recordSchema + `},
-    "cursor": {"type": "string"}
-  },
-  "required": ["records", "cursor"]
-}`)
-
-	recordsOutputSchema = json.RawMessage(`{
-  "type": "object",
-  "properties": {"records": {"type": "array", "items": ` + recordSchema + `}},
-  "required": ["records"]
-}`)
-
-	actionOutputSchema = json.RawMessage(`{
-  "type": "object",
-  "properties": {"action": ` + recordSchema + `},
-  "required": ["action"]
-}`)
-
-	whoamiOutputSchema = json.RawMessage(`{
-  "type": "object",
-  "properties": {
-    "identity": {"type": "string"},
-    "agent": {"type": "string"},
-    "claudePid": {"type": ["integer", "null"]},
-    "sessionId": {"type": "string"},
-    "transcriptPath": {"type": "string"},
-    "source": {"type": "string"},
-    "pid": {"type": "integer"},
-    "retired": {"type": "integer"},
-    "since": {"type": "string"},
-    "client": {"type": "string"}
-  },
-  "required": ["identity", "agent", "claudePid", "sessionId", "source", "pid"]
-}`)
+	"github.com/tractat-us/bee/actions"
 )
+
+// The tools' JSON schemas come from their Go types (jsonschema.For, as
+// mcp.AddTool infers them), with descriptions from the fields' jsonschema
+// tags. What the types cannot say comes from typeSchemas: the bounds of
+// timeoutSeconds, what an action id list holds. Two rules hold for every
+// tool: an optional argument may be null (decodeArgs takes null for
+// absent), and an answer requires no property, because a refusal's
+// structured content holds only the Guidance fields (the client validates
+// whatever structured content it gets against the output schema, on an
+// error result too).
+
+// typeSchemas are the schemas of the types whose Go type alone says too
+// little.
+func typeSchemas() map[reflect.Type]*jsonschema.Schema {
+	def, max := DefaultWaitBounds.seconds()
+	return map[reflect.Type]*jsonschema.Schema{
+		reflect.TypeFor[seconds](): {
+			Type:    "integer",
+			Minimum: jsonschema.Ptr(1.0),
+			Maximum: jsonschema.Ptr(float64(max)),
+			Default: json.RawMessage(strconv.Itoa(def)),
+		},
+		reflect.TypeFor[actionIDs](): {
+			Type:     "array",
+			Items:    &jsonschema.Schema{Type: "string", MinLength: jsonschema.Ptr(1)},
+			MinItems: jsonschema.Ptr(1),
+			MaxItems: jsonschema.Ptr(maxAwaitIDs),
+		},
+		// No enum: a state a newer board adds must not make a client
+		// refuse an answer that carries it.
+		reflect.TypeFor[actions.State](): {
+			Type:        "string",
+			Description: "open, claimed, done, failed or cancelled",
+		},
+	}
+}
+
+// inputSchema is the input schema of a tool whose arguments decode into In.
+func inputSchema[In any]() (*jsonschema.Schema, error) {
+	s, err := jsonschema.For[In](&jsonschema.ForOptions{TypeSchemas: typeSchemas()})
+	if err != nil {
+		return nil, err
+	}
+	for name, p := range s.Properties {
+		if !slices.Contains(s.Required, name) {
+			allowNull(p)
+		}
+	}
+	return s, nil
+}
+
+// outputSchema is the output schema of a tool that answers an Out.
+func outputSchema[Out any]() (*jsonschema.Schema, error) {
+	s, err := jsonschema.For[Out](&jsonschema.ForOptions{TypeSchemas: typeSchemas()})
+	if err != nil {
+		return nil, err
+	}
+	s.Required = nil // a refusal carries only the guidance
+	return s, nil
+}
+
+// allowNull adds null to the types p allows.
+func allowNull(p *jsonschema.Schema) {
+	switch {
+	case p.Type != "":
+		p.Types, p.Type = []string{p.Type, "null"}, ""
+	case len(p.Types) > 0 && !slices.Contains(p.Types, "null"):
+		p.Types = append(p.Types, "null")
+	}
+}

@@ -17,13 +17,28 @@
 // A claim a wait makes goes back when its answer cannot reach a reader:
 // the call was cancelled (also when the cancel crosses the answer), the
 // answer could not be written or came after the connection closed (the
-// transport hands it to GiveBackUndelivered), a newer wait on the same
-// connection replaced the call (a session has one waiting model), or the
-// session departs. What no server can see is a client that drops a call
-// without a cancel, keeps the connection open and makes no new wait: the
-// answer is written into a pipe nobody reads, and nothing in MCP
-// acknowledges a response. Such a claim stays with the identity until it is
-// finished or released, /clear retires the identity, or the bridge ends.
+// transport hands it to GiveBackUndelivered), or the session departs. A
+// claim the board no longer shows held when the wait would hand it over
+// (this process was stopped past its lease) is not handed over. What no
+// server can see is a client that drops a call without a cancel and keeps
+// the connection open: the answer is written into a pipe nobody reads, and
+// nothing in MCP acknowledges a response. Waits on one connection run side
+// by side, each with an action of its own (the subagents of a session
+// share the connection), so no wait may end another; instead:
+//   - a wait reports progress every 2 s, so only an absurd client idle
+//     timeout can abandon it;
+//   - no action stays held silently by a session that will not act on it:
+//     a claim a wait handed over that nothing has finished, failed or
+//     released RemindAfter (30 s) after a turn of the session ended (a
+//     waiter registered) is handed over again, once: the waiter wakes the
+//     session about it, its next bee_wait_action returns it at once, and
+//     if none does within HandoverWithin (2 min) it goes back to the
+//     board. held.go has the rule in full.
+//
+// A Session has one lifetime: every background write it makes (the armed
+// state for people, give-backs, a handover's or a reminder's release) runs
+// on a context that Close cancels, so Close cuts them all short in one
+// place.
 package bridge
 
 import (
@@ -58,6 +73,10 @@ type Config struct {
 	// session's next bee_wait_action before it goes back to the board; 0
 	// means DefaultHandoverWithin.
 	HandoverWithin time.Duration
+	// RemindAfter is how long a claim a wait handed over may stay without
+	// a finish, fail or release after a turn of the session ended, before
+	// the session is reminded of it (held.go); 0 means DefaultRemindAfter.
+	RemindAfter time.Duration
 }
 
 // A Session is one bridge's seat on the board. Its methods are safe for
@@ -70,8 +89,14 @@ type Session struct {
 	pid       int
 	started   time.Time
 	log       *slog.Logger
-	// handoverWithin bounds a claim made for a wake (see wake.go).
+	// handoverWithin bounds a claim made for a wake (see wake.go), and
+	// remindAfter a claim nobody acts on (held.go).
 	handoverWithin time.Duration
+	remindAfter    time.Duration
+	// life is the session's lifetime: every background write runs on it,
+	// and Close cancels it.
+	life    context.Context
+	endLife context.CancelFunc
 
 	wk wakeState // wake on work, with its own lock
 	gb giveBacks // claims whose answer was not delivered, with its own lock
@@ -114,6 +139,9 @@ func NewSession(ctx context.Context, cfg Config) (*Session, error) {
 	if cfg.HandoverWithin <= 0 {
 		cfg.HandoverWithin = DefaultHandoverWithin
 	}
+	if cfg.RemindAfter <= 0 {
+		cfg.RemindAfter = DefaultRemindAfter
+	}
 	id, err := identity.Mint(cfg.Agent)
 	if err != nil {
 		return nil, err
@@ -129,11 +157,13 @@ func NewSession(ctx context.Context, cfg Config) (*Session, error) {
 		sessionID: cfg.SessionID,
 
 		handoverWithin: cfg.HandoverWithin,
+		remindAfter:    cfg.RemindAfter,
 	}
-	s.wk.init()
-	s.idCtx, s.idCancel = context.WithCancel(context.Background())
+	s.life, s.endLife = context.WithCancel(context.Background())
+	s.wk.init(id)
+	s.idCtx, s.idCancel = context.WithCancel(s.life)
 	if err := s.source.Join(ctx, s.member(id, cfg.SessionID)); err != nil {
-		s.idCancel()
+		s.endLife()
 		return nil, fmt.Errorf("join %s to the %s source: %w", id, s.source.Name(), err)
 	}
 	s.log.Info("identity minted", logkey.Identity, id, logkey.ClaudePID, cfg.ClaudePID, logkey.Source, s.source.Name())
@@ -203,8 +233,10 @@ func (s *Session) Whoami() Whoami {
 // the new Claude Code session it now serves, and reports the old identity's
 // departure to the source, which gives its claims back. It mints first:
 // when the report fails, the error is returned but the session stays on the
-// new identity. After Depart it returns an error that wraps
-// actions.ErrDeparted. ctx is the control channel's lifetime, not a
+// new identity. What the old identity held goes to the other live
+// identities of the agent: the new identity is not woken for it, unless it
+// is the agent's only live identity. After Depart it returns an error that
+// wraps actions.ErrDeparted. ctx is the control channel's lifetime, not a
 // request's: Retire runs to its end even when the hook that asked hangs up.
 func (s *Session) Retire(ctx context.Context, req RetireRequest) (Retirement, error) {
 	s.retireMu.Lock()
@@ -214,6 +246,7 @@ func (s *Session) Retire(ctx context.Context, req RetireRequest) (Retirement, er
 	if err != nil {
 		return Retirement{}, err
 	}
+	dropped := s.droppedOnRetire(ctx, s.Identity())
 	s.mu.Lock()
 	if s.departed {
 		s.mu.Unlock()
@@ -221,6 +254,7 @@ func (s *Session) Retire(ctx context.Context, req RetireRequest) (Retirement, er
 	}
 	old := s.id
 	s.id = next
+	s.wk.switchTo(next, old, dropped)
 	if req.SessionID != "" {
 		s.sessionID = req.SessionID
 	}
@@ -229,7 +263,7 @@ func (s *Session) Retire(ctx context.Context, req RetireRequest) (Retirement, er
 	}
 	s.retired++
 	s.idCancel()
-	s.idCtx, s.idCancel = context.WithCancel(context.Background())
+	s.idCtx, s.idCancel = context.WithCancel(s.life)
 	sessionID := s.sessionID
 	s.mu.Unlock()
 
@@ -274,7 +308,7 @@ func (s *Session) Depart(ctx context.Context) error {
 	s.undeparted = nil
 	s.idCancel()
 	s.mu.Unlock()
-	s.dropHandovers() // the departure gives their claims back
+	s.dropHandovers() // the departure gives their claims back, and the held ones
 	start := time.Now()
 	var errs []error
 	for _, id := range ids {
@@ -297,18 +331,26 @@ func (s *Session) endedWhileWaiting(who identity.ID) error {
 	if s.departed {
 		return fmt.Errorf("%w: the wait as %s ended because this bridge is shutting down (%s); call %s again", errBridgeDeparted, who, newBridgeTakesOver, ToolWait)
 	}
-	return fmt.Errorf("identity %s was retired while waiting (the session was cleared); call %s again to wait as %s", who, ToolWait, s.id)
+	return fmt.Errorf("%w: it waited as %s, and you are now %s; call %s again", errRetired, who, s.id, ToolWait)
 }
 
 // newBridgeTakesOver says what follows a bridge's shutdown for a session
 // that carries on.
 const newBridgeTakesOver = "a /mcp reconnect or a restart starts a new bridge, which takes over with a fresh identity; the claims of this one went back to the board"
 
-// Close ends the session's background work (the waiter's state writer,
-// after the give-back worker has given back what it holds) and the
-// source's. Call it after Depart; Close may be called more than once.
+// Close ends the session's lifetime, which cuts every background write
+// short, waits for its background work to end, and closes the source.
+// Call it after Depart, which gives every claim back; Close may be called
+// more than once.
 func (s *Session) Close() error {
+	s.stop()
+	return s.source.Close()
+}
+
+// stop ends the session's lifetime and waits for its background work to
+// end, leaving the source open.
+func (s *Session) stop() {
+	s.endLife()
 	s.closeGiveBacks()
 	s.closeWake()
-	return s.source.Close()
 }

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -31,7 +32,10 @@ func TestWait_ShutdownSaysANewBridgeTakesOver(t *testing.T) {
 			got <- "call failed: " + err.Error()
 			return
 		}
-		got <- text(res)
+		var g Guidance
+		raw, _ := json.Marshal(res.StructuredContent)
+		_ = json.Unmarshal(raw, &g)
+		got <- g.Error + "\n" + g.Next
 	}()
 	select {
 	case <-waiting:
@@ -50,7 +54,6 @@ func TestWait_ShutdownSaysANewBridgeTakesOver(t *testing.T) {
 	require.Contains(t, msg, "call "+ToolWait+" again")
 
 	res := call(t, cs, ToolPost, map[string]any{"title": "t", "body": "b"})
-	require.True(t, res.IsError)
-	require.Contains(t, text(res), "new bridge")
-	require.Contains(t, text(res), "call the tool again")
+	require.Contains(t, said(t, res), "new bridge")
+	require.Contains(t, said(t, res), "call "+ToolPost+" again")
 }

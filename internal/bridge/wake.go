@@ -26,14 +26,20 @@ import (
 //     wake-up;
 //   - it wakes once per action per identity: an action the model chose not
 //     to take does not wake it again;
-//   - it is silent while a bee_wait_action is in flight (that call gets the
-//     action);
+//   - it is silent while a bee_wait_action begun since it registered is in
+//     flight (that call gets the action); a wait begun before it does not
+//     silence it, since the turn that made that wait has ended (the wait
+//     may be abandoned, see held.go);
 //   - an action it wakes for is claimed first (Source.Notice), so of several
 //     idle sessions only one wakes; the claim is handed to the session's next
 //     bee_wait_action, which returns it at once, and goes back to the board if
 //     no wait takes it within Config.HandoverWithin;
 //   - /clear ends the old identity's watch, and the waiter carries on under
-//     the new identity;
+//     the new identity, which is not woken for what the old one held and
+//     gave back (another live identity of the agent takes it) unless it is
+//     its agent's only live identity;
+//   - a claim a wait handed over that the model has not acted on when its
+//     turn ends is a reminder (held.go);
 //   - news found for a waiter that has gone meanwhile is kept for the next
 //     one (or, for work, the next bee_wait_action), not dropped.
 
@@ -73,6 +79,7 @@ var (
 
 // A waiter is one registered long-poll.
 type waiter struct {
+	pid    int // the waiter's process, for the log
 	cancel context.CancelCauseFunc
 	// stopNotice ends the Notice this waiter is in, if any (a wait began,
 	// or news was kept for it); guarded by wakeState.mu.
@@ -84,6 +91,7 @@ type waiter struct {
 type handover struct {
 	rec       actions.Record
 	holder    identity.ID
+	reminder  bool // handed over again: a wait handed it over, and nobody acted on it
 	announced bool // a waiter has been told
 	timer     *time.Timer
 }
@@ -95,10 +103,17 @@ type armState struct {
 
 // wakeState is a Session's wake-on-work state.
 type wakeState struct {
-	mu    sync.Mutex // guards the fields below
-	cur   *waiter    // the armed waiter; nil when none
-	waits int        // bee_wait_action calls in flight
-	quiet chan struct{}
+	mu  sync.Mutex  // guards the fields below
+	me  identity.ID // the session's identity, as the waiter and the reminders see it
+	cur *waiter     // the armed waiter; nil when none
+	// turns counts the waiters registered so far: each registration says
+	// a turn of the session has ended (Stop) or the session has started.
+	turns int
+	// current counts the waits in flight that began since the latest
+	// registration: they silence the waiter. quiet is closed and replaced
+	// when it drops to zero.
+	current int
+	quiet   chan struct{}
 	// wokenFor is the identity woken holds the action ids of.
 	wokenFor identity.ID
 	woken    []string
@@ -107,23 +122,32 @@ type wakeState struct {
 	untold   []actions.Notice // outcomes found for a waiter that had gone
 	closed   bool             // Session.Close was called
 
+	// Claims waits handed over that the model has not acted on, by action
+	// id, and the actions remindedFor has been reminded of (held.go).
+	held          map[string]*heldClaim
+	remindedFor   identity.ID
+	reminded      map[string]bool
+	remindedOrder []string
+
 	// The armed state for people (Source.SetWaiter) is written by one
 	// goroutine, started with the first waiter, ended by Close: want is
 	// the latest state, kick says it changed, and gen counts the times it
 	// must be written again though it has not changed (a retire joins the
 	// new identity after the waiter may have marked it armed, which found
 	// no member row yet).
-	want      armState
-	gen       int
-	kick      chan struct{}
-	pubCancel context.CancelFunc
-	pubDone   chan struct{}
+	want    armState
+	gen     int
+	kick    chan struct{}
+	pubDone chan struct{}
 }
 
-func (w *wakeState) init() {
+func (w *wakeState) init(me identity.ID) {
+	w.me = me
 	w.quiet = make(chan struct{})
 	w.kick = make(chan struct{}, 1)
 	w.wokenSet = map[string]bool{}
+	w.held = map[string]*heldClaim{}
+	w.reminded = map[string]bool{}
 }
 
 // WaitForWork holds a waiter's long-poll until there is news for the
@@ -131,7 +155,8 @@ func (w *wakeState) init() {
 // with the reason (ReasonSuperseded when a newer waiter arrived,
 // ReasonShuttingDown once the session has departed or ctx ended with cause
 // ErrShuttingDown, ReasonGone when ctx ended otherwise). When req.Rearm
-// passes with no news it answers the RearmLine wake.
+// passes with no news it answers the RearmLine wake. A registration is the
+// bridge's sign that a turn of the session has ended (see held.go).
 func (s *Session) WaitForWork(ctx context.Context, req WaitRequest) WakeAnswer {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -141,19 +166,17 @@ func (s *Session) WaitForWork(ctx context.Context, req WaitRequest) WakeAnswer {
 		defer stop()
 	}
 	log := s.log.With(logkey.WaiterPID, req.PID, logkey.HookEvent, req.HookEventName)
-	w := &waiter{cancel: cancel}
-	s.wk.mu.Lock()
-	if s.wk.closed {
-		s.wk.mu.Unlock()
+	w := &waiter{pid: req.PID, cancel: cancel}
+	old, ok := s.register(w)
+	if !ok {
 		return WakeAnswer{Reason: ReasonShuttingDown}
 	}
-	old := s.wk.cur
-	s.wk.cur = w
-	s.wk.mu.Unlock()
+	armed := []any{logkey.Identity, s.Identity()}
 	if old != nil {
 		old.cancel(errWaiterSuperseded)
+		armed = append(armed, logkey.Superseded, old.pid)
 	}
-	log.Info("waiter armed", logkey.Identity, s.Identity())
+	log.Info("waiter armed", armed...)
 
 	resp := s.serveWaiter(ctx, w, log)
 
@@ -169,6 +192,27 @@ func (s *Session) WaitForWork(ctx context.Context, req WaitRequest) WakeAnswer {
 	return resp
 }
 
+// register makes w the armed waiter and returns the one it replaces; ok is
+// false once the session is closed. A turn has ended: waits in flight stop
+// silencing the waiter, and claims not followed up start their reminder
+// bound.
+func (s *Session) register(w *waiter) (old *waiter, ok bool) {
+	s.wk.mu.Lock()
+	defer s.wk.mu.Unlock()
+	if s.wk.closed {
+		return nil, false
+	}
+	old, s.wk.cur = s.wk.cur, w
+	s.wk.turns++
+	if s.wk.current > 0 {
+		s.wk.current = 0
+		close(s.wk.quiet)
+		s.wk.quiet = make(chan struct{})
+	}
+	s.turnEnded()
+	return old, true
+}
+
 // serveWaiter is WaitForWork's loop: each pass looks under the current
 // identity, and starts again when the identity changes, a wait begins or
 // ends, or a Notice times out.
@@ -182,77 +226,95 @@ func (s *Session) serveWaiter(ctx context.Context, w *waiter, log *slog.Logger) 
 			return WakeAnswer{Reason: ReasonShuttingDown}
 		}
 		s.publishArmed(who, true)
+		if ans, ok := s.look(ctx, idCtx, w, who, log); ok {
+			return ans
+		}
+	}
+}
 
-		s.wk.mu.Lock()
-		if s.wk.waits > 0 {
-			// A bee_wait_action is in flight: it gets the action.
-			quiet := s.wk.quiet
-			s.wk.mu.Unlock()
-			select {
-			case <-quiet:
-			case <-ctx.Done():
-			case <-idCtx.Done():
-			}
-			continue
-		}
-		if n, ok := s.wk.takeUndelivered(who); ok {
-			s.wk.mu.Unlock()
-			return s.wake(log, who, n)
-		}
-		nctx, stopNotice := context.WithCancel(ctx)
-		w.stopNotice = stopNotice
-		skip := s.wk.skipFor(who)
+// look is one pass of a waiter as who (whose retire ends idCtx): it waits
+// out a wait of the running turn, tells news kept for it, or asks the
+// board for news. ok is true when it has the waiter's answer.
+func (s *Session) look(ctx, idCtx context.Context, w *waiter, who identity.ID, log *slog.Logger) (ans WakeAnswer, ok bool) {
+	s.wk.mu.Lock()
+	if s.wk.current > 0 {
+		// A bee_wait_action of a running turn is in flight: it gets the
+		// action.
+		quiet := s.wk.quiet
 		s.wk.mu.Unlock()
-
-		stopOnRetire := context.AfterFunc(idCtx, stopNotice)
-		n, ok, err := s.source.Notice(nctx, who, skip, noticeChunk)
-		stopOnRetire()
-		stopped := nctx.Err() != nil
-		stopNotice()
-
-		s.wk.mu.Lock()
-		w.stopNotice = nil
-		switch {
-		case err == nil && ok:
-			h := s.wk.keep(who, n, s.handoverWithin, s.expireHandover)
-			if ctx.Err() != nil || idCtx.Err() != nil || s.wk.waits > 0 {
-				// Nobody to tell now: the news waits for the next waiter
-				// (or, for work, a bee_wait_action takes it).
-				if cur := s.wk.cur; cur != nil && cur != w && cur.stopNotice != nil {
-					cur.stopNotice() // a newer waiter is armed: let it look
-				}
-				s.wk.mu.Unlock()
-				log.Debug("news kept for later", logkey.ActionID, n.Record.ID, logkey.Kind, n.Kind)
-				continue
-			}
-			s.wk.announce(who, n, h)
-			s.wk.mu.Unlock()
-			return s.wake(log, who, n)
-		case err == nil:
-			s.wk.mu.Unlock()
-			continue
-		}
-		s.wk.mu.Unlock()
-		switch {
-		case stopped:
-			// A wait began, the identity was retired, news was kept for
-			// this waiter, or the waiter went: look again.
-			continue
-		case errors.Is(err, actions.ErrDeparted):
-			_, rerr := s.replaceDeparted(ctx, who)
-			if rerr == nil || errors.Is(rerr, errBridgeDeparted) {
-				continue
-			}
-			log.Warn("cannot carry on under a new identity", logkey.Err, rerr)
-		default:
-			log.Warn("looking for news failed; trying again", logkey.Identity, who, logkey.Err, err)
-		}
-		t := time.NewTimer(noticeRetry)
 		select {
-		case <-t.C:
+		case <-quiet:
 		case <-ctx.Done():
+		case <-idCtx.Done():
 		}
-		t.Stop()
+		return WakeAnswer{}, false
+	}
+	if n, reminder, ok := s.wk.takeUndelivered(who); ok {
+		s.wk.mu.Unlock()
+		return s.wake(log, who, n, reminder), true
+	}
+	nctx, stopNotice := context.WithCancel(ctx)
+	w.stopNotice = stopNotice
+	skip := s.wk.skipFor(who)
+	s.wk.mu.Unlock()
+
+	stopOnRetire := context.AfterFunc(idCtx, stopNotice)
+	n, found, err := s.source.Notice(nctx, who, skip, noticeChunk)
+	stopOnRetire()
+	// Stopped: a wait began, the identity was retired, news was kept for
+	// this waiter, or the waiter went. Look again.
+	stopped := nctx.Err() != nil
+	stopNotice()
+
+	s.wk.mu.Lock()
+	w.stopNotice = nil
+	if err == nil && found {
+		return s.noticed(ctx, idCtx, w, who, n, log)
+	}
+	s.wk.mu.Unlock()
+	if err != nil && !stopped {
+		s.noticeFailed(ctx, who, err, log)
+	}
+	return WakeAnswer{}, false
+}
+
+// noticed wakes the session for news Notice found, or keeps it for later
+// when nobody is there to tell: the waiter went, the identity was retired,
+// or a wait of the running turn began (for work, it takes it). mu is
+// held, and released.
+func (s *Session) noticed(ctx, idCtx context.Context, w *waiter, who identity.ID, n actions.Notice, log *slog.Logger) (WakeAnswer, bool) {
+	h := s.wk.keep(who, n, s.handoverWithin, s.expireHandover)
+	if ctx.Err() != nil || idCtx.Err() != nil || s.wk.current > 0 {
+		if cur := s.wk.cur; cur != nil && cur != w && cur.stopNotice != nil {
+			cur.stopNotice() // a newer waiter is armed: let it look
+		}
+		s.wk.mu.Unlock()
+		log.Debug("news kept for later", logkey.ActionID, n.Record.ID, logkey.Kind, n.Kind)
+		return WakeAnswer{}, false
+	}
+	s.wk.announce(who, n, h)
+	s.wk.mu.Unlock()
+	return s.wake(log, who, n, false), true
+}
+
+// noticeFailed carries on after a Notice that failed: under a new identity
+// when the source says who has departed, else after a pause, so that a
+// board in trouble is not hammered.
+func (s *Session) noticeFailed(ctx context.Context, who identity.ID, err error, log *slog.Logger) {
+	if errors.Is(err, actions.ErrDeparted) {
+		_, rerr := s.replaceDeparted(ctx, who)
+		if rerr == nil || errors.Is(rerr, errBridgeDeparted) {
+			return
+		}
+		log.Warn("cannot carry on under a new identity", logkey.Err, rerr)
+	} else {
+		log.Warn("looking for news failed; trying again", logkey.Identity, who, logkey.Err, err)
+	}
+	t := time.NewTimer(noticeRetry)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }
 
@@ -262,7 +324,7 @@ func (s *Session) serveWaiter(ctx context.Context, w *waiter, log *slog.Logger) 
 func (s *Session) waiterEnded(ctx context.Context, log *slog.Logger) WakeAnswer {
 	switch cause := context.Cause(ctx); {
 	case errors.Is(cause, errWaiterSuperseded):
-		log.Info("waiter superseded by a newer one")
+		// The newer waiter's line says so.
 		return WakeAnswer{Reason: ReasonSuperseded}
 	case errors.Is(cause, errRearm):
 		log.Info("waiter wakes the session to re-arm before its hook times out")
@@ -276,11 +338,19 @@ func (s *Session) waiterEnded(ctx context.Context, log *slog.Logger) WakeAnswer 
 	}
 }
 
-// wake logs a wake and makes its answer.
-func (s *Session) wake(log *slog.Logger, who identity.ID, n actions.Notice) WakeAnswer {
+// wake logs a wake and makes its answer: for news, or to remind the
+// session of a claim it has not acted on.
+func (s *Session) wake(log *slog.Logger, who identity.ID, n actions.Notice, reminder bool) WakeAnswer {
+	if reminder {
+		log.Info("waking the session", logkey.Identity, who, logkey.ActionID, n.Record.ID, logkey.Kind, kindReminder)
+		return WakeAnswer{Wake: true, Line: ReminderLine(n.Record)}
+	}
 	log.Info("waking the session", logkey.Identity, who, logkey.ActionID, n.Record.ID, logkey.Kind, n.Kind)
 	return WakeAnswer{Wake: true, Line: WakeLine(who, n)}
 }
+
+// kindReminder is the kind a reminder's wake is logged with.
+const kindReminder = "reminder"
 
 // keep records news a Notice returned: a claim becomes a handover (with
 // its release timer running from now), an outcome is kept untold until it
@@ -290,7 +360,13 @@ func (w *wakeState) keep(who identity.ID, n actions.Notice, within time.Duration
 		w.untold = append(w.untold, n)
 		return nil
 	}
-	h := &handover{rec: n.Record, holder: who}
+	return w.handOver(n.Record, who, false, within, expire)
+}
+
+// handOver keeps the claim of rec by who for the session's next
+// bee_wait_action, and gives it to expire after within. mu is held.
+func (w *wakeState) handOver(rec actions.Record, who identity.ID, reminder bool, within time.Duration, expire func(*handover)) *handover {
+	h := &handover{rec: rec, holder: who, reminder: reminder}
 	h.timer = time.AfterFunc(within, func() { expire(h) })
 	w.handed = append(w.handed, h)
 	return h
@@ -307,23 +383,24 @@ func (w *wakeState) announce(who identity.ID, n actions.Notice, h *handover) {
 }
 
 // takeUndelivered returns news kept for later that who may hear now: an
-// untold outcome first, then a claim for who not yet announced, and marks
-// it told. mu is held.
-func (w *wakeState) takeUndelivered(who identity.ID) (actions.Notice, bool) {
+// untold outcome first, then a claim for who not yet announced (reminder
+// says it is one a wait handed over before), and marks it told. mu is
+// held.
+func (w *wakeState) takeUndelivered(who identity.ID) (n actions.Notice, reminder, ok bool) {
 	if len(w.untold) > 0 {
 		n := w.untold[0]
 		w.untold = w.untold[1:]
 		w.markWoken(who, n.Record.ID)
-		return n, true
+		return n, false, true
 	}
 	for _, h := range w.handed {
 		if !h.announced && h.holder == who {
 			h.announced = true
 			w.markWoken(who, h.rec.ID)
-			return actions.Notice{Kind: actions.NoticeWork, Record: h.rec}, true
+			return actions.Notice{Kind: actions.NoticeWork, Record: h.rec}, h.reminder, true
 		}
 	}
-	return actions.Notice{}, false
+	return actions.Notice{}, false, false
 }
 
 func removeNotice(ns []actions.Notice, id string) []actions.Notice {
@@ -335,8 +412,12 @@ func removeNotice(ns []actions.Notice, id string) []actions.Notice {
 	return ns
 }
 
-// markWoken remembers that who was woken for id. mu is held.
+// markWoken remembers that who was woken for id; an identity no longer
+// the session's is not woken again, and is not remembered. mu is held.
 func (w *wakeState) markWoken(who identity.ID, id string) {
+	if who != w.me {
+		return
+	}
 	if w.wokenFor != who {
 		w.wokenFor, w.woken, w.wokenSet = who, nil, map[string]bool{}
 	}
@@ -359,27 +440,40 @@ func (w *wakeState) skipFor(who identity.ID) []string {
 	return append([]string(nil), w.woken...)
 }
 
-// beginWait marks a bee_wait_action in flight, which silences the waiter
-// (its Notice stops at once) until the returned end is called.
-func (s *Session) beginWait() (end func()) {
+// A waitCall is one bee_wait_action or bee_await_action in flight.
+type waitCall struct {
+	s    *Session
+	turn int // wakeState.turns when it began
+	once sync.Once
+}
+
+// beginWait marks a wait in flight, which silences the waiter (its Notice
+// stops at once) until end is called or a newer waiter registers.
+func (s *Session) beginWait() *waitCall {
 	s.wk.mu.Lock()
-	s.wk.waits++
+	defer s.wk.mu.Unlock()
+	s.wk.current++
 	if cur := s.wk.cur; cur != nil && cur.stopNotice != nil {
 		cur.stopNotice()
 	}
-	s.wk.mu.Unlock()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			s.wk.mu.Lock()
-			s.wk.waits--
-			if s.wk.waits == 0 {
-				close(s.wk.quiet)
-				s.wk.quiet = make(chan struct{})
-			}
-			s.wk.mu.Unlock()
-		})
-	}
+	return &waitCall{s: s, turn: s.wk.turns}
+}
+
+// end marks the wait ended. It may be called more than once.
+func (c *waitCall) end() {
+	c.once.Do(func() {
+		w := &c.s.wk
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if c.turn != w.turns {
+			return // a registration since stopped counting it
+		}
+		w.current--
+		if w.current == 0 {
+			close(w.quiet)
+			w.quiet = make(chan struct{})
+		}
+	})
 }
 
 // takeHandover returns the oldest claim a wake made for who that is still
@@ -432,7 +526,7 @@ func (s *Session) expireHandover(h *handover) {
 	if !found {
 		return // a wait took it
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), publishBound)
+	ctx, cancel := context.WithTimeout(s.life, publishBound)
 	defer cancel()
 	_, err := s.source.Release(ctx, h.holder, h.rec.ID)
 	switch {
@@ -455,6 +549,7 @@ func (s *Session) dropHandovers() {
 		h.timer.Stop()
 	}
 	s.wk.handed = nil
+	s.wk.dropHeld("")
 }
 
 // publishArmed records, for people (bee agents), whether who's session has
@@ -467,9 +562,8 @@ func (s *Session) publishArmed(who identity.ID, armed bool) {
 	}
 	s.wk.want = armState{who, armed}
 	if s.wk.pubDone == nil {
-		ctx, cancel := context.WithCancel(context.Background())
-		s.wk.pubCancel, s.wk.pubDone = cancel, make(chan struct{})
-		go s.publish(ctx, s.wk.pubDone)
+		s.wk.pubDone = make(chan struct{})
+		go s.publish(s.life, s.wk.pubDone)
 	}
 	select {
 	case s.wk.kick <- struct{}{}:
@@ -522,14 +616,21 @@ func (s *Session) publish(ctx context.Context, done chan<- struct{}) {
 	}
 }
 
-// closeWake ends the background writer of the armed state. Close calls it.
+// closeWake stops the wake-on-work state: no waiter registers, every
+// handover and reminder timer stops. Close calls it, after it has cut the
+// session's lifetime short (which ends the armed state's writer), and
+// waits for that writer here.
 func (s *Session) closeWake() {
 	s.wk.mu.Lock()
 	s.wk.closed = true
-	cancel, done := s.wk.pubCancel, s.wk.pubDone
+	for _, h := range s.wk.handed {
+		h.timer.Stop()
+	}
+	s.wk.handed = nil
+	s.wk.dropHeld("")
+	done := s.wk.pubDone
 	s.wk.mu.Unlock()
 	if done != nil {
-		cancel()
 		<-done
 	}
 }
@@ -563,12 +664,27 @@ func (s *Session) replaceDeparted(ctx context.Context, who identity.ID) (identit
 	}
 	s.mu.Lock()
 	s.id = next
+	s.wk.mu.Lock()
+	s.wk.me = next
+	s.wk.dropHeld(who)
+	s.wk.mu.Unlock()
 	s.idCancel()
-	s.idCtx, s.idCancel = context.WithCancel(context.Background())
+	s.idCtx, s.idCancel = context.WithCancel(s.life)
 	s.mu.Unlock()
 	s.log.Warn("identity found departed on the board (its lease ran out, or its process was taken for dead); carrying on under a new one",
 		logkey.Previous, who, logkey.Identity, next)
 	return next, nil
+}
+
+// ReminderLine is the one line that wakes a session about a claim a wait
+// handed over that it has not acted on since its turn ended (held.go). It
+// is bounded as WakeLine is, and a long title does not push out what to
+// do.
+func ReminderLine(r actions.Record) string {
+	title := `"` + textcut.Within(oneLine(r.Title), 60) + `"`
+	line := fmt.Sprintf("bee: action %s %s from %s is still yours, unfinished, since your turn ended; call %s to get it back, then do it or release it.",
+		r.ID, title, textcut.Within(oneLine(r.From), 70), ToolWait)
+	return textcut.Within(oneLine(line), MaxWakeLine)
 }
 
 // WakeLine is the one line a wake shows the model: what the news is and

@@ -27,7 +27,7 @@ func newWakeSession(t *testing.T, src actions.Source, handover time.Duration) *S
 	t.Helper()
 	s, err := NewSession(t.Context(), Config{Agent: "tester", Source: src, ClaudePID: 4242, HandoverWithin: handover})
 	require.NoError(t, err)
-	t.Cleanup(func() { s.closeWake() })
+	t.Cleanup(s.stop)
 	return s
 }
 
@@ -266,7 +266,7 @@ func TestWaitForWork_SilentWhileAWaitRuns(t *testing.T) {
 	require.Eventually(t, func() bool {
 		s.wk.mu.Lock()
 		defer s.wk.mu.Unlock()
-		return s.wk.waits == 1
+		return s.wk.current == 1
 	}, 5*time.Second, time.Millisecond)
 	rec := post(t, b, "user:alice", "", "for the wait")
 	var page actions.Page

@@ -213,25 +213,6 @@ func (p *Proc) Stderr() string {
 	return p.stderr.String()
 }
 
-// WaitStderr waits up to d for the bridge's log to contain substr.
-func (p *Proc) WaitStderr(d time.Duration, substr string) {
-	p.t.Helper()
-	p.WaitStderrCount(d, substr, 1)
-}
-
-// WaitStderrCount waits up to d for the bridge's log to contain substr at
-// least n times.
-func (p *Proc) WaitStderrCount(d time.Duration, substr string, n int) {
-	p.t.Helper()
-	deadline := time.Now().Add(d)
-	for strings.Count(p.Stderr(), substr) < n {
-		if time.Now().After(deadline) {
-			p.t.Fatalf("bridge did not log %q %d times within %v\nstderr:\n%s", substr, n, d, p.Stderr())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // idKey renders a JSON id the way the bridge echoes it.
 func idKey(id any) string {
 	b, _ := json.Marshal(id)

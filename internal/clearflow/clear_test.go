@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,6 +20,7 @@ import (
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/board"
 	"github.com/tractat-us/bee/internal/bridgetest"
+	"github.com/tractat-us/bee/internal/liveness"
 	"github.com/tractat-us/bee/runfile"
 )
 
@@ -61,7 +61,7 @@ func standInClaude(si bridgetest.StandIn) int {
 		if f := si.ExitFile; f != "" {
 			st := bridge.ProcessState
 			ws, _ := st.Sys().(syscall.WaitStatus)
-			b, _ := json.Marshal(bridgeExit{Code: st.ExitCode(), Signaled: ws.Signaled(), Signal: ws.Signal().String()})
+			b, _ := json.Marshal(bridgeExit{Code: st.ExitCode(), Signaled: ws.Signaled(), Signal: ws.Signal().String(), At: time.Now()})
 			os.WriteFile(f+".tmp", b, 0o600)
 			os.Rename(f+".tmp", f)
 		}
@@ -111,11 +111,13 @@ func standInClaude(si bridgetest.StandIn) int {
 	return 0
 }
 
-// bridgeExit is how the bridge under the stand-in claude ended.
+// bridgeExit is how the bridge under the stand-in claude ended, and when
+// the stand-in reaped it.
 type bridgeExit struct {
 	Code     int
 	Signaled bool
 	Signal   string
+	At       time.Time
 }
 
 type hookCommand struct {
@@ -176,7 +178,10 @@ func startAs(t testing.TB, source, name string) *session {
 	cmd := exec.Command(filepath.Join(bin, name))
 	cmd.Env = append(os.Environ(),
 		bridgetest.StandIn{Bin: bin, ExitFile: s.exitFile}.Env(),
-		"BEE_RUN_DIR="+s.runDir, "BEE_BOARD="+s.board, "BEE_SOURCE="+source, "BEE_LOG_LEVEL=debug")
+		"BEE_RUN_DIR="+s.runDir, "BEE_BOARD="+s.board, "BEE_SOURCE="+source, "BEE_LOG_LEVEL=debug",
+		// A wait in flight shows by its progress; a bridge checks often
+		// whether its run file was taken over.
+		"BEE_PROGRESS_INTERVAL=50ms", "BEE_WATCH_EVERY=20ms")
 	cmd.ExtraFiles = []*os.File{ctlR, ansW, secondInR, secondOutW}
 	s.mcp = bridgetest.Start(t, cmd)
 	ctlR.Close()
@@ -296,7 +301,6 @@ func TestClear_RetireChangesIdentity(t *testing.T) {
 	require.Contains(t, r.Stderr, after.Identity)
 	require.Equal(t, "new-session", after.SessionID)
 	require.Equal(t, s.bridgePID, after.PID, "same bridge process")
-	s.mcp.WaitStderr(5*time.Second, "identity retired")
 }
 
 func TestClear_StartupChangesNothing(t *testing.T) {
@@ -318,7 +322,9 @@ func TestClear_SIGTERMRemovesRunFile(t *testing.T) {
 		_, err := os.Stat(s.runFile())
 		return os.IsNotExist(err)
 	}, 5*time.Second, 5*time.Millisecond, "run file still there after SIGTERM")
-	s.mcp.WaitStderr(5*time.Second, "bee-mcp ends")
+	exit := s.bridgeExited(5 * time.Second)
+	require.False(t, exit.Signaled, "killed by %s", exit.Signal)
+	require.Equal(t, 0, exit.Code)
 }
 
 func TestClear_DeadBridgeReported(t *testing.T) {
@@ -418,40 +424,33 @@ func (s *session) bridgeExited(d time.Duration) bridgeExit {
 	return e
 }
 
-// cleanupTook reads how long the bridge says its cleanup took.
-func (s *session) cleanupTook() time.Duration {
-	s.t.Helper()
-	m := regexp.MustCompile(`msg="bee-mcp ends".* elapsed=(\S+)`).FindStringSubmatch(s.mcp.Stderr())
-	require.NotNil(s.t, m, "no end line in:\n%s", s.mcp.Stderr())
-	d, err := time.ParseDuration(m[1])
-	require.NoError(s.t, err)
-	return d
-}
-
 // TestBridge_CleanEndsWithAWaitInFlight ends a bridge that holds a claim
 // and is waiting for more, each way it can end, and checks that it exits 0
 // (not killed by a later signal), removes its run file and gives its claim
-// back, with its cleanup well inside the 500 ms before Claude Code's
-// SIGKILL.
+// back, exiting well inside the 500 ms between Claude Code's SIGINT and its
+// SIGKILL. Closed stdin, which Claude Code never does first, also lets
+// the answers still owed drain (250 ms) before the cleanup.
 func TestBridge_CleanEndsWithAWaitInFlight(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		end  func(s *session)
+		name   string
+		end    func(s *session)
+		within time.Duration
 	}{
-		{"stdin closed", func(s *session) { s.mcp.CloseStdin() }},
-		{"SIGHUP", func(s *session) { syscall.Kill(s.bridgePID, syscall.SIGHUP) }},
+		{"stdin closed", func(s *session) { s.mcp.CloseStdin() }, time.Second},
+		{"SIGHUP", func(s *session) { syscall.Kill(s.bridgePID, syscall.SIGHUP) }, 400 * time.Millisecond},
 		{"SIGINT then SIGTERM 100 ms later", func(s *session) {
 			syscall.Kill(s.bridgePID, syscall.SIGINT)
 			time.Sleep(100 * time.Millisecond)
 			syscall.Kill(s.bridgePID, syscall.SIGTERM)
-		}},
+		}, 400 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := start(t, "board")
 			rec := s.postAndClaim()
 			s.nextID++
-			s.mcp.Call(s.nextID, "tools/call", bridgetest.ToolCall("bee_wait_action", map[string]any{"timeoutSeconds": 60}, nil))
-			s.mcp.WaitStderrCount(5*time.Second, `msg="tool call" claude_pid=`+strconv.Itoa(s.claudePID)+` tool=bee_wait_action`, 2)
+			s.mcp.Call(s.nextID, "tools/call", bridgetest.ToolCall("bee_wait_action", map[string]any{"timeoutSeconds": 60}, "in-flight"))
+			s.awaitProgress(`"in-flight"`)
+			ended := time.Now()
 			tc.end(s)
 			exit := s.bridgeExited(5 * time.Second)
 			require.False(t, exit.Signaled, "killed by %s", exit.Signal)
@@ -461,9 +460,18 @@ func TestBridge_CleanEndsWithAWaitInFlight(t *testing.T) {
 			state, holder := s.boardState(rec.ID)
 			require.Equal(t, actions.Open, state, "the departed identity's claim is back on the board")
 			require.Empty(t, holder)
-			require.Less(t, s.cleanupTook(), 400*time.Millisecond)
+			require.Less(t, exit.At.Sub(ended), tc.within)
 		})
 	}
+}
+
+// awaitProgress waits for a progress notification for token (as JSON): the
+// call that carries it is waiting.
+func (s *session) awaitProgress(token string) {
+	s.t.Helper()
+	s.mcp.Find(10*time.Second, "progress for token "+token, func(m bridgetest.Message) bool {
+		return m.Method == "notifications/progress" && strings.Contains(string(m.Params), `"progressToken":`+token)
+	})
 }
 
 // TestBridge_SecondSignalDoesNotCutCleanupShort holds the board's write
@@ -478,6 +486,7 @@ func TestBridge_SecondSignalDoesNotCutCleanupShort(t *testing.T) {
 	require.NoError(t, syscall.Flock(int(lock.Fd()), syscall.LOCK_EX))
 	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
 
+	sent := time.Now()
 	require.NoError(t, syscall.Kill(s.bridgePID, syscall.SIGINT))
 	time.Sleep(10 * time.Millisecond)
 	require.NoError(t, syscall.Kill(s.bridgePID, syscall.SIGTERM))
@@ -486,8 +495,10 @@ func TestBridge_SecondSignalDoesNotCutCleanupShort(t *testing.T) {
 	require.Equal(t, 0, exit.Code)
 	_, err = os.Stat(s.runFile())
 	require.True(t, os.IsNotExist(err), "the run file goes first, whatever the board does")
-	require.Contains(t, s.mcp.Stderr(), "departure not recorded")
-	require.Less(t, s.cleanupTook(), 400*time.Millisecond, "each cleanup step is bounded")
+	// Its steps are bounded to 350 ms in all, which lifecycle's
+	// TestRun_CleanupBoundedOnAStuckBoard holds to Claude Code's 500 ms;
+	// here the bound has slack for a process's exit on a busy machine.
+	require.Less(t, exit.At.Sub(sent), time.Second, "each cleanup step is bounded")
 }
 
 func TestBridge_EndsWhenRunFileTakenOver(t *testing.T) {
@@ -498,8 +509,8 @@ func TestBridge_EndsWhenRunFileTakenOver(t *testing.T) {
 	// (a /mcp reconnect) writes its own run file; the old one, stdin still
 	// open, must let go.
 	newer := s.spawn(nil)
-	s.mcp.WaitStderr(10*time.Second, "bee-mcp ends")
-	require.Contains(t, s.mcp.Stderr(), "taken over")
+	exit := s.bridgeExited(10 * time.Second)
+	require.Equal(t, 0, exit.Code)
 	state, _ := s.boardState(rec.ID)
 	require.Equal(t, actions.Open, state, "the abandoned bridge's claim is back on the board")
 	e, err := runfile.Read(s.runDir, s.claudePID)
@@ -514,8 +525,9 @@ func TestBridge_EndsWhenClaudeIsGone(t *testing.T) {
 	// Claude dies without a word; the bridge's stdin stays open (the test
 	// holds it), so only the bridge's own check can end it.
 	require.NoError(t, syscall.Kill(s.claudePID, syscall.SIGKILL))
-	s.mcp.WaitStderr(10*time.Second, "bee-mcp ends")
-	require.Contains(t, s.mcp.Stderr(), "gone")
+	// Nobody is left to report its exit: it is gone (or a zombie) by then.
+	require.Eventually(t, func() bool { return !liveness.Alive(s.bridgePID) }, 10*time.Second, 10*time.Millisecond,
+		"the bridge ends when its claude is gone\nstderr:\n%s", s.mcp.Stderr())
 	state, _ := s.boardState(rec.ID)
 	require.Equal(t, actions.Open, state)
 	_, err := os.Stat(s.runFile())

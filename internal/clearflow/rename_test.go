@@ -4,7 +4,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -13,8 +12,8 @@ import (
 
 // claude run under another command name (a versioned binary run by its
 // path): the bridge takes its parent as the claude process because
-// CLAUDECODE=1, the hook finds the same one through $CLAUDE_PID, /clear
-// retires, and the bridge's log says which rule found it.
+// CLAUDECODE=1, the hook finds the same one through $CLAUDE_PID, and /clear
+// retires.
 func TestClear_ClaudeUnderAnotherName(t *testing.T) {
 	s := startAs(t, "none", versionedClaude)
 	before := s.whoami()
@@ -23,9 +22,6 @@ func TestClear_ClaudeUnderAnotherName(t *testing.T) {
 	e, err := runfile.Read(s.runDir, s.claudePID)
 	require.NoError(t, err, "run file written")
 	require.Equal(t, s.bridgePID, e.PID)
-	s.mcp.WaitStderr(5*time.Second, "claude runs under another command name")
-	require.Contains(t, s.mcp.Stderr(), `rule="parent with CLAUDECODE=1"`)
-	require.Contains(t, s.mcp.Stderr(), "comm="+versionedClaude)
 
 	r := s.hook(`{"session_id":"after-clear","source":"clear"}`)
 	require.Equal(t, 0, r.Exit)

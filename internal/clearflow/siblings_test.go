@@ -44,8 +44,8 @@ func readFile(path string) string {
 // The plugin's server and a project's server both run under one claude:
 // the newer takes the run file, and the older, launched differently, keeps
 // serving its still-connected client instead of ending (it used to exit
-// within 2 s, leaving its client without a server). It says in its log
-// that /clear now retires only the other bridge's identity.
+// within 2 s, leaving its client without a server); /clear now retires
+// only the newer bridge's identity.
 func TestBridge_SiblingServerKeepsServing(t *testing.T) {
 	t.Parallel()
 	s := start(t, "board")
@@ -53,9 +53,12 @@ func TestBridge_SiblingServerKeepsServing(t *testing.T) {
 	before := s.whoami()
 
 	s.spawn([]string{"CLAUDE_PLUGIN_ROOT=/plugins/bee"})
-	s.mcp.WaitStderr(10*time.Second, "another bee bridge under the same claude process")
-	require.Contains(t, s.mcp.Stderr(), "differs=CLAUDE_PLUGIN_ROOT")
-	require.NotContains(t, s.mcp.Stderr(), "bee-mcp ends")
+	// The older bridge checks its run file every 20 ms (BEE_WATCH_EVERY):
+	// a reconnect's older bridge ends within a few checks (see
+	// TestBridge_EndsWhenRunFileTakenOver); a sibling does not.
+	time.Sleep(25 * 20 * time.Millisecond)
+	_, err := os.Stat(s.exitFile)
+	require.True(t, os.IsNotExist(err), "the older bridge still runs")
 
 	// Still serving, under the same identity, still holding its claim.
 	require.Equal(t, before.Identity, s.whoami().Identity)

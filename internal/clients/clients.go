@@ -6,12 +6,13 @@
 // docs/other-clients.md; a client it does not know is served as Claude
 // Code is, bee's first client.
 //
-// The bridge asks it in three places: the bound of a wait ([Client.Cap]),
-// what the model is told about waiting ([Client.WaitNote],
-// [Client.Instructions], [Client.EmptyWait]) and who is calling
-// ([Client.String], for bee_whoami). [Middleware] adds the notes to the
-// handshake's instructions and to the wait tools' descriptions of each
-// connection, so that the bridge registers its tools once.
+// The bridge asks it for the bounds of a wait ([Client.Cap]), for what
+// the model is told about waiting and hearing of outcomes (the notes
+// [Middleware] adds to the handshake's instructions and to the
+// descriptions of the tools that wait and post, per connection, so that
+// the bridge registers its tools once; the next steps of empty answers
+// under a client bee cannot wake), and for who is calling
+// ([Client.String], for bee_whoami).
 package clients
 
 import (
@@ -33,8 +34,9 @@ type Client struct {
 	// ToolTimeout is the client's default limit on one MCP tool call, as
 	// measured; 0 when there is none worth counting (longer than a day).
 	ToolTimeout time.Duration
-	// WaitCap is the longest wait bee serves this client: a wait asked to
-	// last longer is cut to it. 0 means bee's own longest wait.
+	// WaitCap is the longest wait bee serves this client (the bridge's
+	// Max for timeoutSeconds, and its Default when that is longer). 0
+	// means bee's own longest wait.
 	WaitCap time.Duration
 	// Wakes is whether bee can wake an idle session of this client when
 	// work arrives (Claude Code's asyncRewake waiter). Without it an idle
@@ -131,16 +133,16 @@ func (c Client) capNote() string {
 	if c.WaitCap <= 0 {
 		return ""
 	}
-	secs := int(c.WaitCap / time.Second)
-	return fmt.Sprintf("Under %s a wait lasts at most %d s (a longer timeoutSeconds is cut to %d), below its tool-call timeout. ", c.Title(), secs, secs)
+	return fmt.Sprintf("Under %s a wait lasts at most %d s (timeoutSeconds 1 to %d), below its tool-call timeout. ",
+		c.Title(), int(c.WaitCap/time.Second), int(c.WaitCap/time.Second))
 }
 
 // WaitNote ends bee_wait_action's description: how long a wait may last
 // under this client, and what to do when it ends empty.
 func (c Client) WaitNote() string {
 	if c.Wakes {
-		return c.capNote() + "On an empty result, end your turn instead of calling again: bee wakes this session when an action arrives " +
-			"(or one you posted ends), and you call bee_wait_action then."
+		return c.capNote() + "On an empty result, end your turn instead of calling again: bee wakes this session when an action arrives, " +
+			"and you call bee_wait_action then."
 	}
 	return c.capNote() + fmt.Sprintf("bee cannot wake a %s session: nothing starts a turn when work arrives. "+
 		"On an empty result, end your turn and say that no work is waiting, unless you were asked to keep taking work: "+
@@ -151,11 +153,19 @@ func (c Client) WaitNote() string {
 // under this client, and how its poster hears of an outcome.
 func (c Client) AwaitNote() string {
 	if c.Wakes {
-		return c.capNote() + "If you have nothing else to do, you may end your turn instead: bee wakes you when an action you posted ends. " +
-			"On an empty result, call it again if you still need the outcome now."
+		return c.capNote() + "If you have nothing else to do, you may end your turn instead: bee wakes you when an action you posted ends."
 	}
 	return c.capNote() + fmt.Sprintf("bee cannot wake a %s session when an action you posted ends: "+
 		"to hear of it, call bee_await_action again after an empty result (each call is one model request) until it returns the outcome.", c.Title())
+}
+
+// PostNote ends bee_post_action's description: how its poster hears how
+// the action ended.
+func (c Client) PostNote() string {
+	if c.Wakes {
+		return "Then end your turn or go on with other work: bee wakes you when it ends, or bee_await_action waits for it."
+	}
+	return fmt.Sprintf("bee cannot wake a %s session when it ends: bee_await_action waits for its outcome.", c.Title())
 }
 
 // Instructions is the server's instructions for this client: base, which
@@ -164,7 +174,8 @@ func (c Client) Instructions(base string) string {
 	var note string
 	if c.Wakes {
 		note = "When bee_wait_action returns no records, there is no work: end your turn. Do not call it again in a loop. " +
-			"bee wakes this session with a message when an action arrives for you (then call bee_wait_action to take it) or when an action you posted ends."
+			"bee wakes this session with a message when an action arrives for you (then call bee_wait_action to take it) " +
+			"or when an action you posted ends, so after posting you may end your turn too."
 	} else {
 		note = fmt.Sprintf("bee cannot wake this %s session: nothing starts a turn when work arrives or an action you posted ends. "+
 			"When bee_wait_action returns no records, end your turn and say that no work is waiting, unless you were asked to keep taking work: "+
@@ -177,20 +188,22 @@ func (c Client) Instructions(base string) string {
 	return strings.TrimRight(base, "\n") + "\n" + note
 }
 
-// EmptyWait is the text of a wait's result that found nothing within
-// secs seconds; cursor is where to resume.
-func (c Client) EmptyWait(secs int, cursor string) string {
-	if c.Wakes {
-		return fmt.Sprintf("No action within %d s. There is no work now: end your turn. bee wakes this session when an action arrives; then call bee_wait_action (cursor %q).", secs, cursor)
-	}
-	return fmt.Sprintf("No action within %d s. There is no work now. bee cannot wake this %s session: end your turn and say no work is waiting, or, if you were asked to keep taking work, call bee_wait_action again (cursor %q).", secs, c.Title(), cursor)
+// The next steps of answers under a client bee cannot wake; under one it
+// can, the bridge's own words hold.
+
+// EmptyWaitNext is what to do after a wait that found nothing.
+func (c Client) EmptyWaitNext() string {
+	return fmt.Sprintf("There is no work for you now. bee cannot wake this %s session: end your turn and say that no work is waiting; "+
+		"only if you were asked to keep taking work, call bee_wait_action again at its full length (each call is one model request).", c.Title())
 }
 
-// EmptyAwait is the text of a bee_await_action result in which none of
-// the actions ended within secs seconds.
-func (c Client) EmptyAwait(secs int) string {
-	if c.Wakes {
-		return fmt.Sprintf("None of them ended within %d s. Call bee_await_action again, or end your turn: bee wakes you when one ends.", secs)
-	}
+// EmptyAwaitNext is what to do after an await in which none of the actions
+// ended within secs seconds.
+func (c Client) EmptyAwaitNext(secs int) string {
 	return fmt.Sprintf("None of them ended within %d s. Call bee_await_action again to hear of them: bee cannot wake this %s session when one ends.", secs, c.Title())
+}
+
+// PostedNext is what to do after posting action id.
+func (c Client) PostedNext(id string) string {
+	return fmt.Sprintf("Posted as %s. Go on with other work; bee cannot wake this %s session when it ends: bee_await_action waits for it, bee_cancel_action calls it off.", id, c.Title())
 }

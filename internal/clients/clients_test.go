@@ -65,8 +65,9 @@ func TestMiddleware(t *testing.T) {
 	schema := map[string]any{"type": "object"}
 	srv.AddTool(&mcp.Tool{Name: "w", Description: "Wait.", InputSchema: schema}, noop)
 	srv.AddTool(&mcp.Tool{Name: "a", Description: "Await.", InputSchema: schema}, noop)
+	srv.AddTool(&mcp.Tool{Name: "p", Description: "Post.", InputSchema: schema}, noop)
 	srv.AddTool(&mcp.Tool{Name: "other", Description: "Other.", InputSchema: schema}, noop)
-	srv.AddReceivingMiddleware(Middleware("w", "a"))
+	srv.AddReceivingMiddleware(Middleware(Tools{Wait: "w", Await: "a", Post: "p"}))
 
 	list := func(name string) (string, map[string]string) {
 		st, ct := mcp.NewInMemoryTransports()
@@ -92,6 +93,7 @@ func TestMiddleware(t *testing.T) {
 		require.Equal(t, codex.Instructions("Base."), instr)
 		require.Equal(t, "Wait. "+codex.WaitNote(), descs["w"])
 		require.Equal(t, "Await. "+codex.AwaitNote(), descs["a"])
+		require.Equal(t, "Post. "+codex.PostNote(), descs["p"])
 		require.Equal(t, "Other.", descs["other"])
 
 		instr, descs = list("claude-code")

@@ -316,8 +316,10 @@ func (d *demo) drive(ctx context.Context, posted actions.Record) error {
 	return nil
 }
 
-// call calls a tool and returns its text; structured, when not nil,
-// receives its structured result. A tool error is an error.
+// call calls a tool and returns what the agent reads of its answer: the
+// structured result, indented (Claude Code hands the model a tool's
+// structured content, not its text); structured, when not nil, receives it
+// decoded. A tool error is an error.
 func (d *demo) call(ctx context.Context, cs *mcp.ClientSession, tool string, args map[string]any, structured any) (string, error) {
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
 	if err != nil {
@@ -332,16 +334,14 @@ func (d *demo) call(ctx context.Context, cs *mcp.ClientSession, tool string, arg
 	if res.IsError {
 		return "", fmt.Errorf("%s failed: %s", tool, text.String())
 	}
-	if structured != nil {
-		raw, err := json.Marshal(res.StructuredContent)
-		if err == nil {
-			err = json.Unmarshal(raw, structured)
-		}
-		if err != nil {
-			return "", fmt.Errorf("read the result of %s: %w", tool, err)
-		}
+	raw, err := json.MarshalIndent(res.StructuredContent, "", "  ")
+	if err == nil && structured != nil {
+		err = json.Unmarshal(raw, structured)
 	}
-	return text.String(), nil
+	if err != nil {
+		return "", fmt.Errorf("read the result of %s: %w", tool, err)
+	}
+	return string(raw), nil
 }
 
 // said returns what the bridge wrote on stderr, for an error.

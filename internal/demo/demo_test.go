@@ -154,8 +154,9 @@ func TestDemo_OwnBoardByDefault(t *testing.T) {
 		"bee_finish_action, bee_list_actions, bee_post_action,",
 		"bee_wait_action {\"timeoutSeconds\":10}",
 		"-> claimed a-1, the action the person posted.",
-		"   | Claimed action a-1: Say hello\n",
-		"-> Action a-1 is done.",
+		"\"title\": \"Say hello\"",
+		"   |   \"next\": \"You hold action a-1 now:",
+		"\"state\": \"done\"",
 		"Hello from the demo agent!",
 	} {
 		require.Contains(t, stdout, want)
@@ -213,7 +214,7 @@ func TestDemo_BuildsWhatItRuns(t *testing.T) {
 	require.Contains(t, stdout, "== building bee, bee-mcp and bee-hook into "+gobin+"\n")
 	require.Contains(t, stdout, "about a minute on 2 cores,\n   up to 5 on a slow machine")
 	require.Contains(t, stdout, "note: "+gobin+" is not on your PATH")
-	require.Contains(t, stdout, "-> Action a-1 is done.")
+	require.Contains(t, stdout, "\"state\": \"done\"")
 	for _, name := range []string{"bee", "bee-mcp", "bee-hook"} {
 		require.FileExists(t, filepath.Join(gobin, name))
 	}

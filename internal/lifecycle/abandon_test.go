@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
 
 	"github.com/tractat-us/bee/actions/board"
@@ -34,6 +35,7 @@ func TestRun_EndsBeforeItsSessionIsSetUp(t *testing.T) {
 	require.NoError(t, unix.Flock(int(lock.Fd()), unix.LOCK_EX))
 
 	logs := &testio.Buffer{}
+	before := goleak.IgnoreCurrent()
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(context.Background(), Config{
@@ -51,11 +53,10 @@ func TestRun_EndsBeforeItsSessionIsSetUp(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatalf("Run did not return\nlog:\n%s", logs)
 	}
-	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "session setup abandoned") },
-		10*time.Second, 10*time.Millisecond, "the abandoned setup is logged\nlog:\n%s", logs)
-
-	// The other write ends; nothing joins now.
+	// The other write ends; the setup, abandoned, ends without joining
+	// (every goroutine Run started is gone).
 	require.NoError(t, unix.Flock(int(lock.Fd()), unix.LOCK_UN))
+	require.NoError(t, goleak.Find(before), "the session setup ended\nlog:\n%s", logs)
 	b, err = board.Open(path, nil)
 	require.NoError(t, err)
 	defer b.Close()

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,9 +17,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/board"
+	"github.com/tractat-us/bee/internal/logkey"
 	"github.com/tractat-us/bee/internal/testio"
 )
 
@@ -39,6 +42,7 @@ type proc struct {
 	done   chan error
 	board  string
 	logBuf *testio.Buffer
+	logged *records
 }
 
 func startBridge(t *testing.T) *proc {
@@ -53,7 +57,7 @@ func startBridgeOn(t *testing.T, dir string) *proc {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	b := &proc{t: t, in: inW, lines: make(chan string, 100), sigs: make(chan os.Signal, 4), done: make(chan error, 1),
-		board: filepath.Join(dir, "board.db"), logBuf: &testio.Buffer{}}
+		board: filepath.Join(dir, "board.db"), logBuf: &testio.Buffer{}, logged: &records{}}
 	go func() {
 		defer close(b.lines)
 		sc := bufio.NewScanner(outR)
@@ -70,7 +74,7 @@ func startBridgeOn(t *testing.T, dir string) *proc {
 			Stdout:     outW,
 			Signals:    b.sigs,
 			WatchEvery: 50 * time.Millisecond,
-			Logger:     slogTo(b.logBuf),
+			Logger:     slog.New(teeHandler{slogTo(b.logBuf).Handler(), b.logged}),
 		})
 		outW.Close()
 	}()
@@ -162,8 +166,7 @@ func TestRun_Ends(t *testing.T) {
 			tc.end(b)
 			b.ended()
 			require.Equal(t, actions.Open, b.state(rec.ID))
-			require.Contains(t, b.logBuf.String(), "bee-mcp ends")
-			require.Contains(t, b.logBuf.String(), `msg="created a new board"`, "the bridge made this board and says so")
+			require.True(t, b.logged.has(slog.LevelInfo, logkey.Path, b.board), "the bridge made this board and says where")
 		})
 	}
 }
@@ -188,6 +191,54 @@ func TestRun_BoardUnusable(t *testing.T) {
 func slogTo(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
+
+// records keeps the attributes of every log record, by level, so that a
+// test can ask what was logged by key and value rather than by wording.
+type records struct {
+	mu    sync.Mutex
+	attrs []map[string]string
+	level []slog.Level
+}
+
+func (r *records) add(l slog.Level, attrs map[string]string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.attrs = append(r.attrs, attrs)
+	r.level = append(r.level, l)
+}
+
+// has reports whether a record at level l carried key with value v.
+func (r *records) has(l slog.Level, key, v string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, a := range r.attrs {
+		if r.level[i] == l && a[key] == v {
+			return true
+		}
+	}
+	return false
+}
+
+// teeHandler hands each record to h and keeps its attributes in r.
+type teeHandler struct {
+	h slog.Handler
+	r *records
+}
+
+func (t teeHandler) Enabled(ctx context.Context, l slog.Level) bool { return t.h.Enabled(ctx, l) }
+
+func (t teeHandler) Handle(ctx context.Context, rec slog.Record) error {
+	attrs := map[string]string{}
+	rec.Attrs(func(a slog.Attr) bool {
+		attrs[a.Key] = a.Value.String()
+		return true
+	})
+	t.r.add(rec.Level, attrs)
+	return t.h.Handle(ctx, rec)
+}
+
+func (t teeHandler) WithAttrs(as []slog.Attr) slog.Handler { return teeHandler{t.h.WithAttrs(as), t.r} }
+func (t teeHandler) WithGroup(name string) slog.Handler    { return teeHandler{t.h.WithGroup(name), t.r} }
 
 // A cancel that arrives after the wait's answer was written (Esc pressed as
 // the claim came back) means Claude Code discards the answer: the claim
@@ -219,4 +270,22 @@ func TestRun_CancelledListReleasesNothing(t *testing.T) {
 	require.Equal(t, actions.Claimed, b.state(rec.ID))
 	b.sigs <- syscall.SIGTERM
 	b.ended()
+}
+
+// However stuck the board (another process holds its write lock), the
+// cleanup that follows a signal ends within Claude Code's grace: SIGKILL
+// comes 500 ms after SIGINT. Each step is bounded (departBound, stepBound,
+// closeBound: 350 ms in all).
+func TestRun_CleanupBoundedOnAStuckBoard(t *testing.T) {
+	b := startBridge(t)
+	b.claimOne()
+	lock, err := os.OpenFile(b.board+"-lock", os.O_RDWR, 0)
+	require.NoError(t, err)
+	defer lock.Close()
+	require.NoError(t, unix.Flock(int(lock.Fd()), unix.LOCK_EX))
+	defer unix.Flock(int(lock.Fd()), unix.LOCK_UN)
+	start := time.Now()
+	b.sigs <- syscall.SIGINT
+	b.ended()
+	require.Less(t, time.Since(start), 500*time.Millisecond)
 }

@@ -3,7 +3,10 @@ package liveness
 import (
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -18,4 +21,23 @@ func TestAlive(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	require.NoError(t, cmd.Run())
 	require.False(t, Alive(cmd.Process.Pid), "a process that has exited and been reaped")
+}
+
+// A process that has exited but that its parent has not reaped yet (a
+// zombie, which signal 0 still finds) is not alive: a killed claude whose
+// parent is slow to wait for it has ended its session.
+func TestAlive_Zombie(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc: zombies cannot be told here")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Wait() })
+	pid := cmd.Process.Pid
+	require.Eventually(t, func() bool {
+		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		return err == nil && strings.Contains(string(stat[strings.LastIndexByte(string(stat), ')'):]), ") Z ")
+	}, 10*time.Second, time.Millisecond, "the child exits and stays unreaped")
+	require.False(t, Alive(pid), "a zombie is gone")
 }

@@ -48,6 +48,10 @@ const (
 	Rule          = "rule"           // how the claude process was found
 	BridgePID     = "bridge_pid"     // another bridge's process
 	Differs       = "differs"        // how two bridges' launches differ
+	Superseded    = "superseded"     // the older waiter's process a newer waiter replaced
+	IsError       = "is_error"       // whether a tool call's answer was a refusal
+	Attempt       = "attempt"        // which try of something retried this is
+	Pause         = "pause"          // how long until the next try
 	Op            = "op"             // what was being done when something failed
 	Template      = "template"       // an html/template's name
 )
