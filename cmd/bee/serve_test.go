@@ -14,6 +14,7 @@ import (
 )
 
 func TestServe_Usage(t *testing.T) {
+	t.Parallel()
 	path := newBoard(t)
 	_, _, err := run(t, path, "", "serve", "--port", "70000")
 	requireUsage(t, err, "not a port")
@@ -29,6 +30,7 @@ func TestServe_Usage(t *testing.T) {
 // bee serve prints the sign-in link alone on stdout, serves the board
 // there, and ends cleanly when interrupted.
 func TestServe_RunsUntilInterrupted(t *testing.T) {
+	t.Parallel()
 	path := boardPath(t)
 	bee(t, path, "post", "seen from the page")
 	ctx, cancel := context.WithCancel(t.Context())
@@ -80,7 +82,7 @@ func TestServe_RunsUntilInterrupted(t *testing.T) {
 	require.False(t, sc.Scan(), "nothing more on stdout")
 	select {
 	case err := <-done:
-		require.NoError(t, err)
+		require.Equal(t, exitInterrupted, exitOf(err), "bee serve ends as interrupted: %v", err)
 	case <-time.After(10 * time.Second):
 		t.Fatal("bee serve did not end within 10 s of the interrupt")
 	}
