@@ -88,6 +88,7 @@ func runAsPrinter() int {
 }
 
 func TestNearest(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		chain  []Proc
@@ -123,6 +124,7 @@ func TestNearest(t *testing.T) {
 }
 
 func TestChain_Self(t *testing.T) {
+	t.Parallel()
 	chain, err := Chain(t.Context(), os.Getpid())
 	require.NoError(t, err)
 	require.NotEmpty(t, chain)
@@ -134,6 +136,7 @@ func TestChain_Self(t *testing.T) {
 }
 
 func TestChain_Missing(t *testing.T) {
+	t.Parallel()
 	// A child that has been reaped no longer exists.
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = helperEnv("")
@@ -144,6 +147,7 @@ func TestChain_Missing(t *testing.T) {
 }
 
 func TestChain_Cancelled(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	_, err := Chain(ctx, os.Getpid())
@@ -154,6 +158,7 @@ func TestChain_Cancelled(t *testing.T) {
 // checks that its child finds it with ClaudePID. This test process may
 // itself run under a real Claude; the helper is nearer, so it must win.
 func TestClaudePID_RealProcess(t *testing.T) {
+	t.Parallel()
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	for _, tc := range []struct {
@@ -191,6 +196,7 @@ func TestClaudePID_RealProcess(t *testing.T) {
 // kernel keeps 15 bytes of a longer name, and Chain must not lengthen it
 // again from argv[0] as gopsutil's Name does.
 func TestClaudePID_NotClaude(t *testing.T) {
+	t.Parallel()
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	for _, tc := range []struct {

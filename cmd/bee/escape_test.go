@@ -49,6 +49,7 @@ func requireInert(t *testing.T, out string) {
 // Board text is printed escaped by every human view, and kept as posted on
 // the board and in --json.
 func TestMain_HostileTextPrintedEscaped(t *testing.T) {
+	t.Parallel()
 	path := boardPath(t)
 	out := bee(t, path, "post", "--to", "worker", hostile, "first line\r"+overwrite+"\n\x07second\tline\n")
 	requireInert(t, out)
@@ -104,6 +105,7 @@ func TestMain_HostileTextPrintedEscaped(t *testing.T) {
 }
 
 func TestMain_WatchPrintsEscaped(t *testing.T) {
+	t.Parallel()
 	path := boardPath(t)
 	bee(t, path, "post", "before the watch")
 	stdout, stderr := newLineReader(), newLineReader()

@@ -21,6 +21,7 @@ import (
 	"github.com/tractat-us/bee/actions/board"
 	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/internal/pgtest"
+	"github.com/tractat-us/bee/internal/testtime"
 	"github.com/tractat-us/bee/internal/version"
 )
 
@@ -61,6 +62,7 @@ func boardPath(t *testing.T) string {
 }
 
 func TestMain_PostListShow(t *testing.T) {
+	t.Parallel()
 	path := boardPath(t)
 	out := bee(t, path, "post", "fix the flaky test", "it fails one run in ten")
 	require.Equal(t, "posted a-1 for anyone: fix the flaky test\n", out)
@@ -100,6 +102,7 @@ func TestMain_PostListShow(t *testing.T) {
 }
 
 func TestMain_ListFilters(t *testing.T) {
+	t.Parallel()
 	path := boardPath(t)
 	bee(t, path, "post", "one")
 	bee(t, path, "post", "two")
@@ -138,6 +141,7 @@ func TestMain_ListFilters(t *testing.T) {
 }
 
 func TestMain_PostBodyFromStdin(t *testing.T) {
+	t.Parallel()
 	path := boardPath(t)
 	out, _, err := run(t, path, "line one\nline two\n", "post", "--json", "piped", "-")
 	require.NoError(t, err)
@@ -147,6 +151,7 @@ func TestMain_PostBodyFromStdin(t *testing.T) {
 }
 
 func TestMain_PostRefusals(t *testing.T) {
+	t.Parallel()
 	path := boardPath(t)
 	_, _, err := run(t, path, "", "post")
 	requireUsage(t, err, "no title")
@@ -164,6 +169,7 @@ func TestMain_PostRefusals(t *testing.T) {
 // Refusals say what is wrong in a person's words: no sentinel names
 // ("...: too long") and no chains of causes.
 func TestMain_PostRefusalMessages(t *testing.T) {
+	t.Parallel()
 	path := boardPath(t)
 	for _, tc := range []struct {
 		args []string
@@ -206,6 +212,7 @@ func newBoard(t *testing.T) string {
 // Reading a board that is not there is an error naming the path, never an
 // empty board; posting creates it.
 func TestMain_MissingBoard(t *testing.T) {
+	t.Parallel()
 	path := boardPath(t)
 	for _, args := range [][]string{{"list"}, {"show", "a-1"}, {"agents"}} {
 		_, _, err := run(t, path, "", args...)
@@ -220,6 +227,7 @@ func TestMain_MissingBoard(t *testing.T) {
 // A command that creates the board says so, once: a mistyped --board
 // shows up at once instead of passing for an empty board.
 func TestMain_CreatedBoardIsAnnounced(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "typo", "board.db")
 	_, stderr, err := run(t, path, "", "post", "first")
 	require.NoError(t, err)
@@ -243,6 +251,7 @@ func TestMain_CreatedBoardIsAnnounced(t *testing.T) {
 }
 
 func TestMain_ShowUnknown(t *testing.T) {
+	t.Parallel()
 	path := newBoard(t)
 	_, _, err := run(t, path, "", "show", "a-42")
 	require.ErrorIs(t, err, actions.ErrUnknownAction)
@@ -259,6 +268,7 @@ func TestMain_ShowUnknown(t *testing.T) {
 }
 
 func TestMain_Agents(t *testing.T) {
+	t.Parallel()
 	path := newBoard(t)
 	require.Equal(t, "no live agents on "+path+"\n", bee(t, path, "agents"))
 
@@ -297,6 +307,7 @@ func TestMain_Agents(t *testing.T) {
 }
 
 func TestMain_UsageErrors(t *testing.T) {
+	t.Parallel()
 	path := boardPath(t)
 	_, _, err := run(t, path, "", "frobnicate")
 	requireUsage(t, err, `unknown command "frobnicate"`)
@@ -312,6 +323,7 @@ func TestMain_UsageErrors(t *testing.T) {
 }
 
 func TestMain_Help(t *testing.T) {
+	t.Parallel()
 	path := boardPath(t)
 	out := bee(t, path, "--help")
 	require.Contains(t, out, "Commands:")
@@ -349,9 +361,11 @@ func newLineReader() *lineReader {
 
 func (l *lineReader) Write(p []byte) (int, error) { return l.w.Write(p) }
 
-// next returns the next line, failing the test after timeout.
+// next returns the next line, failing the test after timeout (a bound,
+// stretched by testtime.Factor).
 func (l *lineReader) next(t *testing.T, timeout time.Duration) string {
 	t.Helper()
+	timeout = testtime.Bound(timeout)
 	select {
 	case line := <-l.lines:
 		return line
@@ -367,6 +381,7 @@ func (l *lineReader) close() {
 }
 
 func TestMain_Watch(t *testing.T) {
+	t.Parallel()
 	for _, asJSON := range []bool{false, true} {
 		t.Run(map[bool]string{false: "text", true: "json"}[asJSON], func(t *testing.T) {
 			path := boardPath(t)
@@ -424,6 +439,7 @@ func requireUsage(t *testing.T, err error, contains string) {
 }
 
 func TestParseInterspersed(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args     []string
 		wantJSON bool

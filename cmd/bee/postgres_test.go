@@ -17,6 +17,7 @@ import (
 // bee works the same against a board on PostgreSQL, named by a URL, and
 // never shows the URL's password.
 func TestMain_OnPostgres(t *testing.T) {
+	t.Parallel()
 	c := pgtest.Shared(t)
 	if !c.Owned() {
 		t.Skip("needs the password role of a cluster started by the test") // the external server's roles are unknown

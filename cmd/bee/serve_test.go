@@ -11,9 +11,12 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 func TestServe_Usage(t *testing.T) {
+	t.Parallel()
 	path := newBoard(t)
 	_, _, err := run(t, path, "", "serve", "--port", "70000")
 	requireUsage(t, err, "not a port")
@@ -29,6 +32,7 @@ func TestServe_Usage(t *testing.T) {
 // bee serve prints the sign-in link alone on stdout, serves the board
 // there, and ends cleanly when interrupted.
 func TestServe_RunsUntilInterrupted(t *testing.T) {
+	t.Parallel()
 	path := boardPath(t)
 	bee(t, path, "post", "seen from the page")
 	ctx, cancel := context.WithCancel(t.Context())
@@ -81,7 +85,7 @@ func TestServe_RunsUntilInterrupted(t *testing.T) {
 	select {
 	case err := <-done:
 		require.NoError(t, err)
-	case <-time.After(10 * time.Second):
+	case <-time.After(testtime.Bound(10 * time.Second)):
 		t.Fatal("bee serve did not end within 10 s of the interrupt")
 	}
 	require.Contains(t, stderr.String(), "Open this link once to sign in")

@@ -1,6 +1,8 @@
 package testtime
 
 import (
+	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -35,4 +37,18 @@ func VerifyNoLeaks(tb testing.TB, opts ...goleak.Option) {
 	if err := FindLeaks(opts...); err != nil {
 		tb.Error(err)
 	}
+}
+
+// VerifyTestMain runs m's tests and, when they pass, fails the binary if
+// FindLeaks finds goroutines; then it exits with the outcome: goleak's
+// VerifyTestMain with a stretched wait. Call it from TestMain.
+func VerifyTestMain(m *testing.M, opts ...goleak.Option) {
+	code := m.Run()
+	if code == 0 {
+		if err := FindLeaks(opts...); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak: goroutines left running after the tests:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }

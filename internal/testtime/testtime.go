@@ -14,9 +14,8 @@
 // comes from the machine, once, when the test binary starts: 1, doubled
 // under -race, doubled when GOMAXPROCS is below 4, and multiplied by the
 // load average per CPU when that is above 1 (Linux; read from
-// /proc/loadavg). The binary then sets $BEE_TEST_TIME_FACTOR to it, so
-// that every process it starts (a test binary re-run as a worker, say)
-// stretches its bounds alike.
+// /proc/loadavg). A test that re-runs its binary as a worker whose waits
+// must keep step with the test's bounds passes it on with Env.
 //
 // Durations that are themselves under test (a lease, a poll interval, a
 // wait that must time out, a sleep that lets something happen) are not
@@ -50,13 +49,15 @@ var factor = func() float64 {
 		}
 		return f
 	}
-	v := strconv.FormatFloat(FromMachine(race.Enabled, runtime.GOMAXPROCS(0), loadAverage()), 'g', 3, 64)
-	if err := os.Setenv(FactorEnv, v); err != nil {
-		panic(err)
-	}
-	f, _ := Parse(v) // the value every child reads
-	return f
+	return FromMachine(race.Enabled, runtime.GOMAXPROCS(0), loadAverage())
 }()
+
+// Env returns the FactorEnv=... entry that gives a child process this
+// binary's Factor. (The test binary does not set it in its own
+// environment: tests compare their environment with their children's.)
+func Env() string {
+	return FactorEnv + "=" + strconv.FormatFloat(Factor(), 'g', -1, 64)
+}
 
 // Bound returns the bound nominal stretched by Factor.
 func Bound(nominal time.Duration) time.Duration {
