@@ -35,6 +35,9 @@ const envChaos = "BEE_BOARD_CHAOS"
 // under a new one); a killed claimant's claims go to others at the next
 // look.
 func TestBoard_Chaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a soak test of killed and stopped processes: skipped under -short")
+	}
 	t.Parallel()
 	// Posts are paced, so that the blows fall while there is work.
 	total, procs, per, rate := 600, 4, 2, 200.0

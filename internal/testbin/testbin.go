@@ -14,7 +14,8 @@
 // not at all. Test files are no input: editing a test rebuilds nothing.
 //
 // The cache is $BEE_TEST_BIN_CACHE, else bee-testbin in the user's cache
-// directory (os.UserCacheDir). Builds unused for a week are removed.
+// directory (os.UserCacheDir). Each new build prunes it to the builds used
+// in the last hour and the 8 used last.
 //
 // Tests that run built commands skip under -short (SkipShort): `go test
 // -short ./...` is the inner loop, and it builds nothing.
@@ -165,7 +166,7 @@ func Make(o Options) (Build, error) {
 		return Build{}, err
 	}
 	b.Made = true
-	prune(o.Cache, key, time.Now().Add(-7*24*time.Hour))
+	prune(o.Cache, key, time.Now())
 	return b, nil
 }
 
@@ -230,20 +231,52 @@ func lock(path string) (func(), error) {
 	return func() { f.Close() }, nil // closing lets the lock go
 }
 
-// prune removes the builds, locks and leftovers of failed builds not used
-// since before, keeping key's.
-func prune(cache, key string, before time.Time) {
+// Pruning keeps the builds of the last hour (a test binary of a run still
+// going may start them again), then the keep most recently used, and
+// removes the rest, with their locks and any leftover of a failed build.
+const (
+	keepFor = time.Hour
+	keep    = 8
+)
+
+// prune removes from cache what pruning does not keep, as of now; key's
+// build is always kept.
+func prune(cache, key string, now time.Time) {
 	entries, err := os.ReadDir(cache)
 	if err != nil {
 		return
 	}
+	type build struct {
+		name string
+		used time.Time
+	}
+	var builds []build
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), key) {
+		info, err := e.Info()
+		if err != nil || strings.HasPrefix(e.Name(), key) {
 			continue
 		}
-		if info, err := e.Info(); err == nil && info.ModTime().Before(before) {
-			_ = os.RemoveAll(filepath.Join(cache, e.Name()))
+		if name, ok := strings.CutSuffix(e.Name(), ".lock"); ok { // goes with its build
+			if _, err := os.Stat(filepath.Join(cache, name)); errors.Is(err, os.ErrNotExist) && now.Sub(info.ModTime()) > keepFor {
+				_ = os.Remove(filepath.Join(cache, e.Name())) // a build that failed
+			}
+			continue
 		}
+		if strings.Contains(e.Name(), ".tmp-") {
+			if now.Sub(info.ModTime()) > keepFor {
+				_ = os.RemoveAll(filepath.Join(cache, e.Name()))
+			}
+			continue
+		}
+		builds = append(builds, build{e.Name(), info.ModTime()})
+	}
+	slices.SortFunc(builds, func(a, b build) int { return b.used.Compare(a.used) })
+	for i, b := range builds {
+		if i < keep-1 || now.Sub(b.used) <= keepFor { // key's build is the keep-th
+			continue
+		}
+		_ = os.RemoveAll(filepath.Join(cache, b.name))
+		_ = os.Remove(filepath.Join(cache, b.name+".lock"))
 	}
 }
 

@@ -222,25 +222,45 @@ func TestMake_OneBuildForConcurrentBinaries(t *testing.T) {
 	require.Len(t, entries, 2, "the build and its lock; no half-made build left behind")
 }
 
-// Pruning removes what has not been used for a while and spares the rest.
+// Pruning keeps the builds of the last hour and the 8 used last (the new
+// one among them), and removes the rest with their locks, and leftovers of
+// failed builds.
 func TestPrune(t *testing.T) {
 	t.Parallel()
 	cache := t.TempDir()
-	for _, name := range []string{"aaaa", "aaaa.lock", "bbbb", "bbbb.lock", "cccc.tmp-1", "keep", "keep.lock"} {
-		require.NoError(t, os.Mkdir(filepath.Join(cache, name), 0o755))
+	now := mustTime(t, "2026-01-02T12:00:00Z")
+	touch := func(name string, ago time.Duration) {
+		t.Helper()
+		p := filepath.Join(cache, name)
+		require.NoError(t, os.Mkdir(p, 0o755))
+		require.NoError(t, os.Chtimes(p, now.Add(-ago), now.Add(-ago)))
 	}
-	long := mustTime(t, "2020-01-01T00:00:00Z")
-	for _, name := range []string{"aaaa", "aaaa.lock", "cccc.tmp-1", "keep"} {
-		require.NoError(t, os.Chtimes(filepath.Join(cache, name), long, long))
+	touch("new", 0)
+	touch("new.lock", 0)
+	for i := range 10 { // b0 used 2 h ago ... b9 used 11 h ago
+		name := fmt.Sprintf("b%d", i)
+		touch(name, time.Duration(i+2)*time.Hour)
+		touch(name+".lock", 0)
 	}
-	prune(cache, "keep", mustTime(t, "2021-01-01T00:00:00Z"))
+	touch("recent1", 10*time.Minute)
+	touch("recent2", 50*time.Minute)
+	touch("b3.tmp-1", 2*time.Hour)
+	touch("b4.tmp-2", time.Minute)
+	touch("failed.lock", 2*time.Hour)
+	touch("failing.lock", time.Minute)
+
+	prune(cache, "new", now)
 	var left []string
 	entries, err := os.ReadDir(cache)
 	require.NoError(t, err)
 	for _, e := range entries {
 		left = append(left, e.Name())
 	}
-	require.ElementsMatch(t, []string{"bbbb", "bbbb.lock", "keep", "keep.lock"}, left)
+	require.ElementsMatch(t, []string{
+		"new", "new.lock", "recent1", "recent2", // this build and those of the last hour
+		"b0", "b0.lock", "b1", "b1.lock", "b2", "b2.lock", "b3", "b3.lock", "b4", "b4.lock", // 8 in all with these
+		"b4.tmp-2", "failing.lock", // a build going on
+	}, left)
 }
 
 func mustTime(t *testing.T, s string) time.Time {
