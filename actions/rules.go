@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/tractat-us/bee/identity"
@@ -35,8 +36,8 @@ var (
 	ErrBadPoster = errors.New("bad poster")
 	// ErrTooLong: a title, body or result is over its bound.
 	ErrTooLong = errors.New("too long")
-	// ErrBadText: a title, body or result is not valid UTF-8, or a title
-	// holds a line break.
+	// ErrBadText: a title, body or result is not valid UTF-8 or holds a
+	// NUL, or a title holds a line break or another control character.
 	ErrBadText = errors.New("bad text")
 )
 
@@ -78,7 +79,8 @@ func CheckRecipient(to string) error {
 }
 
 // CheckText refuses s, the value of field, when it is longer than limit
-// bytes (ErrTooLong) or not valid UTF-8 (ErrBadText).
+// bytes (ErrTooLong), not valid UTF-8 or holds a NUL (ErrBadText: no
+// board can keep a NUL in text; PostgreSQL refuses it).
 func CheckText(field, s string, limit int) error {
 	if len(s) > limit {
 		return fmt.Errorf("%s is %d bytes, more than %d: %w", field, len(s), limit, ErrTooLong)
@@ -86,13 +88,17 @@ func CheckText(field, s string, limit int) error {
 	if !utf8.ValidString(s) {
 		return fmt.Errorf("%s is not valid UTF-8: %w", field, ErrBadText)
 	}
+	if strings.IndexByte(s, 0) >= 0 {
+		return fmt.Errorf("%s holds a NUL character: %w", field, ErrBadText)
+	}
 	return nil
 }
 
 // CheckPost checks what Post takes and returns the title trimmed: a
-// non-empty (ErrEmptyTitle), one-line (ErrBadText) title of at most
-// MaxTitleLen characters (ErrTooLong), a body of at most MaxBodyLen bytes,
-// a poster CheckPoster accepts and a recipient CheckRecipient accepts.
+// non-empty (ErrEmptyTitle), one-line title free of control characters
+// (ErrBadText) of at most MaxTitleLen characters (ErrTooLong), a body
+// CheckText accepts of at most MaxBodyLen bytes, a poster CheckPoster
+// accepts and a recipient CheckRecipient accepts.
 func CheckPost(who identity.ID, to, title, body string) (string, error) {
 	title = strings.TrimSpace(title)
 	switch {
@@ -103,6 +109,10 @@ func CheckPost(who identity.ID, to, title, body string) (string, error) {
 			utf8.RuneCountInString(title), MaxTitleLen, ErrTooLong)
 	case strings.ContainsAny(title, "\r\n"):
 		return "", fmt.Errorf("title must be one line (put the rest in the body): %w", ErrBadText)
+	}
+	if i := strings.IndexFunc(title, unicode.IsControl); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(title[i:])
+		return "", fmt.Errorf("title holds the control character %U; a title is plain text: %w", r, ErrBadText)
 	}
 	if err := CheckText("title", title, 4*MaxTitleLen); err != nil {
 		return "", err

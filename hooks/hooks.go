@@ -100,12 +100,19 @@ func ConfigFor(command string) string {
 	}{}
 	cfg.Hooks.SessionStart = []matcher{{Matcher: "clear", Hooks: []hook{{Type: "command", Command: command}}}, waiter}
 	cfg.Hooks.Stop = []matcher{waiter}
+	return indentedJSON(cfg)
+}
+
+// indentedJSON is v as indented JSON with a trailing newline, "<" and ">"
+// left as they are (shell commands hold them). v is plain structs of
+// strings, which always encode.
+func indentedJSON(v any) string {
 	var b strings.Builder
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(cfg); err != nil {
-		panic(err) // plain structs of strings always encode
+	if err := enc.Encode(v); err != nil {
+		panic(err)
 	}
 	return b.String()
 }
@@ -259,7 +266,14 @@ func handle(ctx context.Context, cfg Config, stdin io.Reader) string {
 
 	e, err := runfile.Read(dir, claudePID)
 	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Sprintf("bee-hook: no bridge registered for claude pid %d in %s; nothing to retire", claudePID, dir)
+		msg := fmt.Sprintf("bee-hook: no bridge registered for claude pid %d in %s; nothing to retire", claudePID, dir)
+		if p, err := ancestry.Process(ctx, claudePID); err == nil {
+			if c, ok := ancestry.Identify(p); ok && !c.OwnsSession() {
+				// Codex starts a new thread's bridge itself (see ancestry).
+				msg += " (under Codex CLI each thread gets a bridge of its own, so a new thread has a new identity already)"
+			}
+		}
+		return msg
 	}
 	if err != nil {
 		return "bee-hook: " + err.Error() + "; remove it if no bridge is running"

@@ -32,14 +32,14 @@ func (c *AgentsCommand) Run(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return usagef("bee agents --help", "bee agents: unexpected argument %q", fs.Arg(0))
 	}
-	b, err := c.env.open(false)
+	b, err := c.env.open("agents", false)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
 	members, err := b.Members(ctx)
 	if err != nil {
-		return fmt.Errorf("bee agents: %w", err)
+		return c.env.refusal(ctx, b, "agents", "", err)
 	}
 
 	out := c.env.main.Stdout

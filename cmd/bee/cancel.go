@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 
@@ -21,7 +20,7 @@ type CancelCommand struct {
 
 func (c *CancelCommand) flagSet() *flag.FlagSet {
 	fs := c.env.flags("cancel")
-	fs.StringVar(&c.reason, "reason", "", "why it is called off; its holder is told when it next tries to finish it")
+	fs.StringVar(&c.reason, "reason", "", "why it is called off, at most 64 KiB (as on the board page); its holder is told when it next tries to finish it")
 	fs.StringVar(&c.from, "from", "", "cancel as this person (default $USER)")
 	fs.BoolVar(&c.asJSON, "json", false, "print the cancelled action as JSON")
 	return fs
@@ -36,14 +35,12 @@ func (c *CancelCommand) Run(ctx context.Context, args []string) error {
 	if fs.NArg() != 1 {
 		return usagef(`bee cancel a-7 --reason "not needed"`, "bee cancel: want one action id, got %d arguments", fs.NArg())
 	}
-	rec, err := c.env.changeAs("cancel", c.from, func(b actions.Board, who actions.Poster) (actions.Record, error) {
-		return b.Cancel(ctx, who, fs.Arg(0), c.reason)
+	id := fs.Arg(0)
+	rec, err := c.env.changeAs(ctx, "cancel", c.from, id, func(b actions.Board, who actions.Poster) (actions.Record, error) {
+		return b.Cancel(ctx, who, id, c.reason)
 	})
 	if err != nil {
-		if errors.Is(err, actions.ErrUnknownAction) {
-			return usagef("bee list", "bee cancel: %v", err)
-		}
-		return fmt.Errorf("bee cancel: %w", err)
+		return err
 	}
 	msg := fmt.Sprintf("cancelled %s: %s", safe(rec.ID), oneLine(rec.Title, 60))
 	if rec.Holder != "" {

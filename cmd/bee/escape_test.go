@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/stretchr/testify/require"
 
@@ -32,7 +34,8 @@ const (
 
 // requireInert fails t if out holds anything a terminal would act on: a
 // control byte other than newline and tab (a body keeps its tabs), a C1
-// control or a bidi control.
+// control, or a bidi control or other invisible format character (a
+// zero-width space, a tag character).
 func requireInert(t *testing.T, out string) {
 	t.Helper()
 	for i := 0; i < len(out); i++ {
@@ -41,9 +44,22 @@ func requireInert(t *testing.T, out string) {
 	}
 	for _, r := range out {
 		require.False(t, r >= 0x80 && r <= 0x9f, "C1 control %U reaches the terminal in %q", r, out)
-		require.False(t, (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) || r == 0x200e || r == 0x200f || r == 0x061c,
-			"bidi control %U reaches the terminal in %q", r, out)
+		require.False(t, unicode.Is(unicode.Cf, r) || r == 0x2028 || r == 0x2029,
+			"bidi control or other invisible format character %U reaches the terminal in %q", r, out)
 	}
+}
+
+// rewriteTitle sets the title of the action seq straight in the board
+// file, as a board written before titles were checked may hold it (bee
+// post refuses control characters in a title now): every view must still
+// show it inert.
+func rewriteTitle(t *testing.T, path string, seq int, title string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
+	require.NoError(t, err)
+	defer db.Close()
+	_, err = db.ExecContext(t.Context(), `UPDATE actions SET title = ? WHERE seq = ?`, title, seq)
+	require.NoError(t, err)
 }
 
 // Board text is printed escaped by every human view, and kept as posted on
@@ -51,9 +67,10 @@ func requireInert(t *testing.T, out string) {
 func TestMain_HostileTextPrintedEscaped(t *testing.T) {
 	t.Parallel()
 	path := boardPath(t)
-	out := bee(t, path, "post", "--to", "worker", hostile, "first line\r"+overwrite+"\n\x07second\tline\n")
+	out := bee(t, path, "post", "--to", "worker", "fix "+bidi, "first line\r"+overwrite+"\n\x07second\tline\n")
 	requireInert(t, out)
-	require.Contains(t, out, `\x1b]52;c;`)
+	require.Contains(t, out, `fix \u202etxt.exe\u2066`)
+	rewriteTitle(t, path, 1, hostile)
 
 	b, err := board.Open(path, nil)
 	require.NoError(t, err)
@@ -86,16 +103,26 @@ func TestMain_HostileTextPrintedEscaped(t *testing.T) {
 	requireInert(t, out)
 	require.Contains(t, out, `a-1 done by agent:worker#0491068b: done\r\x1b[2J\x1b[Hall good`)
 
-	bee(t, path, "post", "second "+screenClear+bidi)
+	bee(t, path, "post", "second")
+	rewriteTitle(t, path, 2, "second "+screenClear+bidi)
 	out = bee(t, path, "readdress", "a-2", "--to", "reviewer")
+	requireInert(t, out)
+	out = bee(t, path, "readdress", "a-2", "--to", "worker", "--json")
 	requireInert(t, out)
 	out = bee(t, path, "cancel", "a-2")
 	requireInert(t, out)
 	require.Contains(t, out, `cancelled a-2: second \x1b[2J\x1b[H\u202etxt.exe\u2066`)
 
-	// The board keeps the text as posted, and --json carries it exactly.
+	// The board keeps the text as posted, and --json carries it exactly,
+	// with what a terminal would act on as JSON escapes.
+	out = bee(t, path, "show", "--json", "a-1")
+	requireInert(t, out)
+	require.Contains(t, out, `\u202etxt.exe\u2066\u009b31m`)
+	for _, args := range [][]string{{"list", "--all", "--json"}, {"agents", "--json"}, {"wait", "a-1", "--json"}, {"show", "a-2", "--json"}} {
+		requireInert(t, bee(t, path, args...))
+	}
 	var rec actions.Record
-	require.NoError(t, json.Unmarshal([]byte(bee(t, path, "show", "--json", "a-1")), &rec))
+	require.NoError(t, json.Unmarshal([]byte(out), &rec))
 	require.Equal(t, hostile, rec.Title)
 	require.Equal(t, "done\r"+screenClear+"all good", rec.Result)
 	var members []board.MemberInfo
@@ -108,6 +135,7 @@ func TestMain_WatchPrintsEscaped(t *testing.T) {
 	t.Parallel()
 	path := boardPath(t)
 	bee(t, path, "post", "before the watch")
+	rewriteTitle(t, path, 1, hostile)
 	stdout, stderr := newLineReader(), newLineReader()
 	m := &Main{Stdin: strings.NewReader(""), Stdout: stdout, Stderr: stderr, Getenv: func(string) string { return "" }}
 	ctx, cancel := context.WithCancel(t.Context())
@@ -117,7 +145,7 @@ func TestMain_WatchPrintsEscaped(t *testing.T) {
 	defer func() {
 		cancel()
 		wg.Wait()
-		require.NoError(t, runErr)
+		require.Equal(t, exitInterrupted, exitOf(runErr), "%v", runErr)
 		stdout.close()
 		stderr.close()
 	}()
@@ -126,9 +154,10 @@ func TestMain_WatchPrintsEscaped(t *testing.T) {
 	b, err := board.Open(path, nil)
 	require.NoError(t, err)
 	defer b.Close()
-	_, err = b.Post(t.Context(), "user:mallory", actions.Draft{To: "worker", Title: hostile})
+	// A claim of a-1 shows it as it now is.
+	_, err = b.Next(t.Context(), "agent:worker#12345678", "", 5*time.Second)
 	require.NoError(t, err)
 	line := stdout.next(t, 10*time.Second)
 	requireInert(t, line)
-	require.Regexp(t, `^\d\d:\d\d:\d\d  a-2 +open +for worker +fix \\x1b\]52;c;`, line)
+	require.Regexp(t, `^\d\d:\d\d:\d\d  a-1 +claimed by agent:worker#12345678 +for anyone +fix \\x1b\]52;c;`, line)
 }

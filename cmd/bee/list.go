@@ -53,7 +53,7 @@ func (c *ListCommand) Run(ctx context.Context, args []string) error {
 		return usagef("bee list --state open", "bee list: unknown state %q (open, claimed, done, failed, cancelled or ended)", c.state)
 	}
 
-	b, err := c.env.open(false)
+	b, err := c.env.open("list", false)
 	if err != nil {
 		return err
 	}
@@ -62,7 +62,7 @@ func (c *ListCommand) Run(ctx context.Context, args []string) error {
 	for cursor := actions.Cursor(""); ; {
 		page, err := b.ListFiltered(ctx, cursor, filter)
 		if err != nil {
-			return fmt.Errorf("bee list: %w", err)
+			return c.env.refusal(ctx, b, "list", "", err)
 		}
 		if len(page.Records) == 0 {
 			break

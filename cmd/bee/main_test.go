@@ -26,6 +26,12 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	switch os.Getenv(envRunAs) {
+	case "bee":
+		main()
+	case "poster":
+		os.Exit(posterRole())
+	}
 	pgtest.Main(m) // stops the PostgreSQL cluster a test may have started
 }
 
@@ -156,7 +162,7 @@ func TestMain_PostRefusals(t *testing.T) {
 	_, _, err := run(t, path, "", "post")
 	requireUsage(t, err, "no title")
 	_, _, err = run(t, path, "", "post", "   ")
-	requireUsage(t, err, "title is empty")
+	requireUsage(t, err, "the title is blank")
 	_, _, err = run(t, path, "", "post", "--from", "a b", "t")
 	requireUsage(t, err, "cannot post as --from")
 	_, _, err = run(t, path, "", "post", "t", "b", "extra")
@@ -179,8 +185,12 @@ func TestMain_PostRefusalMessages(t *testing.T) {
 		{[]string{strings.Repeat("x", 300)}, "bee post: title is 300 characters, more than 200 (put the detail in the body)", board.ErrTooLong},
 		{[]string{"two\nlines"}, "bee post: title must be one line (put the rest in the body)", board.ErrBadText},
 		{[]string{"t", "\xff"}, "bee post: body is not valid UTF-8", board.ErrBadText},
-		{[]string{"--to", "two words", "t"}, `bee post: --to "two words" is not an agent name: an agent name holds letters, digits, '.', '_' and '-' only, and starts with a letter or digit`, nil},
-		{[]string{"--to", "agent:x#12", "t"}, `bee post: --to "agent:x#12" is not an identity: an identity is agent:<name>#<8 lowercase hex digits>, as bee agents lists them; to reach any identity of an agent, give its name alone`, nil},
+		{[]string{"bell\a"}, "bee post: title holds the control character U+0007; a title is plain text", board.ErrBadText},
+		{[]string{"nul\x00title"}, "bee post: title holds the control character U+0000; a title is plain text", board.ErrBadText},
+		{[]string{"next line\u0085x"}, "bee post: title holds the control character U+0085; a title is plain text", board.ErrBadText},
+		{[]string{"t", "nul\x00body"}, "bee post: body holds a NUL character", board.ErrBadText},
+		{[]string{"--to", "two words", "t"}, `bee post: --to "two words" is not an agent name, which holds letters, digits, '.', '_' and '-' only, and starts with a letter or digit`, nil},
+		{[]string{"--to", "agent:x#12", "t"}, `bee post: --to "agent:x#12" is not an identity, which looks like agent:<name>#<8 lowercase hex digits> (bee agents lists them); to reach whichever session of an agent is free, give the agent's name alone`, nil},
 		{[]string{"--to", "user:bob", "t"}, `bee post: --to "user:bob" names a person; actions are for agents: give an agent name or one identity`, nil},
 		{[]string{"--from", "a b", "t"}, `bee post: cannot post as --from "a b": a person's name holds letters, digits, '.', '_' and '-' only, and starts with a letter or digit`, nil},
 	} {
@@ -216,7 +226,8 @@ func TestMain_MissingBoard(t *testing.T) {
 	path := boardPath(t)
 	for _, args := range [][]string{{"list"}, {"show", "a-1"}, {"agents"}} {
 		_, _, err := run(t, path, "", args...)
-		require.ErrorContains(t, err, "no board at "+path, "%v", args)
+		require.ErrorContains(t, err, "no board at "+path+": nothing has been posted there yet", "%v", args)
+		require.Equal(t, exitNo, exitOf(err))
 		require.NoFileExists(t, path, "%v must not create the board", args)
 	}
 	bee(t, path, "post", "first")
@@ -228,7 +239,7 @@ func TestMain_MissingBoard(t *testing.T) {
 // shows up at once instead of passing for an empty board.
 func TestMain_CreatedBoardIsAnnounced(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "typo", "board.db")
+	path := filepath.Join(t.TempDir(), "typo.db")
 	_, stderr, err := run(t, path, "", "post", "first")
 	require.NoError(t, err)
 	require.Equal(t, "created a new board at "+path+"\n", stderr)
@@ -257,12 +268,17 @@ func TestMain_ShowUnknown(t *testing.T) {
 	require.ErrorIs(t, err, actions.ErrUnknownAction)
 	var buf bytes.Buffer
 	require.Equal(t, 1, exitCode(err, &buf))
-	require.Equal(t, `Error: bee show: no action "a-42" on the board at `+path+" (bee list --all shows the ids)\n", buf.String())
+	require.Equal(t, `Error: bee show: no action "a-42" on the board at `+path+"\nTry: bee list --all shows every action's id\n", buf.String())
 
-	// A bare number is taken for the id people see as a-7.
-	_, _, err = run(t, path, "", "show", "7")
-	require.ErrorIs(t, err, actions.ErrUnknownAction)
-	require.EqualError(t, err, `bee show: no action "7"; action ids look like a-7: bee show a-7`)
+	// A bare number is taken for the id people see as a-7, and an id in
+	// capitals for the same in lower case.
+	for id, hint := range map[string]string{"7": "action ids look like a-7: bee show a-7", "A-1": "action ids are lower case: bee show a-1"} {
+		_, _, err = run(t, path, "", "show", id)
+		require.ErrorIs(t, err, actions.ErrUnknownAction)
+		buf.Reset()
+		require.Equal(t, 1, exitCode(err, &buf))
+		require.Equal(t, `Error: bee show: no action "`+id+`" on the board at `+path+"\nTry: "+hint+"\n", buf.String())
+	}
 	_, _, err = run(t, path, "", "show")
 	requireUsage(t, err, "want one action id")
 }
@@ -384,6 +400,7 @@ func TestMain_Watch(t *testing.T) {
 	t.Parallel()
 	for _, asJSON := range []bool{false, true} {
 		t.Run(map[bool]string{false: "text", true: "json"}[asJSON], func(t *testing.T) {
+			t.Parallel()
 			path := boardPath(t)
 			bee(t, path, "post", "before the watch")
 			stdout, stderr := newLineReader(), newLineReader()
@@ -423,7 +440,7 @@ func TestMain_Watch(t *testing.T) {
 
 			cancel()
 			wg.Wait()
-			require.NoError(t, runErr, "watch ends cleanly when interrupted")
+			require.Equal(t, exitInterrupted, exitOf(runErr), "watch ends as interrupted: %v", runErr)
 			stdout.close()
 			stderr.close()
 		})
@@ -432,10 +449,11 @@ func TestMain_Watch(t *testing.T) {
 
 func requireUsage(t *testing.T, err error, contains string) {
 	t.Helper()
-	var ue *usageError
-	require.ErrorAs(t, err, &ue)
-	require.Contains(t, ue.Error(), contains)
-	require.NotEmpty(t, ue.hint)
+	var ce *cliError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, exitUsage, ce.code, "%v", err)
+	require.Contains(t, ce.Error(), contains)
+	require.NotEmpty(t, ce.hint)
 }
 
 func TestParseInterspersed(t *testing.T) {

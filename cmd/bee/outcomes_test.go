@@ -79,14 +79,14 @@ func TestMain_WaitExitCodes(t *testing.T) {
 	bee(t, path, "post", "three")
 	start := time.Now()
 	_, _, err = run(t, path, "", "wait", "a-3", "--timeout", "200ms")
-	require.Equal(t, 2, exitOf(err), "timeout: exit 2 (%v)", err)
+	require.Equal(t, exitTimeout, exitOf(err), "timeout: exit 124 (%v)", err)
 	require.ErrorContains(t, err, "a-3")
 	require.Less(t, time.Since(start), testtime.Bound(5*time.Second))
 
 	_, _, err = run(t, path, "", "wait")
 	require.Equal(t, 2, exitOf(err))
 	_, _, err = run(t, path, "", "wait", "a-99")
-	require.Equal(t, 2, exitOf(err))
+	require.Equal(t, exitNo, exitOf(err), "the board knows no a-99: exit 1")
 	require.ErrorContains(t, err, "a-99")
 }
 
@@ -107,10 +107,10 @@ func TestMain_CancelAndReaddress(t *testing.T) {
 	require.ErrorContains(t, err, "cancelled by user:tester: plans changed")
 	_, _, err = run(t, path, "", "cancel", "a-1")
 	require.Equal(t, 1, exitOf(err), "cancelling an ended action fails")
-	require.ErrorContains(t, err, "was cancelled by user:tester")
+	require.EqualError(t, err, "bee cancel: a-1 has ended already: cancelled by user:tester (plans changed)")
 
 	_, _, err = run(t, path, "", "readdress", "a-2", "--to", "agent:gone#00000001")
-	require.Equal(t, 2, exitOf(err))
+	require.Equal(t, exitNo, exitOf(err), "the board says no")
 	require.ErrorContains(t, err, "never joined")
 	out = bee(t, path, "readdress", "a-2", "--to", "worker")
 	require.Equal(t, "a-2 is now for worker: open one\n", out)
@@ -119,11 +119,13 @@ func TestMain_CancelAndReaddress(t *testing.T) {
 	require.ErrorIs(t, err, actions.ErrNotOpen)
 
 	for _, args := range [][]string{
-		{"cancel"}, {"readdress", "a-2"}, {"readdress", "a-2", "--to", "x", "--anyone"}, {"cancel", "a-77"},
+		{"cancel"}, {"readdress", "a-2"}, {"readdress", "a-2", "--to", "x", "--anyone"},
 	} {
 		_, _, err := run(t, path, "", args...)
-		require.Equal(t, 2, exitOf(err), "%v: %v", args, err)
+		require.Equal(t, exitUsage, exitOf(err), "%v: %v", args, err)
 	}
+	_, _, err = run(t, path, "", "cancel", "a-77")
+	require.Equal(t, exitNo, exitOf(err), "an unknown id: the board says no")
 
 	// list filters by every state, ended ones together too.
 	bee(t, path, "post", "open again")

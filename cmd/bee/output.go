@@ -12,11 +12,25 @@ import (
 	"github.com/tractat-us/bee/internal/textcut"
 )
 
-// writeJSON writes v as indented JSON and a newline.
+// writeJSON writes v as indented JSON and a newline, with the characters
+// a terminal would act on escaped (see termtext.JSON).
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(termtext.JSON(b), '\n'))
+	return err
+}
+
+// writeJSONLine writes v as one line of JSON, escaped as by writeJSON.
+func writeJSONLine(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(termtext.JSON(b), '\n'))
+	return err
 }
 
 // printRecord prints the action a command changed: as indented JSON with
@@ -36,8 +50,8 @@ func newTable(w io.Writer) *tabwriter.Writer {
 
 // Every string from the board (titles, bodies, results, ids, session ids)
 // goes through package termtext before a person sees it: any agent can
-// post escape sequences, and a terminal would act on them. --json needs
-// none of it.
+// post escape sequences, and a terminal would act on them. --json keeps
+// the text exactly, with those characters as JSON escapes.
 
 // safe makes board text one inert line; see termtext.Line.
 func safe(s string) string { return termtext.Line(s) }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os/user"
 	"strings"
 
@@ -38,18 +39,22 @@ func (e *env) person(cmd, from string) (actions.Poster, error) {
 	return who, nil
 }
 
-// changeAs opens the board and makes one change to an action as the person
-// from names (see person): the steps bee cancel and bee readdress share.
-// cmd names the command in errors.
-func (e *env) changeAs(cmd, from string, change func(b actions.Board, who actions.Poster) (actions.Record, error)) (actions.Record, error) {
+// changeAs opens the board and makes one change to the action id as the
+// person from names (see person): the steps bee cancel and bee readdress
+// share. cmd names the command in errors; a refusal is said by refusal.
+func (e *env) changeAs(ctx context.Context, cmd, from, id string, change func(b actions.Board, who actions.Poster) (actions.Record, error)) (actions.Record, error) {
 	who, err := e.person(cmd, from)
 	if err != nil {
 		return actions.Record{}, err
 	}
-	b, err := e.open(false)
+	b, err := e.open(cmd, false)
 	if err != nil {
 		return actions.Record{}, err
 	}
 	defer b.Close()
-	return change(b, who)
+	rec, err := change(b, who)
+	if err != nil {
+		return actions.Record{}, e.refusal(ctx, b, cmd, id, err)
+	}
+	return rec, nil
 }

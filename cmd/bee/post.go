@@ -52,6 +52,13 @@ func (c *PostCommand) Run(ctx context.Context, args []string) error {
 		if err != nil {
 			return fmt.Errorf("bee post: read the body from stdin: %w", err)
 		}
+		if len(raw) > board.MaxBodyLen {
+			// Only the first MaxBodyLen+1 bytes were read: the limit is
+			// all bee knows.
+			return &cliError{code: exitUsage, err: actions.ErrTooLong,
+				msg:  fmt.Sprintf("bee post: the body on stdin is more than %d bytes (64 KiB), the most an action holds", board.MaxBodyLen),
+				hint: "put the detail in a file, and name the file in a shorter body"}
+		}
 		body = string(raw)
 	}
 	poster, err := c.poster()
@@ -62,25 +69,17 @@ func (c *PostCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 
-	b, err := c.env.open(true)
+	b, err := c.env.open("post", true)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
 	rec, err := b.Post(ctx, poster, actions.Draft{To: c.to, Title: title, Body: body})
-	if err != nil {
-		if errors.Is(err, actions.ErrEmptyTitle) {
-			return &usageError{msg: "bee " + err.Error(), hint: "bee post --help", err: err}
-		}
-		for _, bad := range []error{board.ErrBadRecipient, board.ErrTooLong, board.ErrBadText} {
-			if errors.Is(err, bad) {
-				// The board's message ends in the sentinel's name ("...: too
-				// long"), which tells a person nothing the rest does not.
-				msg := strings.TrimSuffix(err.Error(), ": "+bad.Error())
-				return &usageError{msg: "bee " + msg, hint: "bee post --help", err: err}
-			}
-		}
-		return fmt.Errorf("bee %w", err)
+	switch {
+	case errors.Is(err, actions.ErrEmptyTitle):
+		return &cliError{code: exitUsage, err: err, msg: "bee post: the title is blank; an action needs one", hint: `bee post "TITLE" ["BODY"]`}
+	case err != nil:
+		return c.env.refusal(ctx, b, "post", "", err)
 	}
 	return c.env.printRecord(c.asJSON, rec, fmt.Sprintf("posted %s for %s: %s", safe(rec.ID), recipient(rec.To), safe(rec.Title)))
 }
@@ -111,9 +110,9 @@ func checkTo(cmd, hint, to string) error {
 	case strings.HasPrefix(to, board.UserPrefix):
 		return usagef(hint, "bee %s: --to %q names a person; actions are for agents: give an agent name or one identity", cmd, to)
 	case strings.HasPrefix(to, identity.Prefix):
-		return usagef(hint, "bee %s: --to %q is not an identity: an identity is agent:<name>#<8 lowercase hex digits>, as bee agents lists them; to reach any identity of an agent, give its name alone", cmd, to)
+		return usagef(hint, "bee %s: --to %q is not an identity, which looks like agent:<name>#<8 lowercase hex digits> (bee agents lists them); to reach whichever session of an agent is free, give the agent's name alone", cmd, to)
 	case identity.CheckName(to) != nil:
-		return usagef(hint, "bee %s: --to %q is not an agent name: an agent name %s", cmd, to, nameRule(to))
+		return usagef(hint, "bee %s: --to %q is not an agent name, which %s", cmd, to, nameRule(to))
 	}
 	return nil
 }
@@ -128,8 +127,9 @@ Usage:
 
 	bee post [flags] TITLE [BODY | -]
 
-The title is one line of at most 200 characters; the body, at most 64 KiB,
-holds the detail ("-" reads it from stdin). The action is posted as
+The title is one line of at most 200 characters, with no control
+characters; the body, at most 64 KiB, holds the detail ("-" reads it from
+stdin). The action is posted as
 user:<name>. Flags go before the title.
 
 Flags:

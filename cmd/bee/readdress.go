@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 
 	"github.com/tractat-us/bee/actions"
-	"github.com/tractat-us/bee/actions/board"
 )
 
 // ReaddressCommand is `bee readdress`: a person sends an open action to
@@ -47,16 +45,12 @@ func (c *ReaddressCommand) Run(ctx context.Context, args []string) error {
 	if err := checkTo("readdress", "bee readdress a-7 --to reviewer", c.to); err != nil {
 		return err
 	}
-	rec, err := c.env.changeAs("readdress", c.from, func(b actions.Board, who actions.Poster) (actions.Record, error) {
-		return b.Readdress(ctx, who, fs.Arg(0), c.to)
+	id := fs.Arg(0)
+	rec, err := c.env.changeAs(ctx, "readdress", c.from, id, func(b actions.Board, who actions.Poster) (actions.Record, error) {
+		return b.Readdress(ctx, who, id, c.to)
 	})
 	if err != nil {
-		for _, bad := range []error{actions.ErrUnknownAction, board.ErrBadRecipient, actions.ErrNotLive} {
-			if errors.Is(err, bad) {
-				return usagef("bee readdress --help", "bee %v", err)
-			}
-		}
-		return fmt.Errorf("bee %w", err)
+		return err
 	}
 	return c.env.printRecord(c.asJSON, rec, fmt.Sprintf("%s is now for %s: %s", safe(rec.ID), recipient(rec.To), oneLine(rec.Title, 60)))
 }

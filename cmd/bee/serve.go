@@ -26,7 +26,8 @@ func (c *ServeCommand) flagSet() *flag.FlagSet {
 	return fs
 }
 
-// Run serves the board page until ctx ends, then returns nil. It prints
+// Run serves the board page until ctx ends, then returns errInterrupted
+// (bee exits 130). It prints
 // the sign-in link on stdout, alone on its line, and everything else on
 // stderr.
 func (c *ServeCommand) Run(ctx context.Context, args []string) error {
@@ -44,7 +45,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	b, err := c.env.open(true)
+	b, err := c.env.open("serve", true)
 	if err != nil {
 		return err
 	}
@@ -55,7 +56,7 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 	srv := boardpage.New(b, person, &boardpage.Options{Port: c.port, Logger: logger})
 	if err := srv.Start(); err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
-			return usagef("bee serve (a free port)", "bee serve: port %d is taken: %v", c.port, err)
+			return refusedf(err, "leave --port out for a free port, or give another", "bee serve: port %d on 127.0.0.1 is taken by another program", c.port)
 		}
 		return fmt.Errorf("bee serve: %w", err)
 	}
@@ -65,7 +66,10 @@ func (c *ServeCommand) Run(ctx context.Context, args []string) error {
 		return fmt.Errorf("bee serve: print the link: %w", err)
 	}
 	<-ctx.Done()
-	return srv.Close()
+	if err := srv.Close(); err != nil {
+		return fmt.Errorf("bee serve: %w", err)
+	}
+	return errInterrupted
 }
 
 // Usage prints how to use `bee serve`.
@@ -81,7 +85,8 @@ Usage:
 It listens on 127.0.0.1 only and prints a link that signs one browser in,
 once; the page then keeps a session cookie until the browser closes. It
 posts, cancels and re-addresses as user:$USER unless --from says
-otherwise. Interrupt it (Ctrl-C) to stop.
+otherwise. Interrupt it (Ctrl-C) to stop; bee then exits 130, as for any
+interrupted command.
 
 Flags:
 

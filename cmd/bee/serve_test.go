@@ -84,7 +84,7 @@ func TestServe_RunsUntilInterrupted(t *testing.T) {
 	require.False(t, sc.Scan(), "nothing more on stdout")
 	select {
 	case err := <-done:
-		require.NoError(t, err)
+		require.Equal(t, exitInterrupted, exitOf(err), "bee serve ends as interrupted: %v", err)
 	case <-time.After(testtime.Bound(10 * time.Second)):
 		t.Fatal("bee serve did not end within 10 s of the interrupt")
 	}

@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/internal/termtext"
 )
 
@@ -34,21 +32,15 @@ func (c *ShowCommand) Run(ctx context.Context, args []string) error {
 	if fs.NArg() != 1 {
 		return usagef("bee show a-7", "bee show: want one action id, got %d arguments", fs.NArg())
 	}
-	b, err := c.env.open(false)
+	b, err := c.env.open("show", false)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
 	id := fs.Arg(0)
 	r, err := b.Get(ctx, id)
-	switch {
-	case errors.Is(err, actions.ErrUnknownAction) && isDigits(id):
-		n := strings.TrimLeft(id, "0")
-		return &plainError{fmt.Sprintf("bee show: no action %q; action ids look like a-%s: bee show a-%s", id, n, n), err}
-	case errors.Is(err, actions.ErrUnknownAction):
-		return &plainError{fmt.Sprintf("bee show: no action %q on the board at %s (bee list --all shows the ids)", id, b.Location()), err}
-	case err != nil:
-		return fmt.Errorf("bee show: %w", err)
+	if err != nil {
+		return c.env.refusal(ctx, b, "show", id, err)
 	}
 
 	out := c.env.main.Stdout
@@ -78,12 +70,6 @@ func (c *ShowCommand) Run(ctx context.Context, args []string) error {
 		}
 	}
 	return nil
-}
-
-// isDigits reports whether s is a positive number, as people type the id
-// they saw as a-7.
-func isDigits(s string) bool {
-	return strings.Trim(s, "0123456789") == "" && strings.TrimLeft(s, "0") != ""
 }
 
 // Usage prints how to use `bee show`.

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tractat-us/bee/actions"
@@ -16,7 +17,7 @@ import (
 type WaitCommand struct {
 	env *env
 
-	timeout time.Duration
+	timeout timeoutFlag
 	asJSON  bool
 }
 
@@ -26,22 +27,38 @@ const waitChunk = time.Minute
 
 func (c *WaitCommand) flagSet() *flag.FlagSet {
 	fs := c.env.flags("wait")
-	fs.DurationVar(&c.timeout, "timeout", 0, "give up after this long (e.g. 90s, 10m; default: wait as long as it takes)")
+	fs.Var(&c.timeout, "timeout", "give up after this long (e.g. 90s, 10m) and exit 124; 0 looks once without waiting (default: wait as long as it takes)")
 	fs.BoolVar(&c.asJSON, "json", false, "print a JSON array of the ended actions at the end")
 	return fs
 }
 
-// An exitError ends bee with its own exit status, after its message.
-type exitError struct {
-	code int
-	msg  string
+// A timeoutFlag is --timeout: a duration, and whether it was given, since
+// 0 (look once) is not the default (wait as long as it takes).
+type timeoutFlag struct {
+	d   time.Duration
+	set bool
 }
 
-func (e *exitError) Error() string { return e.msg }
+func (f *timeoutFlag) String() string {
+	if !f.set {
+		return ""
+	}
+	return f.d.String()
+}
+
+func (f *timeoutFlag) Set(v string) error {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return errors.New("not a duration (90s, 10m, 1h30m)")
+	}
+	f.d, f.set = d, true
+	return nil
+}
 
 // Run waits for every action named to end. It returns nil when all are
-// done, an *exitError with status 1 when any failed or was cancelled, and
-// one with status 2 when the timeout passed first.
+// done, a *cliError with exit code 1 when any failed or was cancelled or
+// the board knows no such action, and one with exit code 124 when the
+// timeout passed first. --timeout 0 looks once and does not wait.
 func (c *WaitCommand) Run(ctx context.Context, args []string) error {
 	fs := c.flagSet()
 	if err := c.env.parse(fs, args, c.Usage); err != nil {
@@ -51,23 +68,39 @@ func (c *WaitCommand) Run(ctx context.Context, args []string) error {
 	if len(ids) == 0 {
 		return usagef("bee wait a-7 a-8", "bee wait: no action ids given")
 	}
-	if c.timeout < 0 {
-		return usagef("bee wait --timeout 10m ID", "bee wait: --timeout must be positive")
+	if c.timeout.d < 0 {
+		return usagef("bee wait --timeout 10m ID (or --timeout 0 to look once without waiting)", "bee wait: --timeout %v is negative", c.timeout.d)
 	}
 	who, _ := c.env.person("wait", "") // only to record that its poster heard; none is fine
-	b, err := c.env.open(false)
+	b, err := c.env.open("wait", false)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
 
-	var deadline time.Time
-	if c.timeout > 0 {
-		deadline = time.Now().Add(c.timeout)
-	}
 	out := c.env.main.Stdout
 	pending := slices.Clone(ids)
 	var ended []actions.Record
+	report := func(recs []actions.Record) {
+		for _, r := range recs {
+			pending = slices.DeleteFunc(pending, func(id string) bool { return id == r.ID })
+			ended = append(ended, r)
+			if !c.asJSON {
+				fmt.Fprintln(out, endedLine(r))
+			}
+		}
+	}
+	var deadline time.Time
+	if c.timeout.set {
+		deadline = time.Now().Add(c.timeout.d)
+	}
+	if c.timeout.set && c.timeout.d == 0 {
+		recs, err := c.look(ctx, b, ids)
+		if err != nil {
+			return err
+		}
+		report(recs)
+	}
 	for len(pending) > 0 {
 		chunk := waitChunk
 		if !deadline.IsZero() {
@@ -78,20 +111,15 @@ func (c *WaitCommand) Run(ctx context.Context, args []string) error {
 		}
 		recs, err := b.Await(ctx, who, pending, chunk)
 		switch {
-		case errors.Is(err, context.Canceled):
-			return &exitError{code: 2, msg: fmt.Sprintf("bee wait: interrupted; still waiting for %v", pending)}
+		case ctx.Err() != nil:
+			return &cliError{code: exitInterrupted, err: err,
+				msg: "bee wait: interrupted; still waiting for " + strings.Join(pending, " ")}
 		case errors.Is(err, actions.ErrUnknownAction):
-			return usagef("bee list --all", "bee wait: %v", err)
+			return c.unknown(ctx, b, pending, err)
 		case err != nil:
-			return fmt.Errorf("bee wait: %w", err)
+			return c.env.refusal(ctx, b, "wait", "", err)
 		}
-		for _, r := range recs {
-			pending = slices.DeleteFunc(pending, func(id string) bool { return id == r.ID })
-			ended = append(ended, r)
-			if !c.asJSON {
-				fmt.Fprintln(out, endedLine(r))
-			}
-		}
+		report(recs)
 	}
 	if c.asJSON {
 		if ended == nil {
@@ -102,14 +130,50 @@ func (c *WaitCommand) Run(ctx context.Context, args []string) error {
 		}
 	}
 	if len(pending) > 0 {
-		return &exitError{code: 2, msg: fmt.Sprintf("bee wait: timed out after %v; still not ended: %v", c.timeout, pending)}
+		return &cliError{code: exitTimeout,
+			msg:  fmt.Sprintf("bee wait: --timeout %v passed; not ended yet: %s", c.timeout.d, strings.Join(pending, " ")),
+			hint: "bee wait again, with a longer --timeout (or none, to wait as long as it takes)"}
 	}
+	var bad []string
 	for _, r := range ended {
 		if r.State != actions.Done {
-			return &exitError{code: 1, msg: fmt.Sprintf("bee wait: %s %s", r.ID, r.State)}
+			bad = append(bad, r.ID+" "+string(r.State))
 		}
 	}
+	if len(bad) > 0 {
+		return &cliError{code: exitNo, msg: "bee wait: not all done: " + strings.Join(bad, ", "), hint: "bee show ID says why"}
+	}
 	return nil
+}
+
+// look is --timeout 0: the ended actions among ids, looked at once.
+func (c *WaitCommand) look(ctx context.Context, b actions.Board, ids []string) ([]actions.Record, error) {
+	var recs []actions.Record
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		r, err := b.Get(ctx, id)
+		if err != nil {
+			return nil, c.env.refusal(ctx, b, "wait", id, err)
+		}
+		if r.State.Ended() {
+			recs = append(recs, r)
+		}
+	}
+	return recs, nil
+}
+
+// unknown says which of ids the board does not know, given Await's err.
+func (c *WaitCommand) unknown(ctx context.Context, b actions.Board, ids []string, err error) error {
+	for _, id := range ids {
+		if _, gerr := b.Get(ctx, id); errors.Is(gerr, actions.ErrUnknownAction) {
+			return c.env.refusal(ctx, b, "wait", id, gerr)
+		}
+	}
+	return c.env.refusal(ctx, b, "wait", "", err)
 }
 
 // endedLine says in one line how an action ended, for people.
@@ -130,9 +194,15 @@ func (c *WaitCommand) Usage() {
 	fmt.Fprint(w, `Wait until every action named has ended (done, failed or cancelled),
 printing a line for each as it ends. For scripts and CI:
 
-	exit 0   all done
-	exit 1   any failed or was cancelled
-	exit 2   --timeout passed first, or the command line was wrong
+	exit 0    all done
+	exit 1    any failed or was cancelled, or the board knows no such action
+	exit 2    the command line is wrong
+	exit 124  --timeout passed before every action ended
+	exit 130  interrupted (Ctrl-C)
+
+Without --timeout it waits as long as it takes. --timeout 0 looks once and
+does not wait: exit 0 when all are done already, 124 when any has not
+ended yet. A negative --timeout is refused.
 
 Usage:
 

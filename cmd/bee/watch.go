@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"time"
@@ -30,8 +29,8 @@ func (c *WatchCommand) flagSet() *flag.FlagSet {
 	return fs
 }
 
-// Run prints each new or changed action until ctx ends, then returns nil.
-// It says on stderr when it has started watching.
+// Run prints each new or changed action until ctx ends, then returns
+// errInterrupted. It says on stderr when it has started watching.
 func (c *WatchCommand) Run(ctx context.Context, args []string) error {
 	fs := c.flagSet()
 	if err := c.env.parse(fs, args, c.Usage); err != nil {
@@ -40,7 +39,7 @@ func (c *WatchCommand) Run(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return usagef("bee watch --help", "bee watch: unexpected argument %q", fs.Arg(0))
 	}
-	b, err := c.env.open(true)
+	b, err := c.env.open("watch", true)
 	if err != nil {
 		return err
 	}
@@ -48,24 +47,23 @@ func (c *WatchCommand) Run(ctx context.Context, args []string) error {
 	cursor := actions.Cursor("")
 	if !c.all {
 		if cursor, err = b.Head(ctx); err != nil {
-			return fmt.Errorf("bee watch: %w", err)
+			return c.env.refusal(ctx, b, "watch", "", err)
 		}
 	}
 	fmt.Fprintf(c.env.main.Stderr, "watching %s; interrupt (Ctrl-C) to stop\n", b.Location())
 
 	out := c.env.main.Stdout
-	enc := json.NewEncoder(out)
 	for {
 		page, err := b.Changes(ctx, cursor, watchPoll)
 		if ctx.Err() != nil {
-			return nil
+			return errInterrupted
 		}
 		if err != nil {
-			return fmt.Errorf("bee watch: %w", err)
+			return c.env.refusal(ctx, b, "watch", "", err)
 		}
 		for _, r := range page.Records {
 			if c.asJSON {
-				err = enc.Encode(r)
+				err = writeJSONLine(out, r)
 			} else {
 				_, err = fmt.Fprintf(out, "%s  %-5s  %-40s  for %-20s  %s\n",
 					time.Now().Format("15:04:05"), safe(r.ID), describe(r), recipient(r.To), oneLine(r.Title, 60))
@@ -82,8 +80,8 @@ func (c *WatchCommand) Run(ctx context.Context, args []string) error {
 func (c *WatchCommand) Usage() {
 	w := c.env.main.Stdout
 	fmt.Fprint(w, `Print each action as it is posted, claimed, finished or released, until
-interrupted. Changes made by any process on this machine show within
-milliseconds.
+interrupted (Ctrl-C; bee then exits 130, as for any interrupted command).
+Changes made by any process on this machine show within milliseconds.
 
 Usage:
 

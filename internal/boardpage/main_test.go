@@ -220,7 +220,8 @@ func beeList(t *testing.T, path string) []actions.Record {
 }
 
 // serve starts `bee serve` on the board at path and returns the sign-in
-// link it prints. The test ends it with SIGINT and requires a clean exit.
+// link it prints. The test ends it with SIGINT and requires a clean exit
+// (130, as for every interrupted bee command).
 func serve(t *testing.T, path string) string {
 	t.Helper()
 	cmd := beeCmd(t, path, "serve")
@@ -246,7 +247,10 @@ func serve(t *testing.T, path string) string {
 		_ = cmd.Process.Signal(syscall.SIGINT)
 		select {
 		case err := <-exited:
-			require.NoError(t, err, "bee serve's exit; stderr: %s", stderr.String())
+			// bee exits 130 when interrupted, as every bee command does.
+			var ee *exec.ExitError
+			require.ErrorAs(t, err, &ee, "bee serve's exit; stderr: %s", stderr.String())
+			require.Equal(t, 130, ee.ExitCode(), "bee serve's exit; stderr: %s", stderr.String())
 		case <-time.After(testtime.Bound(15 * time.Second)):
 			_ = cmd.Process.Kill()
 			<-exited

@@ -10,7 +10,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/internal/logkey"
+	"github.com/tractat-us/bee/internal/termtext"
 )
 
 const (
@@ -57,6 +59,20 @@ type pageView struct {
 	Flash      *flash
 	Err        string // the board could not be read: say so instead of data
 }
+
+// The forms' limits are the board's own (package actions), the same for
+// every way onto the board: the page, bee and the tools. A browser counts
+// a maxlength in UTF-16 units and the board counts bytes, so text beyond
+// ASCII can still pass the form and be refused, in words, by the board.
+
+// MaxTitle is the most characters a title holds.
+func (v *pageView) MaxTitle() int { return actions.MaxTitleLen }
+
+// MaxBody is the most bytes a body holds.
+func (v *pageView) MaxBody() int { return actions.MaxBodyLen }
+
+// MaxReason is the most bytes a reason (or a result) holds.
+func (v *pageView) MaxReason() int { return actions.MaxResultLen }
 
 // ShowActive reports whether the view has the open/claimed table.
 func (v *pageView) ShowActive() bool { return v.Show != showEnded }
@@ -149,6 +165,10 @@ type flash struct {
 	Post  postForm
 }
 
+// Shown is the flash's text as the page shows it: it quotes the board
+// (a title), made inert as shownRecord does.
+func (f *flash) Shown() string { return termtext.Line(f.Text) }
+
 // postForm is what the post form holds.
 type postForm struct {
 	Title, Body, To string
@@ -159,8 +179,8 @@ type postForm struct {
 // newer one means the board may have changed since.
 func (s *Server) view(ctx context.Context, sess *session, show string) *pageView {
 	v := &pageView{
-		Person:   string(s.person),
-		Location: s.board.Location(),
+		Person:   termtext.Line(string(s.person)),
+		Location: termtext.Line(s.board.Location()),
 		Show:     show,
 		CSRF:     sess.csrf,
 		Version:  s.hub.version(),
@@ -176,7 +196,7 @@ func (s *Server) view(ctx context.Context, sess *session, show string) *pageView
 	}
 	if err != nil {
 		s.logger.Warn("board page cannot read the board", logkey.Err, err)
-		v.Err = "The board could not be read: " + err.Error() + ". The page tries again at the next change; reload to try now."
+		v.Err = termtext.Line("The board could not be read: " + err.Error() + ". The page tries again at the next change; reload to try now.")
 	}
 	return v
 }
@@ -242,6 +262,7 @@ func (v *pageView) fill(now time.Time, records []actions.Record, members []actio
 	seen := map[string]bool{}
 	var ids []string
 	for _, m := range members {
+		m = shownMember(m)
 		av := agentView{MemberInfo: m, Joined: momentOf(now, m.JoinedAt)}
 		if m.WaiterSince != nil {
 			w := momentOf(now, *m.WaiterSince)
@@ -257,7 +278,39 @@ func (v *pageView) fill(now time.Time, records []actions.Record, members []actio
 	v.Recipients = append(v.Recipients, ids...)
 }
 
+// shownRecord is r as the page shows it: every text from the board made
+// inert by bee's one rule (package termtext), as the command line shows
+// it. html/template escapes markup, but not a bidi override that reverses
+// what is read, a zero-width character that hides in a name, or a control
+// character.
+func shownRecord(r actions.Record) actions.Record {
+	for _, f := range []*string{&r.ID, &r.To, &r.From, &r.Title, &r.Holder, &r.EndedBy} {
+		*f = termtext.Line(*f)
+	}
+	for _, f := range []*string{&r.Body, &r.Result, &r.Reason} {
+		*f = termtext.Text(*f)
+	}
+	r.State = actions.State(termtext.Line(string(r.State)))
+	return r
+}
+
+// shownMember is m as the page shows it, its text made inert as
+// shownRecord does.
+func shownMember(m actions.MemberInfo) actions.MemberInfo {
+	m.ID = identity.ID(termtext.Line(string(m.ID)))
+	for _, f := range []*string{&m.Agent, &m.Host, &m.SessionID} {
+		*f = termtext.Line(*f)
+	}
+	holding := make([]string, len(m.Holding))
+	for i, id := range m.Holding {
+		holding[i] = termtext.Line(id)
+	}
+	m.Holding = holding
+	return m
+}
+
 func actionOf(now time.Time, r actions.Record) actionView {
+	r = shownRecord(r)
 	a := actionView{
 		Record:       r,
 		Posted:       momentOf(now, r.PostedAt),

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/stretchr/testify/require"
 
@@ -103,3 +104,44 @@ func TestSpan(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// requirePageInert fails t when html holds a character a person would not
+// see for what it is: a control (other than the page's own line breaks
+// and tabs), a C1 control, DEL, or an invisible format character (bidi
+// overrides and isolates, zero-width ones).
+func requirePageInert(t *testing.T, html string) {
+	t.Helper()
+	for _, r := range html {
+		switch {
+		case r == '\n' || r == '\t':
+		case r < 0x20 || (r >= 0x7f && r <= 0x9f) || r == 0x2028 || r == 0x2029 || unicode.Is(unicode.Cf, r):
+			t.Fatalf("the page shows %U raw", r)
+		}
+	}
+}
+
+// Board text on the page follows bee's one rule (package termtext): a bidi
+// override, a zero-width space and a control character show as visible
+// escapes, never raw, in every field that shows board text.
+func TestView_HostileTextInert(t *testing.T) {
+	now := time.Now()
+	evil := "invoice\u202etxt.exe pay\u200bpal \x1b[2J bell\a c1\u0085 iso\u2066"
+	records := []actions.Record{
+		{ID: "a-1", State: actions.Open, Title: evil, Body: evil + "\nsecond line", From: "user:ann", To: "worker", PostedAt: now},
+		{ID: "a-2", State: actions.Claimed, Title: "held", Holder: "agent:w#12345678", PostedAt: now},
+		{ID: "a-3", State: actions.Done, Title: "done", Result: evil, EndedBy: "agent:w#12345678", PostedAt: now, EndedAt: &now},
+		{ID: "a-4", State: actions.Failed, Title: "failed", Reason: evil + "\n" + strings.Repeat("long ", 50), EndedBy: "agent:w#12345678", PostedAt: now, EndedAt: &now},
+	}
+	members := []actions.MemberInfo{{ID: "agent:w#12345678", Agent: "w", PID: 1, SessionID: evil, Holding: []string{"a-2"}, JoinedAt: now}}
+	html := render(t, "", records, members)
+	requirePageInert(t, html)
+	require.Contains(t, html, `invoice\u202etxt.exe pay\u200bpal \x1b[2J bell\x07 c1\u0085 iso\u2066`)
+	require.Contains(t, html, "\nsecond line", "a body keeps its lines")
+
+	var buf bytes.Buffer
+	v := &pageView{Show: showAll, CSRF: "tok", Flash: &flash{Text: "Posted a-1 for anyone: " + evil}}
+	v.fill(now, records, members)
+	require.NoError(t, templates.ExecuteTemplate(&buf, "page", v))
+	requirePageInert(t, buf.String())
+	require.Contains(t, buf.String(), `Posted a-1 for anyone: invoice\u202etxt.exe`)
+}

@@ -225,13 +225,76 @@ func TestDemo_BuildsWhatItRuns(t *testing.T) {
 	stdout, stderr, code := script(t, []string{"BEE_DEMO_BIN=", "GOBIN=" + gobin})
 	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
 	require.Contains(t, stdout, "== building bee, bee-mcp and bee-hook into "+gobin+"\n")
-	require.Contains(t, stdout, "about a minute on 2 cores,\n   up to 5 on a slow machine")
+	require.Contains(t, stdout, "about 1.5 minutes on 2 idle\n   cores, 10 or more on a busy machine; a line every 15 s says what it is doing.")
+	require.Regexp(t, `\n   built in \d+ s\n`, stdout)
 	require.Contains(t, stdout, "note: "+gobin+" is not on your PATH")
 	require.Contains(t, stdout, "\"state\": \"done\"")
 	for _, name := range []string{"bee", "bee-mcp", "bee-hook"} {
 		require.FileExists(t, filepath.Join(gobin, name))
 	}
 	require.NoFileExists(t, filepath.Join(gobin, "bee-demo"), "the demo's own driver is not installed")
+}
+
+// fakeGo writes a go command into a new folder and returns the folder: it
+// answers go env, and its go install -v and go build -v print what real
+// go prints (a module download, then the packages as they start) over
+// about four seconds, then put the real commands (from bin) where real go
+// would. With fail it prints a compile error instead, and fails.
+func fakeGo(t *testing.T, gobin string, fail bool) string {
+	t.Helper()
+	dir, bin := t.TempDir(), bin(t)
+	failing := ""
+	if fail {
+		failing = `printf '# github.com/tractat-us/bee/cmd/bee\ncmd/bee/main.go:1:1: expected package, found oops\n' >&2; exit 1`
+	}
+	script := `#!/bin/sh
+case "$1 $2" in
+"env GOBIN") echo "` + gobin + `" ;;
+"env GOPATH") echo "` + filepath.Dir(gobin) + `" ;;
+"env GOVERSION") echo go1.26.0 ;;
+"install -v")
+  echo "go: downloading modernc.org/sqlite v1.40.0" >&2; sleep 2
+  echo "internal/goarch" >&2; echo "modernc.org/sqlite/lib" >&2; sleep 2
+  ` + failing + `
+  cp "` + bin + `/bee" "` + bin + `/bee-mcp" "` + bin + `/bee-hook" "` + gobin + `/" ;;
+"build -v") echo "github.com/tractat-us/bee/internal/cmd/bee-demo" >&2; cp "` + bin + `/bee-demo" "$4" ;;
+*) echo "fake go: unexpected $*" >&2; exit 1 ;;
+esac
+`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go"), []byte(script), 0o755))
+	return dir
+}
+
+// A first build is slow (minutes on a busy machine), so the script says
+// what it is doing at a steady interval: here every second, in a build of
+// four.
+func TestDemo_BuildSaysWhatItDoes(t *testing.T) {
+	gobin := t.TempDir()
+	path := fakeGo(t, gobin, false) + string(os.PathListSeparator) + os.Getenv("PATH")
+	stdout, stderr, code := script(t, []string{"BEE_DEMO_BIN=", "PATH=" + path, "BEE_DEMO_PROGRESS_EVERY=1"})
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	progress := regexp.MustCompile(`(?m)^   \.\.\. (\d+) s: (.*)$`).FindAllStringSubmatch(stdout, -1)
+	require.GreaterOrEqual(t, len(progress), 2, "a line a second in a build of four:\n%s", stdout)
+	var said []string
+	for _, p := range progress {
+		said = append(said, p[2])
+	}
+	require.Contains(t, said, "downloading modernc.org/sqlite v1.40.0")
+	require.Contains(t, said, "compiling modernc.org/sqlite/lib")
+	require.Regexp(t, `\n   built in \d+ s\n`, stdout)
+	require.Contains(t, stdout, "\"state\": \"done\"")
+}
+
+// A failed build shows go's error, not the packages it compiled, and says
+// what to do.
+func TestDemo_BuildFails(t *testing.T) {
+	gobin := t.TempDir()
+	path := fakeGo(t, gobin, true) + string(os.PathListSeparator) + os.Getenv("PATH")
+	stdout, stderr, code := script(t, []string{"BEE_DEMO_BIN=", "PATH=" + path})
+	require.Equal(t, 1, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	require.Contains(t, stderr, "cmd/bee/main.go:1:1: expected package, found oops")
+	require.Contains(t, stderr, "scripts/demo: the build failed (above)")
+	require.NotContains(t, stderr, "modernc.org/sqlite/lib", "go -v's package lines are not an error")
 }
 
 func TestDemo_BadCommandLine(t *testing.T) {

@@ -14,14 +14,24 @@
 // ("\U000e0041" beyond U+FFFF), and a byte that is not UTF-8 as "\xff".
 // Everything else, backslashes included, is left as it was.
 //
-// The package is for what people read; it never changes what is stored,
-// and JSON output needs none of it (encoding/json escapes controls).
+// This is bee's one rule for text shown to people and models: the
+// terminal (bee's tables and views), the board page and the wake line a
+// session is woken with all show board text through [Line], [Text] or
+// [OneLine]. JSON output keeps the text exactly, but [JSON] writes the
+// same characters as JSON escapes ("\u0085", "\u202e"): encoding/json
+// leaves C1 controls, DEL and bidi controls raw, and a terminal showing
+// `bee list --json` would act on them.
+//
+// The package is for what people and models read; it never changes what
+// is stored.
 package termtext
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -33,6 +43,50 @@ func Line(s string) string { return clean(s, false) }
 // newlines and tabs are kept, a "\r\n" line end becomes "\n", and every
 // line is cleaned as by [Line].
 func Text(s string) string { return clean(s, true) }
+
+// OneLine returns s made safe to show as one line of running text (a
+// notice, the wake line a session is woken with): every run of white
+// space, line breaks and tabs among it (and U+0085, U+2028, U+2029), is
+// one space, the ends are trimmed, and the rest is cleaned as by [Line].
+func OneLine(s string) string {
+	return Line(strings.Join(strings.FieldsFunc(s, unicode.IsSpace), " "))
+}
+
+// JSON returns b, JSON text (as encoding/json writes it), with every
+// character [Line] would escape that is still raw in it written as a JSON
+// escape instead: "\u0085", "\u007f", "\u202e", and a pair of
+// surrogate escapes beyond U+FFFF. A JSON parser reads back exactly the
+// same values. Such characters can only stand inside strings in valid
+// JSON, so b's structure is untouched; b itself is returned when nothing
+// needs escaping.
+func JSON(b []byte) []byte {
+	if bytes.IndexFunc(b, rawInJSON) < 0 {
+		return b
+	}
+	out := make([]byte, 0, len(b)+16)
+	for len(b) > 0 {
+		r, size := utf8.DecodeRune(b)
+		if rawInJSON(r) {
+			if r > 0xffff {
+				r1, r2 := utf16.EncodeRune(r)
+				out = fmt.Appendf(out, `\u%04x\u%04x`, r1, r2)
+			} else {
+				out = fmt.Appendf(out, `\u%04x`, r)
+			}
+		} else {
+			out = append(out, b[:size]...)
+		}
+		b = b[size:]
+	}
+	return out
+}
+
+// rawInJSON reports whether r, as encoding/json writes it, would reach a
+// terminal raw though Line escapes it: DEL and the hidden characters
+// (encoding/json escapes the C0 controls and U+2028, U+2029 itself).
+func rawInJSON(r rune) bool {
+	return r == 0x7f || hidden(r)
+}
 
 // clean does Line (multiline false) and Text (multiline true).
 func clean(s string, multiline bool) string {

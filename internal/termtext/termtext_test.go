@@ -1,6 +1,7 @@
 package termtext
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"unicode"
@@ -116,4 +117,46 @@ func FuzzLine(f *testing.F) {
 		require.Equal(t, line, Line(line))
 		require.Equal(t, text, Text(text))
 	})
+}
+
+func TestOneLine(t *testing.T) {
+	for _, tc := range []struct {
+		name, in, want string
+	}{
+		{"plain", "Fix the flaky test", "Fix the flaky test"},
+		{"lines and tabs are spaces", "one\ntwo\r\n\tthree  four", "one two three four"},
+		{"ends trimmed", "  \n title \t", "title"},
+		{"unicode breaks", "a\u0085b\u2028c\u2029d", "a b c d"},
+		{"escape shown", "a\x1b[2Jb", `a\x1b[2Jb`},
+		{"bidi shown", "invoice\u202etxt.exe", `invoice\u202etxt.exe`},
+		{"zero width shown", "pay\u200bpal", `pay\u200bpal`},
+		{"c1 shown", "a\u009bb", `a\u009bb`},
+		{"invalid utf-8", "a\xffb", `a\xffb`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, OneLine(tc.in))
+		})
+	}
+}
+
+func TestJSON(t *testing.T) {
+	for _, tc := range []struct {
+		name, in, want string
+	}{
+		{"plain", `{"title":"fix it"}`, `{"title":"fix it"}`},
+		{"unicode kept", `{"t":"réparer ✓ 日本 🐝"}`, `{"t":"réparer ✓ 日本 🐝"}`},
+		{"c1", "{\"t\":\"a\u0085b\u009b\"}", `{"t":"a\u0085b\u009b"}`},
+		{"del", "{\"t\":\"a\x7fb\"}", `{"t":"a\u007fb"}`},
+		{"bidi and zero width", "{\"t\":\"\u202e\u2066\u200b\ufeff\"}", `{"t":"\u202e\u2066\u200b\ufeff"}`},
+		{"tag beyond the bmp", "{\"t\":\"x\U000E0041\"}", `{"t":"x\udb40\udc41"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := JSON([]byte(tc.in))
+			require.Equal(t, tc.want, string(got))
+			var in, out any
+			require.NoError(t, json.Unmarshal([]byte(tc.in), &in))
+			require.NoError(t, json.Unmarshal(got, &out))
+			require.Equal(t, in, out, "the same values")
+		})
+	}
 }
