@@ -22,7 +22,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tractat-us/bee/internal/race"
 	"github.com/tractat-us/bee/internal/testbin"
 )
 
@@ -109,7 +108,7 @@ func setup() error {
 // buildBee puts bee-mcp, bee-hook and bee, built from the checkout once
 // for every test run that needs them (testbin), into binDir as links.
 func buildBee() error {
-	built, err := testbin.Make(testbin.Options{Module: repoRoot, Packages: testbin.Commands, Race: race.Enabled})
+	built, err := testbin.Make(testbin.Options{Module: repoRoot, Packages: testbin.Commands})
 	if err != nil {
 		return fmt.Errorf("building the bee commands: %w", err)
 	}

@@ -19,7 +19,6 @@ import (
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/board"
 	"github.com/tractat-us/bee/identity"
-	"github.com/tractat-us/bee/internal/race"
 	"github.com/tractat-us/bee/internal/testbin"
 	"github.com/tractat-us/bee/internal/testtime"
 )
@@ -30,7 +29,6 @@ import (
 var builtDemo = sync.OnceValues(func() (testbin.Build, error) {
 	return testbin.Make(testbin.Options{
 		Packages: append(slices.Clone(testbin.Commands), "github.com/tractat-us/bee/internal/cmd/bee-demo"),
-		Race:     race.Enabled,
 	})
 })
 
@@ -45,9 +43,7 @@ func bin(t *testing.T) string {
 }
 
 // goEnv pins Go's caches for the script, whose HOME is a fresh directory:
-// without it a build there would start from an empty cache. Under -race it
-// builds with -race too, as the tests were built, so that it finds every
-// package compiled.
+// without it a build there would start from an empty cache.
 var goEnv = sync.OnceValues(func() ([]string, error) {
 	var env []string
 	for _, v := range []string{"GOCACHE", "GOMODCACHE", "GOPATH", "GOFLAGS"} {
@@ -55,11 +51,7 @@ var goEnv = sync.OnceValues(func() ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("go env %s: %w", v, err)
 		}
-		val := strings.TrimSpace(string(out))
-		if v == "GOFLAGS" && race.Enabled {
-			val = strings.TrimSpace(val + " -race")
-		}
-		env = append(env, v+"="+val)
+		env = append(env, v+"="+strings.TrimSpace(string(out)))
 	}
 	return env, nil
 })

@@ -38,8 +38,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/tractat-us/bee/internal/race"
 )
 
 // CacheEnv names the cache directory, overriding the default.
@@ -58,8 +56,7 @@ type Options struct {
 	// takes, relative to Module. Each main package becomes a binary named
 	// after its last path element.
 	Packages []string
-	// Race builds with -race. Tests pass race.Enabled, to build the
-	// commands as they were built themselves.
+	// Race builds with -race.
 	Race bool
 	// LDFlags, if not empty, is passed to go build as -ldflags.
 	LDFlags string
@@ -103,13 +100,18 @@ func SkipShort(tb testing.TB) {
 }
 
 var commands = sync.OnceValues(func() (Build, error) {
-	return Make(Options{Packages: Commands, Race: race.Enabled})
+	return Make(Options{Packages: Commands})
 })
 
-// Dir returns the directory that holds bee, bee-mcp and bee-hook built for
-// this test binary (with -race when it has it), making it if the cache
-// does not hold it. It skips tb under -short and fails it when the build
-// fails.
+// Dir returns the directory that holds bee, bee-mcp and bee-hook, built
+// without the race detector, making it if the cache does not hold it. It
+// skips tb under -short and fails it when the build fails.
+//
+// Not with -race even when the tests have it: the code these processes run
+// is tested under -race in-process (internal/bridge, lifecycle, stdio,
+// hooks), and a race-built bee-mcp starts and opens its board several
+// times slower (SQLite in Go, instrumented), which doubled the time of the
+// tests that start many.
 func Dir(tb testing.TB) string {
 	tb.Helper()
 	SkipShort(tb)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tractat-us/bee/internal/race"
 	"github.com/tractat-us/bee/internal/testbin"
 	"github.com/tractat-us/bee/internal/version"
 )
@@ -65,7 +64,6 @@ func TestVersion_EveryBinarySaysIt(t *testing.T) {
 	const want = "9.8.7-linktest"
 	built, err := testbin.Make(testbin.Options{
 		Packages: testbin.Commands,
-		Race:     race.Enabled,
 		LDFlags:  "-X github.com/tractat-us/bee/internal/version.Version=" + want,
 	})
 	require.NoError(t, err)
