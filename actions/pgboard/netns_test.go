@@ -99,7 +99,10 @@ func TestMachines_ExactlyOnceWithKills(t *testing.T) {
 	url := c.URLFor(db, "bee_admin", "", m.server)
 	b := openTest(t, c.URL(db), nil)
 
-	const lease = 1500 // ms: a killed bridge's claims come back this long after its last renewal
+	// A killed bridge's claims come back this long after its last renewal;
+	// a live one must renew in time on a busy machine too, so it is
+	// stretched as the bounds are.
+	lease := int(testtime.Bound(1500 * time.Millisecond).Milliseconds())
 	start := func(i int) *boardtest.Proc {
 		p := boardtest.StartProcUnder(t, m.in(i), "claimer", url, boardtest.EnvWaiters+"=2", boardtest.EnvLease+"="+strconv.Itoa(lease),
 			envHost+"=machine-"+strconv.Itoa(i), boardtest.EnvMS+"=10")
