@@ -88,6 +88,7 @@ func runAsPrinter() int {
 }
 
 func TestNearest(t *testing.T) {
+	t.Parallel()
 	gemini := []string{"node", "/usr/lib/node_modules/@google/gemini-cli/bundle/gemini.js"}
 	for _, tc := range []struct {
 		name   string
@@ -151,6 +152,7 @@ func TestNearest(t *testing.T) {
 }
 
 func TestIdentify(t *testing.T) {
+	t.Parallel()
 	node := func(args ...string) Proc { return Proc{Comm: "node", Args: append([]string{"node"}, args...)} }
 	for _, tc := range []struct {
 		name string
@@ -188,12 +190,14 @@ func TestIdentify(t *testing.T) {
 }
 
 func TestClient_OwnsSession(t *testing.T) {
+	t.Parallel()
 	require.True(t, Claude.OwnsSession())
 	require.True(t, Gemini.OwnsSession())
 	require.False(t, Codex.OwnsSession(), "one Codex app-server daemon serves every TUI session of a CODEX_HOME")
 }
 
 func TestChain_Self(t *testing.T) {
+	t.Parallel()
 	chain, err := Chain(t.Context(), os.Getpid())
 	require.NoError(t, err)
 	require.NotEmpty(t, chain)
@@ -205,6 +209,7 @@ func TestChain_Self(t *testing.T) {
 }
 
 func TestChain_Missing(t *testing.T) {
+	t.Parallel()
 	// A child that has been reaped no longer exists.
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = helperEnv("")
@@ -215,6 +220,7 @@ func TestChain_Missing(t *testing.T) {
 }
 
 func TestChain_Cancelled(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	_, err := Chain(ctx, os.Getpid())
@@ -225,6 +231,7 @@ func TestChain_Cancelled(t *testing.T) {
 // and checks that its child finds it with AgentPID. This test process may
 // itself run under a real agent; the helper is nearer, so it must win.
 func TestAgentPID_RealProcess(t *testing.T) {
+	t.Parallel()
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	for _, tc := range []struct {
@@ -269,6 +276,7 @@ func TestAgentPID_RealProcess(t *testing.T) {
 // kernel keeps 15 bytes of a longer name, and Chain must not lengthen it
 // again from argv[0] as gopsutil's Name does.
 func TestAgentPID_NotAgent(t *testing.T) {
+	t.Parallel()
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	for _, tc := range []struct {

@@ -7,6 +7,7 @@ import (
 )
 
 func TestPick(t *testing.T) {
+	t.Parallel()
 	versioned := []Proc{{PID: 20, PPID: 10, Comm: "sh"}, {PID: 10, PPID: 9, Comm: "claude-2.1.328"}, {PID: 9, PPID: 1, Comm: "bash"}}
 	bridgeChain := []Proc{{PID: 10, PPID: 9, Comm: "claude-2.1.328"}, {PID: 9, PPID: 1, Comm: "bash"}}
 	for _, tc := range []struct {
@@ -42,6 +43,7 @@ func TestPick(t *testing.T) {
 }
 
 func TestHints(t *testing.T) {
+	t.Parallel()
 	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 	require.Equal(t, Hints{ClaudePID: 4242}, HookHints(env(map[string]string{"CLAUDE_PID": "4242", "CLAUDECODE": "1"})), "a hook never takes its parent")
 	require.Equal(t, Hints{}, HookHints(env(map[string]string{"CLAUDE_PID": "x"})))

@@ -9,6 +9,7 @@ import (
 )
 
 func TestParseStat(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, stat string
 		want       Proc
@@ -36,6 +37,7 @@ func TestParseStat(t *testing.T) {
 
 // TestProcOf_Self holds procOf to what the process knows of itself.
 func TestProcOf_Self(t *testing.T) {
+	t.Parallel()
 	p, err := procOf(context.Background(), os.Getpid())
 	require.NoError(t, err)
 	require.Equal(t, os.Getppid(), p.PPID)
@@ -45,6 +47,7 @@ func TestProcOf_Self(t *testing.T) {
 }
 
 func TestProcOf_GoneIsGone(t *testing.T) {
+	t.Parallel()
 	_, err := procOf(context.Background(), 1<<30) // above pid_max
 	require.True(t, isGone(err), "err = %v", err)
 }
@@ -52,6 +55,7 @@ func TestProcOf_GoneIsGone(t *testing.T) {
 // chainUntil ends the walk at the first ancestor stop accepts, and Chain
 // walks on past it.
 func TestChainUntil_Stops(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	full, err := Chain(ctx, os.Getpid())
 	require.NoError(t, err)
@@ -66,6 +70,7 @@ func TestChainUntil_Stops(t *testing.T) {
 }
 
 func TestParseCmdline(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		in   string

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tractat-us/bee/internal/loopback/loopbacktest"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 // underAttackWithin bounds a retire and a waiter's registration while the
@@ -41,10 +42,10 @@ func TestServer_StarvationAttack(t *testing.T) {
 			running := a.Start()
 			defer func() { t.Logf("attack: %+v", running.Stop()) }()
 			// Let the attack take hold: every socket connected at least once.
-			require.Eventually(t, func() bool { return running.Connects() >= int64(a.Refused+a.Idle+a.Slow) }, 10*time.Second, time.Millisecond)
+			require.Eventually(t, func() bool { return running.Connects() >= int64(a.Refused+a.Idle+a.Slow) }, testtime.Bound(10*time.Second), time.Millisecond)
 			time.Sleep(200 * time.Millisecond)
 
-			ctx, cancel := context.WithTimeout(t.Context(), underAttackWithin)
+			ctx, cancel := context.WithTimeout(t.Context(), testtime.Bound(underAttackWithin))
 			defer cancel()
 			start := time.Now()
 			resp, err := Retire(ctx, s.Port(), testToken, RetireRequest{SessionID: "s-1"})
@@ -64,7 +65,7 @@ func TestServer_StarvationAttack(t *testing.T) {
 			case err := <-got:
 				t.Fatalf("the waiter ended before it registered, after %s: %v", time.Since(start), err)
 			case <-ctx.Done():
-				t.Fatalf("the waiter did not register within %s", underAttackWithin)
+				t.Fatalf("the waiter did not register within %s", testtime.Bound(underAttackWithin))
 			}
 			t.Logf("waiter registered under attack: %s", time.Since(start))
 			h.reply <- WaitResponse{Wake: true, Line: "bee: action a-1"}

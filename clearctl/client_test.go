@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 func TestRetire_Loopback(t *testing.T) {
@@ -98,7 +100,7 @@ func TestRetire_ContextDeadline(t *testing.T) {
 	start := time.Now()
 	_, err := Retire(ctx, s.Port(), testToken, RetireRequest{})
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	require.Less(t, time.Since(start), 3*time.Second)
+	require.Less(t, time.Since(start), testtime.Bound(3*time.Second))
 	require.NotContains(t, err.Error(), testToken)
 }
 
@@ -154,7 +156,7 @@ func TestServer_Loopback_Raw(t *testing.T) {
 			conn, err := d.DialContext(t.Context(), "tcp", addr)
 			require.NoError(t, err)
 			defer func() { _ = conn.Close() }()
-			require.NoError(t, conn.SetDeadline(time.Now().Add(5*time.Second)))
+			require.NoError(t, conn.SetDeadline(time.Now().Add(testtime.Bound(5*time.Second))))
 			_, err = io.WriteString(conn, tc.raw)
 			require.NoError(t, err)
 			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
@@ -185,7 +187,7 @@ func TestServer_ClosesSilentConnections(t *testing.T) {
 	conn, err := d.DialContext(t.Context(), "tcp", "127.0.0.1:"+strconv.Itoa(s.Port()))
 	require.NoError(t, err)
 	defer func() { _ = conn.Close() }()
-	require.NoError(t, conn.SetDeadline(time.Now().Add(readHeaderTimeout+5*time.Second)))
+	require.NoError(t, conn.SetDeadline(time.Now().Add(readHeaderTimeout+testtime.Bound(5*time.Second))))
 	n, err := conn.Read(make([]byte, 1))
 	require.Zero(t, n)
 	require.ErrorIs(t, err, io.EOF, "closed by the server, not by the test's deadline")
@@ -215,7 +217,7 @@ func TestServer_Close_AnswersWaitingCallers(t *testing.T) {
 	require.True(t, ok, "got %v", err)
 	require.Equal(t, 503, se.Code)
 	require.True(t, strings.HasPrefix(se.Body, `{"error":"bridge closing`), se.Body)
-	require.Less(t, time.Since(start), time.Second, "Close must not wait out AnswerWithin")
+	require.Less(t, time.Since(start), testtime.Bound(time.Second), "Close must not wait out AnswerWithin")
 }
 
 // A server that answers 200 with something other than a bridge's answer

@@ -17,15 +17,15 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/tractat-us/bee/internal/testio"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 const testToken = "3f9c0a7e5b1d4c2a8e6f0b9d7c5a3e1f-test-token"
 
 // TestMain fails the run if any test leaves a goroutine behind.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testtime.VerifyTestMain(m) }
 
 // newTestServer starts a Server with testToken and closes it when the test
 // ends.
@@ -67,7 +67,7 @@ func recv[T any](t *testing.T, ch <-chan T) T {
 	select {
 	case v := <-ch:
 		return v
-	case <-time.After(5 * time.Second):
+	case <-time.After(testtime.Bound(5 * time.Second)):
 		t.Fatal("timed out waiting on a channel")
 		panic("unreachable")
 	}
@@ -452,7 +452,7 @@ func TestServer_Close(t *testing.T) {
 		require.NoError(t, s.Close())
 		require.NoError(t, s.Close())
 		require.ErrorIs(t, s.Start(), ErrClosed)
-		goleak.VerifyNone(t)
+		testtime.VerifyNoLeaks(t)
 	})
 	t.Run("after serving", func(t *testing.T) {
 		s := New(testToken, &recordingRetirer{}, nil)
@@ -466,6 +466,6 @@ func TestServer_Close(t *testing.T) {
 		}
 		wg.Wait()
 		require.NoError(t, s.Close())
-		goleak.VerifyNone(t)
+		testtime.VerifyNoLeaks(t)
 	})
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 func TestRetireRequest_Validate(t *testing.T) {
@@ -93,10 +95,10 @@ func TestServer_CapsConnections(t *testing.T) {
 			assert.NoError(t, err)
 		})
 	}
-	require.Eventually(t, func() bool { return s.retiresRunning() == MaxConns }, 10*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return s.retiresRunning() == MaxConns }, testtime.Bound(10*time.Second), 5*time.Millisecond,
 		"the %d retires did not all reach the server", MaxConns)
 
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), testtime.Bound(5*time.Second))
 	defer cancel()
 	_, err := Retire(ctx, s.Port(), testToken, RetireRequest{})
 	se, ok := errors.AsType[*StatusError](err)

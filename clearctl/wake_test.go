@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 // holdingWaker records each waiter and holds it until its ctx ends or the
@@ -160,7 +162,7 @@ func TestWaitForWork_HangUpEndsTheWaker(t *testing.T) {
 	cancel()
 	err := recv(t, got)
 	require.ErrorIs(t, err, context.Canceled)
-	require.Eventually(t, func() bool { return len(h.endedCauses()) == 1 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return len(h.endedCauses()) == 1 }, testtime.Bound(5*time.Second), 5*time.Millisecond)
 	require.ErrorIs(t, h.endedCauses()[0], context.Canceled)
 }
 
@@ -184,7 +186,7 @@ func TestServer_Close_AnswersWaiters(t *testing.T) {
 	}
 	start := time.Now()
 	require.NoError(t, s.Close())
-	require.Less(t, time.Since(start), time.Second, "Close must answer waiters at once")
+	require.Less(t, time.Since(start), testtime.Bound(time.Second), "Close must answer waiters at once")
 	for range 2 {
 		require.Equal(t, WaitResponse{Reason: ReasonShuttingDown}, recv(t, got))
 	}

@@ -9,7 +9,8 @@
 //
 // Run it with `scripts/e2e-setup && go test -tags e2e ./e2e/`. The suite
 // fails (it never skips) when the CLI or tmux is missing or the CLI is not
-// the pinned version. It builds ./cmd/... from this checkout into a temporary
+// the pinned version. It builds ./cmd/... from this checkout (once for every
+// run that needs them, internal/testbin), links them into a temporary
 // directory and puts that first on PATH.
 package e2e
 
@@ -20,6 +21,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tractat-us/bee/internal/testbin"
 )
 
 // claudeVersion is the Claude Code release the suite is pinned to; keep it in
@@ -102,16 +105,20 @@ func setup() error {
 	return nil
 }
 
-// buildBee builds every command of the checkout into binDir.
+// buildBee puts bee-mcp, bee-hook and bee, built from the checkout once
+// for every test run that needs them (testbin), into binDir as links.
 func buildBee() error {
-	cmd := exec.Command("go", "build", "-o", binDir+string(os.PathSeparator), "./cmd/...")
-	cmd.Dir = repoRoot
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("building the bee commands (%s): %v\n%s", strings.Join(cmd.Args, " "), err, out)
+	built, err := testbin.Make(testbin.Options{Module: repoRoot, Packages: testbin.Commands})
+	if err != nil {
+		return fmt.Errorf("building the bee commands: %w", err)
 	}
 	for _, name := range []string{"bee-mcp", "bee-hook", "bee"} {
-		if _, err := os.Stat(filepath.Join(binDir, name)); err != nil {
-			return fmt.Errorf("the build did not produce %s: %v", name, err)
+		src := filepath.Join(built.Dir, name)
+		if _, err := os.Stat(src); err != nil {
+			return fmt.Errorf("the build did not produce %s: %w", name, err)
+		}
+		if err := os.Symlink(src, filepath.Join(binDir, name)); err != nil {
+			return err
 		}
 	}
 	return nil

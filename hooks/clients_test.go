@@ -9,6 +9,7 @@ import (
 )
 
 func TestTOMLString(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"/home/you/go/bin/bee-mcp": `"/home/you/go/bin/bee-mcp"`,
 		`/opt/my "bee"/bee-mcp`:    `"/opt/my \"bee\"/bee-mcp"`,
@@ -21,6 +22,7 @@ func TestTOMLString(t *testing.T) {
 }
 
 func TestCodexConfig(t *testing.T) {
+	t.Parallel()
 	cfg := CodexConfig(`/opt/my "bee"/bee-mcp`)
 	require.Contains(t, cfg, "\n[mcp_servers.bee]\ncommand = \"/opt/my \\\"bee\\\"/bee-mcp\"\n")
 	require.Contains(t, cfg, "\ndefault_tools_approval_mode = \"approve\"\n")
@@ -30,6 +32,7 @@ func TestCodexConfig(t *testing.T) {
 }
 
 func TestGeminiConfig(t *testing.T) {
+	t.Parallel()
 	var cfg struct {
 		MCPServers map[string]struct {
 			Command string `json:"command"`

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tractat-us/bee/clearctl"
+	"github.com/tractat-us/bee/internal/testtime"
 	"github.com/tractat-us/bee/runfile"
 )
 
@@ -56,7 +57,7 @@ func (f *fixture) config(alive bool, retire func(req clearctl.RetireRequest) (cl
 	return Config{
 		RunDir:    f.dir,
 		ClaudePID: testClaudePID,
-		Timeout:   5 * time.Second,
+		Timeout:   testtime.Bound(5 * time.Second),
 		Retire: func(_ context.Context, port int, token string, req clearctl.RetireRequest) (clearctl.RetireResponse, error) {
 			f.mu.Lock()
 			f.retires = append(f.retires, retireCall{port, token, req})
@@ -102,6 +103,7 @@ func (f *fixture) requireLine(t *testing.T, outcome string) {
 const clearInput = `{"session_id":"new-session","transcript_path":"/t/new-session.jsonl","cwd":"/w","hook_event_name":"SessionStart","source":"clear"}`
 
 func TestConfigJSON(t *testing.T) {
+	t.Parallel()
 	onDisk, err := os.ReadFile("hooks.json")
 	require.NoError(t, err)
 	require.Equal(t, string(onDisk), ConfigJSON())
@@ -139,6 +141,7 @@ func TestConfigJSON(t *testing.T) {
 }
 
 func TestRun_NotClear(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ name, input string }{
 		{"startup", `{"session_id":"s","transcript_path":"/t/s.jsonl","cwd":"/w","hook_event_name":"SessionStart","source":"startup","model":"m"}`},
 		{"resume", `{"hook_event_name":"SessionStart","source":"resume"}`},
@@ -159,6 +162,7 @@ func TestRun_NotClear(t *testing.T) {
 }
 
 func TestRun_BadInput(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ name, input, want string }{
 		{"not json", "source=clear\n", "bee-hook: cannot read SessionStart input: invalid character"},
 		{"empty", "", "bee-hook: cannot read SessionStart input: unexpected end of JSON input"},
@@ -178,6 +182,7 @@ func TestRun_BadInput(t *testing.T) {
 }
 
 func TestRun_InputSize(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	cfg := f.config(true, retired)
 	cfg.MaxInput = int64(len(clearInput))
@@ -197,6 +202,7 @@ func TestRun_InputSize(t *testing.T) {
 }
 
 func TestRun_NoClaudeAncestor(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	cfg := f.config(true, mustNotRetire(t))
 	cfg.ClaudePID = 0
@@ -207,6 +213,7 @@ func TestRun_NoClaudeAncestor(t *testing.T) {
 }
 
 func TestRun_FindsClaude(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	cfg := f.config(true, retired)
 	cfg.ClaudePID = 0
@@ -217,6 +224,7 @@ func TestRun_FindsClaude(t *testing.T) {
 }
 
 func TestRun_AncestryFails(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	cfg := f.config(true, mustNotRetire(t))
 	cfg.ClaudePID = 0
@@ -229,6 +237,7 @@ func TestRun_AncestryFails(t *testing.T) {
 }
 
 func TestRun_NoRunFile(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	cfg := f.config(true, mustNotRetire(t))
 	cfg.ClaudePID = 777
@@ -238,6 +247,7 @@ func TestRun_NoRunFile(t *testing.T) {
 }
 
 func TestRun_MalformedRunFile(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	require.NoError(t, os.WriteFile(runfile.Path(f.dir, testClaudePID), []byte(`{"port":1,"token":"`+f.entry.Token+`"}`), 0o600))
 
@@ -249,6 +259,7 @@ func TestRun_MalformedRunFile(t *testing.T) {
 }
 
 func TestRun_StaleRunFile(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	out := Run(t.Context(), f.config(false, mustNotRetire(t)), strings.NewReader(clearInput))
 	require.Equal(t, "bee-hook: stale run file for dead bridge pid 5151 (claude pid 4242); nothing to retire; removed "+runfile.Path(f.dir, testClaudePID), out)
@@ -262,6 +273,7 @@ func TestRun_StaleRunFile(t *testing.T) {
 }
 
 func TestRun_Retired(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	out := Run(t.Context(), f.config(true, retired), strings.NewReader(clearInput))
 	require.Equal(t, "bee-hook: retired agent:x#aaaaaaaa -> agent:x#bbbbbbbb", out)
@@ -277,6 +289,7 @@ func TestRun_Retired(t *testing.T) {
 }
 
 func TestRun_RetireAnswers(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		err  func(token string) error
@@ -307,6 +320,7 @@ func TestRun_RetireAnswers(t *testing.T) {
 }
 
 func TestRun_ResponseOnOneLine(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	out := Run(t.Context(), f.config(true, func(clearctl.RetireRequest) (clearctl.RetireResponse, error) {
 		return clearctl.RetireResponse{Retired: "agent:x#aaaaaaaa\n" + f.entry.Token, Current: "b\r\n\x1b[2J" + strings.Repeat("y", 2000)}, nil
@@ -317,6 +331,7 @@ func TestRun_ResponseOnOneLine(t *testing.T) {
 }
 
 func TestRun_Bounded(t *testing.T) {
+	t.Parallel()
 	t.Run("Retire ignores its ctx", func(t *testing.T) {
 		f := newFixture(t)
 		release := make(chan struct{})
@@ -329,7 +344,7 @@ func TestRun_Bounded(t *testing.T) {
 		start := time.Now()
 		out := Run(t.Context(), cfg, strings.NewReader(clearInput))
 		require.Equal(t, "bee-hook: gave up after 50ms", out)
-		require.Less(t, time.Since(start), 2*time.Second)
+		require.Less(t, time.Since(start), testtime.Bound(2*time.Second))
 	})
 	t.Run("Retire honours its ctx", func(t *testing.T) {
 		f := newFixture(t)
@@ -366,6 +381,7 @@ func TestRun_Bounded(t *testing.T) {
 }
 
 func TestRun_Panic(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	out := Run(t.Context(), f.config(true, func(clearctl.RetireRequest) (clearctl.RetireResponse, error) {
 		panic("fake bridge exploded")

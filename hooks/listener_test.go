@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tractat-us/bee/internal/testtime"
 	"github.com/tractat-us/bee/runfile"
 )
 
@@ -20,6 +21,7 @@ import (
 // bridge died and someone else took the port) never gets the token: the
 // hook checks the listener's owner with the real /proc before it sends.
 func TestRun_PortHeldByAnotherProcess(t *testing.T) {
+	t.Parallel()
 	got := make(chan string, 4)
 	impostor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got <- r.Header.Get("Authorization")
@@ -37,7 +39,7 @@ func TestRun_PortHeldByAnotherProcess(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, runfile.Write(dir, testClaudePID, runfile.Entry{Port: port, Token: tok, PID: bridge.Process.Pid}))
 
-	out := Run(t.Context(), Config{RunDir: dir, ClaudePID: testClaudePID, Timeout: 5 * time.Second},
+	out := Run(t.Context(), Config{RunDir: dir, ClaudePID: testClaudePID, Timeout: testtime.Bound(5 * time.Second)},
 		strings.NewReader(`{"session_id":"s","source":"clear"}`))
 	require.Contains(t, out, "not sending the token to port "+strconv.Itoa(port))
 	require.Contains(t, out, "not pid "+strconv.Itoa(bridge.Process.Pid)+"'s")
@@ -52,6 +54,7 @@ func TestRun_PortHeldByAnotherProcess(t *testing.T) {
 // The same goes for a run directory the user does not hold privately: the
 // hook refuses it before it reads anything from it.
 func TestRun_UnsafeRunDir(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	link := filepath.Join(t.TempDir(), "run")
 	require.NoError(t, symlink(f.dir, link))

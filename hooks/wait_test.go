@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tractat-us/bee/clearctl"
+	"github.com/tractat-us/bee/internal/testtime"
 	"github.com/tractat-us/bee/runfile"
 )
 
@@ -94,6 +95,7 @@ func (w *waitFixture) registrations() ([]clearctl.WaitRequest, []string) {
 const stopInput = `{"session_id":"s-1","transcript_path":"/t/s-1.jsonl","cwd":"/w","hook_event_name":"Stop","stop_hook_active":true}`
 
 func TestWait_NotAttended(t *testing.T) {
+	t.Parallel()
 	w := newWaitFixture(t)
 	cfg := w.config()
 	cfg.Attended = false
@@ -113,6 +115,7 @@ func (r failReader) Read([]byte) (int, error) {
 // The bridge's wake is the only way to ExitWake; stop_hook_active (true
 // after every woken turn) does not stop the waiter.
 func TestWait_Wakes(t *testing.T) {
+	t.Parallel()
 	w := newWaitFixture(t)
 	w.answer(wakeWith("bee: action a-7 \"Fix it\" from user:alice is waiting for agent:x#00000001; call bee_wait_action to take it."))
 	res := Wait(t.Context(), w.config(), strings.NewReader(stopInput))
@@ -128,6 +131,7 @@ func TestWait_Wakes(t *testing.T) {
 }
 
 func TestWait_NeverWakesOnAnError(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		input  string
@@ -157,6 +161,7 @@ func TestWait_NeverWakesOnAnError(t *testing.T) {
 
 // A token in an error never reaches the line.
 func TestWait_TokenScrubbed(t *testing.T) {
+	t.Parallel()
 	w := newWaitFixture(t)
 	w.answer(fails(fmt.Errorf("echo %s", w.f.entry.Token)))
 	res := Wait(t.Context(), w.config(), strings.NewReader(stopInput))
@@ -168,11 +173,12 @@ func TestWait_TokenScrubbed(t *testing.T) {
 // At SessionStart the waiter can start before the bridge has written its run
 // file: it waits for it, within its bound.
 func TestWait_WaitsForTheRunFile(t *testing.T) {
+	t.Parallel()
 	w := newWaitFixture(t)
 	require.NoError(t, runfileRemove(w.f))
 	w.answer(wakeWith("bee: woken"))
 	cfg := w.config()
-	cfg.BridgeWithin = 10 * time.Second
+	cfg.BridgeWithin = testtime.Bound(10 * time.Second)
 	done := make(chan WaitResult, 1)
 	go func() {
 		done <- Wait(t.Context(), cfg, strings.NewReader(`{"hook_event_name":"SessionStart","source":"startup"}`))
@@ -182,7 +188,7 @@ func TestWait_WaitsForTheRunFile(t *testing.T) {
 	select {
 	case res := <-done:
 		require.Equal(t, WaitResult{Code: ExitWake, Line: "bee: woken"}, res)
-	case <-time.After(10 * time.Second):
+	case <-time.After(testtime.Bound(10 * time.Second)):
 		t.Fatal("the waiter did not find the late run file")
 	}
 }
@@ -193,6 +199,7 @@ func runfileRemove(f *fixture) error {
 }
 
 func TestWait_NoBridge(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		setup func(w *waitFixture, cfg *WaitConfig)
@@ -214,7 +221,7 @@ func TestWait_NoBridge(t *testing.T) {
 			tc.setup(w, &cfg)
 			start := time.Now()
 			res := Wait(t.Context(), cfg, strings.NewReader(stopInput))
-			require.Less(t, time.Since(start), 5*time.Second)
+			require.Less(t, time.Since(start), testtime.Bound(5*time.Second))
 			require.Equal(t, 0, res.Code)
 			require.True(t, strings.HasPrefix(res.Line, tc.want), "line %q", res.Line)
 			reqs, _ := w.registrations()
@@ -231,6 +238,7 @@ func TestWait_NoBridge(t *testing.T) {
 // the new bridge's run file and registers there; the old token is not used
 // again.
 func TestWait_FollowsANewBridge(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		gone func(context.Context) (clearctl.WaitResponse, error)
@@ -251,7 +259,7 @@ func TestWait_FollowsANewBridge(t *testing.T) {
 				return tc.gone(ctx)
 			}, wakeWith("bee: from the new bridge"))
 			cfg := w.config()
-			cfg.BridgeWithin = 10 * time.Second
+			cfg.BridgeWithin = testtime.Bound(10 * time.Second)
 			res := Wait(t.Context(), cfg, strings.NewReader(stopInput))
 			require.Equal(t, WaitResult{Code: ExitWake, Line: "bee: from the new bridge"}, res)
 			_, tokens := w.registrations()
@@ -263,6 +271,7 @@ func TestWait_FollowsANewBridge(t *testing.T) {
 // A bridge that goes away with no successor: the waiter gives up within its
 // bound, without a wake.
 func TestWait_BridgeGoneForGood(t *testing.T) {
+	t.Parallel()
 	w := newWaitFixture(t)
 	w.answer(noWake(clearctl.ReasonShuttingDown))
 	res := Wait(t.Context(), w.config(), strings.NewReader(stopInput))
@@ -273,6 +282,7 @@ func TestWait_BridgeGoneForGood(t *testing.T) {
 // The waiter ends at once when its context does (SIGTERM), whether it is
 // long-polling or looking for a run file.
 func TestWait_StopsAtOnce(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		setup func(w *waitFixture, cfg *WaitConfig)
@@ -296,7 +306,7 @@ func TestWait_StopsAtOnce(t *testing.T) {
 			case res := <-done:
 				require.Equal(t, 0, res.Code)
 				require.True(t, strings.HasPrefix(res.Line, "bee-hook: waiter stopped"), res.Line)
-			case <-time.After(5 * time.Second):
+			case <-time.After(testtime.Bound(5 * time.Second)):
 				t.Fatal("the waiter did not stop when its context ended")
 			}
 		})
@@ -305,6 +315,7 @@ func TestWait_StopsAtOnce(t *testing.T) {
 
 // With no claude process found, the waiter ends without a wake.
 func TestWait_NoClaude(t *testing.T) {
+	t.Parallel()
 	w := newWaitFixture(t)
 	cfg := w.config()
 	cfg.ClaudePID = 0
@@ -318,6 +329,7 @@ func TestWait_NoClaude(t *testing.T) {
 // A run file whose port is not its bridge's own: the token is not sent
 // there; the waiter ends without a wake when nothing better comes.
 func TestWait_PortNotTheBridges(t *testing.T) {
+	t.Parallel()
 	w := newWaitFixture(t)
 	cfg := w.config()
 	cfg.Listener = func(pid, port int) error { return errors.New("the port is not the process's") }
@@ -330,6 +342,7 @@ func TestWait_PortNotTheBridges(t *testing.T) {
 
 // The re-arm time counts from the start, across bridges.
 func TestWait_RearmCountsFromTheStart(t *testing.T) {
+	t.Parallel()
 	w := newWaitFixture(t)
 	w.answer(wakeWith("bee: x"))
 	cfg := w.config()

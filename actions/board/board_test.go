@@ -13,6 +13,7 @@ import (
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/boardtest"
 	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 // openTest opens a board in a fresh directory (or at path, when given) and
@@ -42,10 +43,10 @@ func post(t *testing.T, b *Board, from identity.ID, to, title string) actions.Re
 	return rec
 }
 
-// next claims with a short timeout and requires one record.
+// next claims with a short timeout (a bound) and requires one record.
 func next(t *testing.T, b *Board, who identity.ID) actions.Record {
 	t.Helper()
-	p, err := b.Next(t.Context(), who, "", 2*time.Second)
+	p, err := b.Next(t.Context(), who, "", testtime.Bound(2*time.Second))
 	require.NoError(t, err)
 	require.Len(t, p.Records, 1, "%s expected an action", who)
 	return p.Records[0]
@@ -237,7 +238,7 @@ func TestBoard_CloseEndsWaiters(t *testing.T) {
 	select {
 	case err := <-errc:
 		require.ErrorIs(t, err, actions.ErrClosed)
-	case <-time.After(5 * time.Second):
+	case <-time.After(testtime.Bound(5 * time.Second)):
 		t.Fatal("Next did not return when the board closed")
 	}
 }
@@ -257,7 +258,8 @@ func TestBoard_WakeAcrossBoards(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "board.db")
 	hook, sleeping := sleepSignal()
-	waiter := openTest(t, path, &Options{SafetyPoll: 10 * time.Second, beforeSleep: hook})
+	// The timeline is stretched as a whole: the bound < the wait < the poll.
+	waiter := openTest(t, path, &Options{SafetyPoll: testtime.Bound(10 * time.Second), beforeSleep: hook})
 	poster := openTest(t, path, nil)
 	who := mint(t, "w")
 
@@ -268,7 +270,7 @@ func TestBoard_WakeAcrossBoards(t *testing.T) {
 	wait := func() chan result {
 		ch := make(chan result, 1)
 		go func() {
-			p, err := waiter.Next(t.Context(), who, "", 8*time.Second)
+			p, err := waiter.Next(t.Context(), who, "", testtime.Bound(8*time.Second))
 			ch <- result{p, err}
 		}()
 		return ch
@@ -283,7 +285,7 @@ func TestBoard_WakeAcrossBoards(t *testing.T) {
 		require.Len(t, r.p.Records, 1, name)
 		require.Equal(t, a.ID, r.p.Records[0].ID)
 		t.Logf("%s: woke %v after the post began", name, time.Since(start))
-		require.Less(t, time.Since(start), 2*time.Second, "%s: woken by the notifier, not the 10 s safety poll", name)
+		require.Less(t, time.Since(start), testtime.Bound(2*time.Second), "%s: woken by the notifier, not the 10 s safety poll", name)
 	}
 
 	check("plain", wait())
@@ -311,7 +313,7 @@ func TestBoard_WakeAcrossBoards(t *testing.T) {
 	require.NoError(t, r.err)
 	require.Len(t, r.p.Records, 1)
 	require.Equal(t, a.ID, r.p.Records[0].ID)
-	require.Less(t, time.Since(start), 2*time.Second)
+	require.Less(t, time.Since(start), testtime.Bound(2*time.Second))
 }
 
 func TestBoard_LockedBeyondBusyTimeout(t *testing.T) {
@@ -334,7 +336,7 @@ func TestBoard_LockedBeyondBusyTimeout(t *testing.T) {
 	_, err = b.Post(t.Context(), "user:alice", actions.Draft{Title: "blocked"})
 	require.ErrorIs(t, err, ErrLocked)
 	require.Contains(t, err.Error(), path)
-	require.Less(t, time.Since(start), 2*time.Second)
+	require.Less(t, time.Since(start), testtime.Bound(2*time.Second))
 
 	// Next returns within its timeout even so, with nothing claimed, though
 	// its busy timeout is far longer.
@@ -345,7 +347,7 @@ func TestBoard_LockedBeyondBusyTimeout(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, p.Records)
 	t.Logf("Next with a 300ms timeout on a locked board returned after %v", took)
-	require.Less(t, took, 2*time.Second)
+	require.Less(t, took, testtime.Bound(2*time.Second))
 
 	_, err = conn.ExecContext(t.Context(), "ROLLBACK")
 	require.NoError(t, err)
@@ -367,7 +369,7 @@ func TestBoard_LockFileHeldElsewhere(t *testing.T) {
 	_, err = b.Post(t.Context(), "user:alice", actions.Draft{Title: "blocked"})
 	require.ErrorIs(t, err, ErrLocked)
 	require.Contains(t, err.Error(), path)
-	require.Less(t, time.Since(start), 2*time.Second)
+	require.Less(t, time.Since(start), testtime.Bound(2*time.Second))
 
 	// A waiter that gave up leaves its place in the queue to a helper that
 	// gives the lock back once granted; the next writer gets it.
@@ -466,7 +468,7 @@ func TestBoard_IdleMemberRenewsOnlyWhileHolding(t *testing.T) {
 		require.Eventually(t, func() bool {
 			ms, err := other.Members(t.Context())
 			return err == nil && len(ms) == 1 && !ms[0].LeaseUntil.Before(want)
-		}, 10*time.Second, time.Millisecond, "renewed at %v", clock.Now())
+		}, testtime.Bound(10*time.Second), time.Millisecond, "renewed at %v", clock.Now())
 	}
 	joined := lease()
 	for range 4 {

@@ -17,6 +17,7 @@ import (
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/boardtest"
 	"github.com/tractat-us/bee/actions/internal/position"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 // envChaos, set to a number of actions, runs the chaos test at that size
@@ -34,6 +35,9 @@ const envChaos = "BEE_BOARD_CHAOS"
 // under a new one); a killed claimant's claims go to others at the next
 // look.
 func TestBoard_Chaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a soak test of killed and stopped processes: skipped under -short")
+	}
 	t.Parallel()
 	// Posts are paced, so that the blows fall while there is work.
 	total, procs, per, rate := 600, 4, 2, 200.0
@@ -97,7 +101,7 @@ func TestBoard_Chaos(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 1))
 	t.Logf("%d actions posted at %.0f/s, %d claimant processes of %d identities, lease %v, seed %d", total, rate, procs, per, lease, seed)
-	deadline := time.Now().Add(3 * time.Minute)
+	deadline := time.Now().Add(testtime.Bound(3 * time.Minute))
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {

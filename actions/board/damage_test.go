@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 // fillBoard posts n actions with bodies long enough to spread them over
@@ -160,10 +161,10 @@ func TestBoard_DamagedFileRefusesWrites(t *testing.T) {
 	require.Eventually(t, func() bool {
 		_, err = other.Post(t.Context(), "user:alice", actions.Draft{Title: "after"})
 		return err != nil
-	}, 10*time.Second, 10*time.Millisecond)
+	}, testtime.Bound(10*time.Second), 10*time.Millisecond)
 	t.Logf("another Board refused its writes %v after the damage was found", time.Since(marked))
 	requireCorrupt(t, err, path, fmt.Sprintf("pid %d found it damaged", os.Getpid()))
-	require.Less(t, time.Since(marked), 5*time.Second)
+	require.Less(t, time.Since(marked), testtime.Bound(5*time.Second))
 	_, err = Open(path, nil)
 	requireCorrupt(t, err, path, "found it damaged")
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 // FuzzLockRecord reads arbitrary lock-file content as the record: it never
@@ -143,7 +144,7 @@ func FuzzOpen_DamagedFile(f *testing.F) {
 		}
 		var stage atomic.Value
 		stage.Store("open")
-		watchdog := time.AfterFunc(10*time.Second, func() {
+		watchdog := time.AfterFunc(testtime.Bound(10*time.Second), func() {
 			buf := make([]byte, 1<<20)
 			n := runtime.Stack(buf, true)
 			panic(fmt.Sprintf("stuck in %v on at=%d len=%d cut=%d\n%s", stage.Load(), at, len(patch), cut, buf[:n]))

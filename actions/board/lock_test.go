@@ -14,12 +14,13 @@ import (
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/boardtest"
 	"github.com/tractat-us/bee/actions/internal/wakeup"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 // stopped waits until process pid is stopped.
 func stopped(t *testing.T, pid int) {
 	t.Helper()
-	require.Eventually(t, func() bool { return procStopped(pid) }, 10*time.Second, 5*time.Millisecond, "pid %d never stopped", pid)
+	require.Eventually(t, func() bool { return procStopped(pid) }, testtime.Bound(10*time.Second), 5*time.Millisecond, "pid %d never stopped", pid)
 }
 
 // A process stopped (as by Ctrl-Z) while it holds the write lock: a post
@@ -59,8 +60,8 @@ func TestBoard_StoppedLockHolder(t *testing.T) {
 	require.NoError(t, b.Close())
 	closed := time.Since(start)
 	t.Logf("close took %v", closed)
-	require.Less(t, posted, busy+2*time.Second, "post returns within the busy timeout")
-	require.Less(t, closed, time.Second, "close does not wait for the stopped holder")
+	require.Less(t, posted, testtime.Bound(busy+2*time.Second), "post returns within the busy timeout")
+	require.Less(t, closed, testtime.Bound(time.Second), "close does not wait for the stopped holder")
 
 	// A Board that waited while the holder was stopped, and is still open,
 	// takes its turn once the holder continues.
@@ -106,7 +107,7 @@ func TestBoard_GaveUpCallsShareOneQueuedRequest(t *testing.T) {
 
 	release()
 	// Nobody waits when the kernel grants it, so it goes straight back.
-	require.Eventually(t, func() bool { return wakeup.Closed(first.done) }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return wakeup.Closed(first.done) }, testtime.Bound(10*time.Second), time.Millisecond)
 	post(t, other, "user:alice", "", "other")
 	post(t, b, "user:alice", "", "after")
 	b.lock.mu.Lock()
@@ -134,10 +135,10 @@ func TestBoard_CloseWhileQueued(t *testing.T) {
 	require.NotNil(t, q)
 	start := time.Now()
 	require.NoError(t, b.Close())
-	require.Less(t, time.Since(start), time.Second)
+	require.Less(t, time.Since(start), testtime.Bound(time.Second))
 
 	release()
-	require.Eventually(t, func() bool { return wakeup.Closed(q.done) }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return wakeup.Closed(q.done) }, testtime.Bound(10*time.Second), time.Millisecond)
 	post(t, holder, "user:alice", "", "not wedged")
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/tractat-us/bee/actions/boardtest"
 	"github.com/tractat-us/bee/actions/internal/engine"
 	"github.com/tractat-us/bee/actions/internal/wakeup"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 // A change that concerns one agent wakes, in another Board, only the
@@ -53,14 +54,16 @@ func TestBoard_WakeForAgentAcrossBoards(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "board.db")
 	hook, sleeping := sleepSignal()
 	bystander := make(chan struct{}, 16) // one per sleep of the bystander
-	waiter := openTest(t, path, &Options{SafetyPoll: 10 * time.Second, beforeSleep: hook})
-	other := openTest(t, path, &Options{SafetyPoll: 10 * time.Second, beforeSleep: func() { bystander <- struct{}{} }})
+	// The timeline is stretched as a whole: the bound < the wait < the poll.
+	poll := testtime.Bound(10 * time.Second)
+	waiter := openTest(t, path, &Options{SafetyPoll: poll, beforeSleep: hook})
+	other := openTest(t, path, &Options{SafetyPoll: poll, beforeSleep: func() { bystander <- struct{}{} }})
 	poster := openTest(t, path, nil)
 	who, idle := mint(t, "w"), mint(t, "idle")
 
 	idleDone := make(chan error, 1)
 	go func() {
-		_, err := other.Next(t.Context(), idle, "", 20*time.Second)
+		_, err := other.Next(t.Context(), idle, "", testtime.Bound(20*time.Second))
 		idleDone <- err
 	}()
 	<-bystander
@@ -68,7 +71,7 @@ func TestBoard_WakeForAgentAcrossBoards(t *testing.T) {
 	for _, to := range []string{"w", string(who)} {
 		ch := make(chan actions.Page, 1)
 		go func() {
-			p, err := waiter.Next(t.Context(), who, "", 8*time.Second)
+			p, err := waiter.Next(t.Context(), who, "", testtime.Bound(8*time.Second))
 			if err != nil {
 				t.Error(err)
 			}
@@ -80,7 +83,7 @@ func TestBoard_WakeForAgentAcrossBoards(t *testing.T) {
 		p := <-ch
 		require.Len(t, p.Records, 1, to)
 		require.Equal(t, a.ID, p.Records[0].ID)
-		require.Less(t, time.Since(start), 2*time.Second, "%s: woken by the notifier, not the 10 s safety poll", to)
+		require.Less(t, time.Since(start), testtime.Bound(2*time.Second), "%s: woken by the notifier, not the 10 s safety poll", to)
 	}
 	// An action for anyone wakes the bystander, which claims it. Had a post
 	// for w woken it, it would have looked, found nothing and slept again

@@ -14,6 +14,7 @@ import (
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/boardtest"
 	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 // joinLive mints an identity of agent name and joins it as this process.
@@ -73,7 +74,8 @@ func TestBoard_HolderGoneMarked(t *testing.T) {
 func TestBoard_AwaitWokenAcrossProcesses(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "board.db")
-	b := openTest(t, path, &Options{SafetyPoll: 30 * time.Second})
+	// The timeline is stretched as a whole: the bound < the wait < the poll.
+	b := openTest(t, path, &Options{SafetyPoll: testtime.Bound(30 * time.Second)})
 	poster := joinLive(t, b, "lead")
 	worker := boardtest.StartProc(t, "worker", path)
 	worker.Expect("ready ", 30*time.Second)
@@ -88,7 +90,7 @@ func TestBoard_AwaitWokenAcrossProcesses(t *testing.T) {
 	}
 	ch := make(chan result, 1)
 	go func() {
-		recs, err := b.Await(t.Context(), actions.Agent(poster), []string{other.ID, r.ID}, 20*time.Second)
+		recs, err := b.Await(t.Context(), actions.Agent(poster), []string{other.ID, r.ID}, testtime.Bound(20*time.Second))
 		ch <- result{recs, err}
 	}()
 	start := time.Now()
@@ -101,7 +103,7 @@ func TestBoard_AwaitWokenAcrossProcesses(t *testing.T) {
 	require.Equal(t, actions.Failed, res.recs[0].State)
 	require.Equal(t, "no such file", res.recs[0].Reason)
 	t.Logf("await returned %v after asking the other process to fail the action", took)
-	require.Less(t, took, 10*time.Second, "woken by the ended file, not the 30 s safety poll")
+	require.Less(t, took, testtime.Bound(10*time.Second), "woken by the ended file, not the 30 s safety poll")
 
 	n, ok, err := b.Notice(t.Context(), poster, []string{other.ID}, 50*time.Millisecond)
 	require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/boardtest"
 	"github.com/tractat-us/bee/actions/internal/position"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 // Several processes share one board file: every action posted is claimed
@@ -60,14 +61,14 @@ func TestBoard_ManyProcesses(t *testing.T) {
 	// Wait (on the board's own change feed) until every action is done.
 	cursor, err := b.Head(t.Context())
 	require.NoError(t, err)
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(testtime.Bound(60 * time.Second))
 	for {
 		var done int
 		require.NoError(t, b.db.QueryRow(`SELECT count(*) FROM actions WHERE state = 'done'`).Scan(&done))
 		if done == total {
 			break
 		}
-		require.True(t, time.Now().Before(deadline), "only %d of %d actions done after 60 s", done, total)
+		require.True(t, time.Now().Before(deadline), "only %d of %d actions done after %v", done, total, testtime.Bound(60*time.Second))
 		p, err := b.Changes(t.Context(), cursor, time.Second)
 		require.NoError(t, err)
 		cursor = p.Cursor
@@ -122,7 +123,9 @@ func TestBoard_ManyProcesses(t *testing.T) {
 // identity once its lease runs out.
 func TestBoard_KilledClaimantLosesClaimAfterLease(t *testing.T) {
 	t.Parallel()
-	const lease = 300 * time.Millisecond
+	// The lease is short, but the holder must renew it in time on a busy
+	// machine too: it and the bounds below are stretched alike.
+	lease := testtime.Bound(300 * time.Millisecond)
 	path := filepath.Join(t.TempDir(), "board.db")
 	b := openTest(t, path, &Options{Lease: lease})
 	a := post(t, b, "user:alice", "", "job")
@@ -148,13 +151,13 @@ func TestBoard_KilledClaimantLosesClaimAfterLease(t *testing.T) {
 	killed := time.Now()
 
 	heir := mint(t, "heir")
-	p, err := b.Next(t.Context(), heir, "", 10*time.Second)
+	p, err := b.Next(t.Context(), heir, "", testtime.Bound(10*time.Second))
 	require.NoError(t, err)
 	require.Len(t, p.Records, 1)
 	require.Equal(t, a.ID, p.Records[0].ID)
 	require.Equal(t, string(heir), p.Records[0].Holder)
 	t.Logf("claim offered again %v after SIGKILL (lease %v)", time.Since(killed), lease)
-	require.Less(t, time.Since(killed), 3*time.Second)
+	require.Less(t, time.Since(killed), testtime.Bound(3*time.Second))
 
 	ms, err = b.Members(t.Context())
 	require.NoError(t, err)
@@ -169,7 +172,8 @@ func TestBoard_WakeAcrossProcesses(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "board.db")
 	hook, sleeping := sleepSignal()
-	b := openTest(t, path, &Options{SafetyPoll: 10 * time.Second, beforeSleep: hook})
+	// The timeline is stretched as a whole: the bound < the wait < the poll.
+	b := openTest(t, path, &Options{SafetyPoll: testtime.Bound(10 * time.Second), beforeSleep: hook})
 	poster := boardtest.StartProc(t, "poster", path)
 	poster.Expect("ready", 30*time.Second)
 	who := mint(t, "w")
@@ -181,7 +185,7 @@ func TestBoard_WakeAcrossProcesses(t *testing.T) {
 		}
 		ch := make(chan result, 1)
 		go func() {
-			p, err := b.Next(t.Context(), who, "", 8*time.Second)
+			p, err := b.Next(t.Context(), who, "", testtime.Bound(8*time.Second))
 			ch <- result{p, err}
 		}()
 		<-sleeping
@@ -193,7 +197,7 @@ func TestBoard_WakeAcrossProcesses(t *testing.T) {
 		require.Len(t, r.p.Records, 1)
 		require.Equal(t, "wake me", r.p.Records[0].Title)
 		t.Logf("round %d: woken %v after asking the other process to post", i, took)
-		require.Less(t, took, 2*time.Second, "woken by the notifier, not the 10 s safety poll")
+		require.Less(t, took, testtime.Bound(2*time.Second), "woken by the notifier, not the 10 s safety poll")
 	}
 	poster.Finish(10 * time.Second)
 }

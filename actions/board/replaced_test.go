@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/tractat-us/bee/actions/boardtest"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 // A board file moved away, deleted or replaced while another process has
@@ -48,7 +49,7 @@ func TestBoard_FileMovedUnderAProcess(t *testing.T) {
 			line := follower.Expect("err ", 30*time.Second)
 			took := time.Since(moved)
 			t.Logf("the follower stopped %v after the %s: %s", took, how, line)
-			require.Less(t, took, 10*time.Second, "an idle Board notices through its file watch, not at its next look")
+			require.Less(t, took, testtime.Bound(10*time.Second), "an idle Board notices through its file watch, not at its next look")
 			require.Contains(t, line, "board "+path+" was ")
 			require.Contains(t, line, ErrReplaced.Error())
 			if how == "replaced" {
@@ -127,7 +128,7 @@ func TestBoard_FileMovedUnderAStoppedProcess(t *testing.T) {
 	require.Eventually(t, func() bool {
 		b, err = Open(path, &Options{BusyTimeout: 300 * time.Millisecond})
 		return err == nil
-	}, 30*time.Second, 10*time.Millisecond, "last error: %v", err)
+	}, testtime.Bound(30*time.Second), 10*time.Millisecond, "last error: %v", err)
 	t.Cleanup(func() { require.NoError(t, b.Close()) })
 	rec := post(t, b, "user:alice", "", "new")
 	require.Equal(t, "a-1", rec.ID)

@@ -17,6 +17,7 @@ import (
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/boardtest"
 	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 // More worker roles (see roles_test.go), for the hardening tests: a lock
@@ -93,8 +94,9 @@ func roleFollower(ctx context.Context, b *Board, out *boardtest.Out, _ <-chan st
 	out.Say("ready")
 	failures := 0
 	for failures < 2 {
-		// Long, so that only the file watch can end it early.
-		p, err := b.Next(ctx, who, "", 30*time.Second)
+		// Long, so that only the file watch can end it early (stretched
+		// as the test's bound is: this process has its factor).
+		p, err := b.Next(ctx, who, "", testtime.Bound(30*time.Second))
 		if ctx.Err() != nil {
 			return nil
 		}

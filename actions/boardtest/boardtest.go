@@ -26,6 +26,7 @@ import (
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 // Options are what a test asks of a board it opens; each zero value means
@@ -132,10 +133,10 @@ func post(t *testing.T, b actions.Board, from identity.ID, to, title string) act
 	return rec
 }
 
-// next claims with a short timeout and requires one record.
+// next claims with a short timeout (a bound) and requires one record.
 func next(t *testing.T, b actions.Board, who identity.ID) actions.Record {
 	t.Helper()
-	p, err := b.Next(t.Context(), who, "", 5*time.Second)
+	p, err := b.Next(t.Context(), who, "", testtime.Bound(5*time.Second))
 	require.NoError(t, err)
 	require.Len(t, p.Records, 1, "%s expected an action", who)
 	return p.Records[0]
@@ -441,7 +442,7 @@ func testNextTimesOut(t *testing.T, open Opener) {
 	require.NotNil(t, p.Records)
 	require.Empty(t, p.Records)
 	require.GreaterOrEqual(t, elapsed, 100*time.Millisecond)
-	require.Less(t, elapsed, 2*time.Second)
+	require.Less(t, elapsed, testtime.Bound(2*time.Second))
 
 	// The cursor is good for the next call, and for List.
 	post(t, b, "user:alice", "", "later")
@@ -512,7 +513,7 @@ func testNextCancelledWhileWaiting(t *testing.T, open Opener) {
 	select {
 	case err := <-errc:
 		require.ErrorIs(t, err, context.Canceled)
-	case <-time.After(5 * time.Second):
+	case <-time.After(testtime.Bound(5 * time.Second)):
 		t.Fatal("Next did not return after its context was cancelled")
 	}
 	// Nothing was claimed: a post now is there for someone else.
@@ -538,7 +539,7 @@ func testDepart(t *testing.T, open Opener) {
 	require.NoError(t, b.Depart(ctx, old))
 	took := time.Since(start)
 	t.Logf("Depart giving back 2 claims and re-addressing 2 actions took %v", took)
-	require.Less(t, took, 100*time.Millisecond, "the bridge has ~100 ms between SIGINT and SIGTERM")
+	require.Less(t, took, testtime.Bound(100*time.Millisecond), "the bridge has ~100 ms between SIGINT and SIGTERM")
 
 	for _, id := range []string{held1.ID, held2.ID} {
 		r, err := b.Get(ctx, id)
@@ -625,7 +626,7 @@ func testMembersDropsDeadProcesses(t *testing.T, open Opener) {
 	require.Eventually(t, func() bool {
 		ms, err := b.Members(t.Context())
 		return err == nil && len(ms) == 0
-	}, 5*time.Second, 20*time.Millisecond)
+	}, testtime.Bound(5*time.Second), 20*time.Millisecond)
 }
 
 // Renewals keep a claim for as long as its holder's Board is open, lease
@@ -720,7 +721,7 @@ func renewedAt(t *testing.T, b actions.Board, who identity.ID, end time.Time) {
 			}
 		}
 		return !last.Before(end)
-	}, 10*time.Second, time.Millisecond, "a renewal extends %s's lease to %v", who, end)
+	}, testtime.Bound(10*time.Second), time.Millisecond, "a renewal extends %s's lease to %v", who, end)
 	require.WithinDuration(t, end, last, 0, "renewed to a lease from the tick, not further")
 }
 
@@ -822,7 +823,8 @@ func testChangesPagesSplitOneChange(t *testing.T, open Opener) {
 }
 
 func testChangesSeeOtherBoardsClaims(t *testing.T, open Opener) {
-	watcher := open(t, "", Options{SafetyPoll: 10 * time.Second})
+	// The timeline is stretched as a whole: the bound < the wait < the poll.
+	watcher := open(t, "", Options{SafetyPoll: testtime.Bound(10 * time.Second)})
 	worker := open(t, watcher.Location(), Options{})
 	a := post(t, worker, "user:alice", "", "job")
 	head, err := watcher.Head(t.Context())
@@ -834,7 +836,7 @@ func testChangesSeeOtherBoardsClaims(t *testing.T, open Opener) {
 	require.Empty(t, p.Records)
 	got := make(chan actions.Page, 1)
 	go func() {
-		p, err := watcher.Changes(t.Context(), head, 8*time.Second)
+		p, err := watcher.Changes(t.Context(), head, testtime.Bound(8*time.Second))
 		if err == nil {
 			got <- p
 		}
@@ -846,13 +848,14 @@ func testChangesSeeOtherBoardsClaims(t *testing.T, open Opener) {
 	p = <-got
 	require.Len(t, p.Records, 1)
 	require.Equal(t, actions.Claimed, p.Records[0].State)
-	require.Less(t, time.Since(start), 5*time.Second, "woken by the board's notification, not the 10 s safety poll")
+	require.Less(t, time.Since(start), testtime.Bound(5*time.Second), "woken by the board's notification, not the 10 s safety poll")
 }
 
 // A post on one Board wakes a Next waiting on another Board of the same
 // storage long before the safety poll.
 func testWakeAcrossBoards(t *testing.T, open Opener) {
-	waiter := open(t, "", Options{SafetyPoll: 30 * time.Second})
+	// The timeline is stretched as a whole: the bound < the wait < the poll.
+	waiter := open(t, "", Options{SafetyPoll: testtime.Bound(30 * time.Second)})
 	poster := open(t, waiter.Location(), Options{})
 	who := Mint(t, "w")
 	for i := range 3 {
@@ -862,7 +865,7 @@ func testWakeAcrossBoards(t *testing.T, open Opener) {
 		}
 		ch := make(chan result, 1)
 		go func() {
-			p, err := waiter.Next(t.Context(), who, "", 20*time.Second)
+			p, err := waiter.Next(t.Context(), who, "", testtime.Bound(20*time.Second))
 			ch <- result{p, err}
 		}()
 		// Give the waiter a moment to be asleep; either way it must find
@@ -875,6 +878,6 @@ func testWakeAcrossBoards(t *testing.T, open Opener) {
 		require.Len(t, r.p.Records, 1)
 		require.Equal(t, a.ID, r.p.Records[0].ID)
 		t.Logf("round %d: woken %v after the post began", i, time.Since(start))
-		require.Less(t, time.Since(start), 5*time.Second, "woken by the notifier, not the 30 s safety poll")
+		require.Less(t, time.Since(start), testtime.Bound(5*time.Second), "woken by the notifier, not the 30 s safety poll")
 	}
 }

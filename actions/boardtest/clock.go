@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 // A ManualClock is an actions.Clock that moves only when a test advances
@@ -78,10 +79,10 @@ func (c *ManualClock) Pending() int {
 
 // BlockUntil waits until at least n timers are pending (the goroutines
 // the test drives have armed their next timer), failing the test after
-// 10 s.
+// 10 s (a bound, stretched by testtime.Factor).
 func (c *ManualClock) BlockUntil(tb testing.TB, n int) {
 	tb.Helper()
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(testtime.Bound(10 * time.Second))
 	for {
 		c.mu.Lock()
 		pending, changed := len(c.timers), c.changed
@@ -92,7 +93,7 @@ func (c *ManualClock) BlockUntil(tb testing.TB, n int) {
 		select {
 		case <-changed:
 		case <-deadline:
-			tb.Fatalf("%d timers pending after 10 s, want %d", pending, n)
+			tb.Fatalf("%d timers pending after %v, want %d", pending, testtime.Bound(10*time.Second), n)
 		}
 	}
 }

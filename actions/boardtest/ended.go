@@ -9,6 +9,7 @@ import (
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 // Outcomes, notices and re-addressing, moved here from actions/board.
@@ -214,7 +215,7 @@ func testNoticeClaimsForOneWaiter(t *testing.T, open Opener) {
 	defer cancel()
 	for _, who := range ids {
 		go func() {
-			n, ok, err := b.Notice(wctx, who, nil, 10*time.Second)
+			n, ok, err := b.Notice(wctx, who, nil, testtime.Bound(10*time.Second))
 			ch <- got{who, n, ok, err}
 		}()
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 // deadPID returns the pid of a process that has ended.
@@ -149,7 +150,8 @@ func testPostToIdentityNotLive(t *testing.T, open Opener) {
 }
 
 func testAwaitWakesOnEnd(t *testing.T, open Opener) {
-	b := open(t, "", Options{SafetyPoll: 30 * time.Second})
+	// The timeline is stretched as a whole: the bound < the wait < the poll.
+	b := open(t, "", Options{SafetyPoll: testtime.Bound(30 * time.Second)})
 	other := open(t, b.Location(), Options{})
 	ctx := t.Context()
 	poster := Mint(t, "lead")
@@ -164,7 +166,7 @@ func testAwaitWakesOnEnd(t *testing.T, open Opener) {
 	}
 	ch := make(chan result, 1)
 	go func() {
-		recs, err := b.Await(ctx, actions.Agent(poster), []string{a.ID, c.ID}, 20*time.Second)
+		recs, err := b.Await(ctx, actions.Agent(poster), []string{a.ID, c.ID}, testtime.Bound(20*time.Second))
 		ch <- result{recs, err}
 	}()
 	require.Equal(t, a.ID, next(t, other, w).ID)
@@ -176,7 +178,7 @@ func testAwaitWakesOnEnd(t *testing.T, open Opener) {
 	require.Len(t, r.recs, 1)
 	require.Equal(t, a.ID, r.recs[0].ID)
 	require.Equal(t, "the answer", r.recs[0].Result)
-	require.Less(t, time.Since(start), 5*time.Second, "woken by the end, not the safety poll")
+	require.Less(t, time.Since(start), testtime.Bound(5*time.Second), "woken by the end, not the safety poll")
 
 	// The poster has heard: no outcome notice for it.
 	_, ok, err := b.Notice(ctx, poster, []string{c.ID}, 50*time.Millisecond)
@@ -196,7 +198,7 @@ func testAwaitUnknownAndTimeout(t *testing.T, open Opener) {
 	require.NoError(t, err)
 	require.NotNil(t, recs)
 	require.Empty(t, recs)
-	require.Less(t, time.Since(start), 3*time.Second)
+	require.Less(t, time.Since(start), testtime.Bound(3*time.Second))
 }
 
 func testNoticeOutcomeThenWork(t *testing.T, open Opener) {
@@ -249,7 +251,9 @@ func testNoticeOutcomeThenWork(t *testing.T, open Opener) {
 	require.Equal(t, b2.ID, n.Record.ID)
 	require.Equal(t, actions.Failed, n.Record.State)
 
-	_, _, err = b.Notice(ctx, poster, nil, 50*time.Millisecond)
+	// The wait is a bound here: a call whose time runs out before its first
+	// look at the board (a busy machine) returns no notice and no error.
+	_, _, err = b.Notice(ctx, poster, nil, testtime.Bound(50*time.Millisecond))
 	require.ErrorIs(t, err, actions.ErrDeparted)
 }
 

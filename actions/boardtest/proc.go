@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 // A Proc is a role (see RunRole) running in a child process: the test
@@ -44,7 +46,9 @@ func (l *lockedBuffer) String() string {
 }
 
 // StartProc starts role in a child process on the board at location, with
-// env (NAME=value, such as EnvLease) added to its environment.
+// env (NAME=value, such as EnvLease) added to its environment, and the
+// test's time factor (testtime.Env), so that the child's waits keep step
+// with the test's bounds.
 func StartProc(tb testing.TB, role, location string, env ...string) *Proc {
 	tb.Helper()
 	return StartProcUnder(tb, nil, role, location, env...)
@@ -60,6 +64,7 @@ func StartProcUnder(tb testing.TB, wrap []string, role, location string, env ...
 	// Under -race a child would otherwise sleep 1 s at exit, waiting for
 	// other goroutines' race reports.
 	cmd.Env = append(cmd.Env, "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
+	cmd.Env = append(cmd.Env, testtime.Env())
 	cmd.Env = append(cmd.Env, env...)
 	p := &Proc{tb: tb, cmd: cmd, lines: make(chan string, 1<<16), read: make(chan struct{}), stderr: &lockedBuffer{}, exited: make(chan struct{})}
 	cmd.Stderr = p.stderr
@@ -102,9 +107,11 @@ func StartProcUnder(tb testing.TB, wrap []string, role, location string, env ...
 func (p *Proc) Pid() int { return p.cmd.Process.Pid }
 
 // Expect returns the next stdout line starting with prefix, skipping
-// others, and fails the test if none comes within timeout.
+// others, and fails the test if none comes within timeout (a bound,
+// stretched by testtime.Factor).
 func (p *Proc) Expect(prefix string, timeout time.Duration) string {
 	p.tb.Helper()
+	timeout = testtime.Bound(timeout)
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	for {
@@ -132,9 +139,11 @@ func (p *Proc) Send(line string) {
 }
 
 // Finish closes the child's stdin and waits for it to exit cleanly,
-// returning the stdout lines it had not been asked for.
+// returning the stdout lines it had not been asked for; timeout is
+// stretched as in Expect.
 func (p *Proc) Finish(timeout time.Duration) []string {
 	p.tb.Helper()
+	timeout = testtime.Bound(timeout)
 	_ = p.stdin.Close()
 	var rest []string
 	t := time.NewTimer(timeout)
@@ -157,9 +166,11 @@ func (p *Proc) Finish(timeout time.Duration) []string {
 }
 
 // FinishFailing closes the child's stdin and waits for it to exit with a
-// failure, returning its stderr's lines.
+// failure, returning its stderr's lines; timeout is stretched as in
+// Expect.
 func (p *Proc) FinishFailing(timeout time.Duration) []string {
 	p.tb.Helper()
+	timeout = testtime.Bound(timeout)
 	_ = p.stdin.Close()
 	select {
 	case <-p.exited:

@@ -10,6 +10,7 @@ import (
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/boardtest"
 	"github.com/tractat-us/bee/internal/pgtest"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 // writerAndListener opens two Boards on a new database and returns the
@@ -24,7 +25,7 @@ func writerAndListener(t *testing.T) (*Board, *listener) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		return l.up
-	}, 10*time.Second, 10*time.Millisecond, "the reader's listener connects")
+	}, testtime.Bound(10*time.Second), 10*time.Millisecond, "the reader's listener connects")
 	return writer, l
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/tractat-us/bee/actions/internal/position"
 	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/internal/pgtest"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 var mint = boardtest.Mint
@@ -69,7 +70,7 @@ func TestOpen_WrongPassword(t *testing.T) {
 		require.ErrorContains(t, err, "check the user and password")
 		require.NotContains(t, err.Error(), wrong)
 		require.NotContains(t, err.Error(), c.Password)
-		require.Less(t, time.Since(start), 10*time.Second)
+		require.Less(t, time.Since(start), testtime.Bound(10*time.Second))
 	}
 	b := openTest(t, c.URLFor(db, pgtest.PasswordRole, c.Password, ""), nil)
 	require.NotContains(t, b.Location(), c.Password)
@@ -95,7 +96,7 @@ func TestOpen_Unreachable(t *testing.T) {
 	require.ErrorIs(t, err, ErrUnreachable)
 	require.ErrorContains(t, err, "cannot reach the PostgreSQL server at "+addr)
 	require.NotContains(t, err.Error(), "s3cret-pw")
-	require.Less(t, time.Since(start), 5*time.Second)
+	require.Less(t, time.Since(start), testtime.Bound(5*time.Second))
 
 	// A listener that never answers: the connect timeout bounds the wait.
 	silent, err := net.Listen("tcp", "127.0.0.1:0")
@@ -127,7 +128,7 @@ func TestOpen_Unreachable(t *testing.T) {
 	require.ErrorIs(t, err, ErrUnreachable)
 	require.NotContains(t, err.Error(), "s3cret-pw")
 	t.Logf("a silent server reported after %v (connect timeout 1 s)", took)
-	require.Less(t, took, 5*time.Second)
+	require.Less(t, took, testtime.Bound(5*time.Second))
 }
 
 // A database migrated by a newer bee is refused with what to do; one with
@@ -190,7 +191,7 @@ func TestBoard_ConnectionDroppedMidClaim(t *testing.T) {
 	killed := make(chan uint32, 1)
 	b := openTest(t, url, &Options{inClaim: func(pid uint32) {
 		once.Do(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), testtime.Bound(10*time.Second))
 			defer cancel()
 			if err := c.Exec(ctx, "postgres", `SELECT pg_terminate_backend($1)`, pid); err != nil {
 				panic(err)
@@ -200,7 +201,7 @@ func TestBoard_ConnectionDroppedMidClaim(t *testing.T) {
 	}})
 	a := post(t, b, "job")
 	who := mint(t, "w")
-	p, err := b.Next(t.Context(), who, "", 10*time.Second)
+	p, err := b.Next(t.Context(), who, "", testtime.Bound(10*time.Second))
 	require.NoError(t, err)
 	t.Logf("claim's backend %d terminated mid-claim", <-killed)
 	require.Len(t, p.Records, 1)
@@ -264,7 +265,7 @@ func TestBoard_OtherMachinesJudgedByLease(t *testing.T) {
 		require.Eventually(t, func() bool {
 			i, h := leases()
 			return i.Equal(want) && h.Equal(want)
-		}, 10*time.Second, time.Millisecond, "both renewed to %v", want)
+		}, testtime.Bound(10*time.Second), time.Millisecond, "both renewed to %v", want)
 		nothingNow(t, here, mint(t, "thief"))
 	}
 	_, err := here.Post(t.Context(), "user:alice", actions.Draft{To: string(idle), Title: "for the idle one"})
@@ -309,6 +310,7 @@ func TestBoard_OtherMachinesJudgedByLease(t *testing.T) {
 // restart would lie an hour in the board's past and grant nothing.
 func TestBoard_RestartGivesALeaseOnTheBoardsClock(t *testing.T) {
 	t.Parallel()
+	pgtest.SkipShort(t)
 	c, err := pgtest.Start(nil)
 	if err != nil {
 		pgtest.Unavailable(t, err)
@@ -345,7 +347,7 @@ func TestBoard_RestartGivesALeaseOnTheBoardsClock(t *testing.T) {
 
 func nextOne(t *testing.T, b *Board, who identity.ID) actions.Record {
 	t.Helper()
-	p, err := b.Next(t.Context(), who, "", 5*time.Second)
+	p, err := b.Next(t.Context(), who, "", testtime.Bound(5*time.Second))
 	require.NoError(t, err)
 	require.Len(t, p.Records, 1)
 	return p.Records[0]
@@ -384,7 +386,7 @@ func TestBoard_ChangesWaitForOlderTransactions(t *testing.T) {
 
 	got := make(chan actions.Page, 1)
 	go func() {
-		p, err := b.Changes(t.Context(), head, 10*time.Second)
+		p, err := b.Changes(t.Context(), head, testtime.Bound(10*time.Second))
 		if err == nil {
 			got <- p
 		}
@@ -401,6 +403,7 @@ func TestBoard_ChangesWaitForOlderTransactions(t *testing.T) {
 // the restart without waiting for its safety poll.
 func TestBoard_ServerRestart(t *testing.T) {
 	t.Parallel()
+	pgtest.SkipShort(t)
 	c, err := pgtest.Start(nil)
 	if err != nil {
 		pgtest.Unavailable(t, err)
@@ -408,7 +411,8 @@ func TestBoard_ServerRestart(t *testing.T) {
 	defer c.Stop()
 	url := c.URL(c.NewDB(t))
 	sleeping := make(chan struct{}, 1)
-	b := openTest(t, url, &Options{SafetyPoll: 30 * time.Second, beforeSleep: func() {
+	// The timeline is stretched as a whole: the bound < the wait < the poll.
+	b := openTest(t, url, &Options{SafetyPoll: testtime.Bound(30 * time.Second), beforeSleep: func() {
 		select {
 		case sleeping <- struct{}{}:
 		default:
@@ -437,7 +441,7 @@ func TestBoard_ServerRestart(t *testing.T) {
 		var done int
 		err := b.pool.QueryRow(t.Context(), `SELECT count(*) FROM bee_actions WHERE state = 'done'`).Scan(&done)
 		return err == nil && done > 0
-	}, 30*time.Second, 5*time.Millisecond)
+	}, testtime.Bound(30*time.Second), 5*time.Millisecond)
 	start := time.Now()
 	require.NoError(t, c.Restart())
 	t.Logf("server restarted in %v", time.Since(start))
@@ -447,7 +451,7 @@ func TestBoard_ServerRestart(t *testing.T) {
 		var open int
 		err := b.pool.QueryRow(t.Context(), `SELECT count(*) FROM bee_actions WHERE state <> 'done' AND from_whom = 'user:tester'`).Scan(&open)
 		return err == nil && open == 0
-	}, 90*time.Second, 100*time.Millisecond, "every action done")
+	}, testtime.Bound(90*time.Second), 100*time.Millisecond, "every action done")
 
 	gotBy := map[string]string{}
 	for _, w := range workers {
@@ -477,7 +481,7 @@ func TestBoard_ServerRestart(t *testing.T) {
 	waiter := mint(t, "waiter")
 	ch := make(chan actions.Page, 1)
 	go func() {
-		p, err := b.Next(t.Context(), waiter, "", 20*time.Second)
+		p, err := b.Next(t.Context(), waiter, "", testtime.Bound(20*time.Second))
 		if err == nil {
 			ch <- p
 		}
@@ -485,7 +489,7 @@ func TestBoard_ServerRestart(t *testing.T) {
 	}()
 	select {
 	case <-sleeping: // the post must wake it: the safety poll is 30 s away
-	case <-time.After(10 * time.Second):
+	case <-time.After(testtime.Bound(10 * time.Second)):
 		t.Fatal("the waiter never went to sleep")
 	}
 	start = time.Now()
@@ -493,5 +497,5 @@ func TestBoard_ServerRestart(t *testing.T) {
 	p := <-ch
 	require.Len(t, p.Records, 1)
 	require.Equal(t, late.ID, p.Records[0].ID)
-	require.Less(t, time.Since(start), 10*time.Second, "woken by the re-made listener, not the 30 s safety poll")
+	require.Less(t, time.Since(start), testtime.Bound(10*time.Second), "woken by the re-made listener, not the 30 s safety poll")
 }

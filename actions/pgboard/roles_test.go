@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tractat-us/bee/actions/boardtest"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 // Worker roles: multi-process tests re-execute the test binary as one of
@@ -18,7 +19,7 @@ const envHost = "BEE_PGBOARD_TEST_HOST"
 // environment asks for; its safety poll is long, so that only NOTIFY wakes
 // it soon.
 func openRole(role, url string, out *boardtest.Out) (*Board, error) {
-	opts := &Options{Lease: boardtest.EnvMillis(boardtest.EnvLease), hostKey: os.Getenv(envHost), SafetyPoll: 30 * time.Second}
+	opts := &Options{Lease: boardtest.EnvMillis(boardtest.EnvLease), hostKey: os.Getenv(envHost), SafetyPoll: testtime.Bound(30 * time.Second)}
 	if role == "waiter" {
 		opts.beforeSleep = func() { out.Say("sleeping") }
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/tractat-us/bee/clearctl"
 	"github.com/tractat-us/bee/hooks"
 	"github.com/tractat-us/bee/internal/loopback/loopbacktest"
+	"github.com/tractat-us/bee/internal/testtime"
 	"github.com/tractat-us/bee/runfile"
 )
 
@@ -29,7 +30,7 @@ func TestBeeHook_UnderAttack(t *testing.T) {
 		Idle: 200,
 	}.Start()
 	defer func() { t.Logf("attack: %+v", attack.Stop()) }()
-	require.Eventually(t, func() bool { return attack.Connects() >= 216 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return attack.Connects() >= 216 }, testtime.Bound(10*time.Second), time.Millisecond)
 
 	start := time.Now()
 	stdout, stderr := clearThroughClaude(t, srv.Port(), token)

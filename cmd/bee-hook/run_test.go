@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/tractat-us/bee/clearctl"
 	"github.com/tractat-us/bee/hooks"
+	"github.com/tractat-us/bee/internal/testtime"
 	"github.com/tractat-us/bee/internal/version"
 	"github.com/tractat-us/bee/runfile"
 )
@@ -175,7 +176,7 @@ func TestRun_Timeout(t *testing.T) {
 	start := time.Now()
 	code := runWith(t.Context(), base, hooks.WaitConfig{}, f.args("--timeout", "50ms"), strings.NewReader(`{"source":"clear"}`), failWriter{t}, &stderr)
 	require.Equal(t, 0, code)
-	require.Less(t, time.Since(start), 2*time.Second)
+	require.Less(t, time.Since(start), testtime.Bound(2*time.Second))
 	require.Contains(t, stderr.String(), "50ms")
 }
 
@@ -287,7 +288,7 @@ func retiringBridge(t *testing.T, opts *clearctl.Options) (srv *clearctl.Server,
 		go func() { _ = srv.Close(); close(closed) }()
 		select {
 		case <-closed:
-		case <-time.After(5 * time.Second):
+		case <-time.After(testtime.Bound(5 * time.Second)):
 			t.Error("clearctl Server.Close did not return within 5s")
 		}
 	})
@@ -309,7 +310,7 @@ func clearThroughClaude(t *testing.T, port int, token string) (stdout, stderr st
 	require.NoError(t, os.Symlink(exe, claude))
 	runDir := filepath.Join(t.TempDir(), "run")
 
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), testtime.Bound(20*time.Second))
 	defer cancel()
 	cmd := exec.CommandContext(ctx, claude)
 	cmd.Env = append(os.Environ(), runAsEnv+"=claude", runfile.EnvDir+"="+runDir,

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tractat-us/bee/clearctl"
+	"github.com/tractat-us/bee/internal/testtime"
 	"github.com/tractat-us/bee/runfile"
 )
 
@@ -75,9 +76,11 @@ func startWaiter(t *testing.T, runDir, attended string, extra ...string) *waiter
 	return w
 }
 
-// exit waits for the waiter to end (within d) and returns its exit status.
+// exit waits for the waiter to end (within d, stretched by
+// testtime.Factor) and returns its exit status.
 func (w *waiterProc) exit(t *testing.T, d time.Duration) int {
 	t.Helper()
+	d = testtime.Bound(d)
 	select {
 	case <-w.done:
 	case <-time.After(d):
@@ -152,12 +155,12 @@ func TestBeeHook_WaiterEndsOnSIGTERM(t *testing.T) {
 	w := startWaiter(t, dir, "1")
 	select {
 	case <-arrived:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testtime.Bound(10 * time.Second)):
 		t.Fatalf("the waiter never registered; stderr: %s", w.stderr.String())
 	}
 	start := time.Now()
 	require.NoError(t, w.cmd.Process.Signal(syscall.SIGTERM))
 	require.Equal(t, 0, w.exit(t, 5*time.Second))
-	require.Less(t, time.Since(start), 2*time.Second, "at once")
+	require.Less(t, time.Since(start), testtime.Bound(2*time.Second), "at once")
 	require.True(t, strings.HasPrefix(w.stderr.String(), "bee-hook: waiter stopped"), w.stderr.String())
 }

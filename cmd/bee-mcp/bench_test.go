@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -13,6 +14,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tractat-us/bee/internal/testbin"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 // The benchmarks build bee-mcp and a bare go-sdk server (testdata/baresdk)
@@ -26,15 +30,15 @@ import (
 // one board, created before the clock starts, as on a machine where bee
 // has run before; each has a run directory of its own.
 
-func buildBench(b *testing.B, name, pkg string) string {
+// buildBench returns the binary of pkg built without the race detector,
+// once for every benchmark that runs it (testbin).
+func buildBench(b *testing.B, pkg string) string {
 	b.Helper()
-	out := filepath.Join(b.TempDir(), name)
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Run(); err != nil {
-		b.Fatalf("build %s: %v", pkg, err)
+	built, err := testbin.Make(testbin.Options{Packages: []string{pkg}})
+	if err != nil {
+		b.Fatal(err)
 	}
-	return out
+	return filepath.Join(built.Dir, path.Base(pkg))
 }
 
 type benchTarget struct {
@@ -46,9 +50,9 @@ type benchTarget struct {
 }
 
 var benchTargets = []benchTarget{
-	{"bee-mcp", ".", []string{"--source", "none", "--agent", "bench"}, `{"name":"bee_whoami"}`},
-	{"bee-mcp-board", ".", []string{"--agent", "bench"}, `{"name":"bee_whoami"}`},
-	{"bare-sdk", "./testdata/baresdk", nil, `{"name":"one","arguments":{"n":1}}`},
+	{"bee-mcp", "github.com/tractat-us/bee/cmd/bee-mcp", []string{"--source", "none", "--agent", "bench"}, `{"name":"bee_whoami"}`},
+	{"bee-mcp-board", "github.com/tractat-us/bee/cmd/bee-mcp", []string{"--agent", "bench"}, `{"name":"bee_whoami"}`},
+	{"bare-sdk", "github.com/tractat-us/bee/cmd/bee-mcp/testdata/baresdk", nil, `{"name":"one","arguments":{"n":1}}`},
 }
 
 const pipelinedHandshake = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"0"}}}
@@ -126,7 +130,7 @@ func (p *benchProc) stop() {
 	go func() { p.cmd.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(2 * time.Second):
+	case <-time.After(testtime.Bound(2 * time.Second)):
 		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 		<-done
 	}
@@ -144,7 +148,7 @@ func benchBoard(b *testing.B, claude, bin string, args []string) string {
 
 func BenchmarkStartup(b *testing.B) {
 	for _, tgt := range benchTargets {
-		bin := buildBench(b, tgt.name, tgt.pkg)
+		bin := buildBench(b, tgt.pkg)
 		b.Run(tgt.name, func(b *testing.B) {
 			claude := standInClaude(b)
 			board := benchBoard(b, claude, bin, tgt.args)
@@ -194,7 +198,7 @@ const idleSiblings = 8
 //     one more bridge costs the machine.
 func BenchmarkIdleRSS(b *testing.B) {
 	for _, tgt := range benchTargets {
-		bin := buildBench(b, tgt.name, tgt.pkg)
+		bin := buildBench(b, tgt.pkg)
 		b.Run(tgt.name, func(b *testing.B) {
 			claude := standInClaude(b)
 			board := benchBoard(b, claude, bin, tgt.args)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/internal/bridgetest"
+	"github.com/tractat-us/bee/internal/testtime"
 	"github.com/tractat-us/bee/internal/version"
 )
 
@@ -148,7 +149,7 @@ func TestBridge_WaitTimesOutInBound(t *testing.T) {
 	took := time.Since(start)
 	require.False(t, r.IsError, r.Text())
 	require.GreaterOrEqual(t, took, time.Second)
-	require.Less(t, took, 2*time.Second)
+	require.Less(t, took, testtime.Bound(2*time.Second))
 	var page struct {
 		actions.Page
 		Next string
@@ -214,7 +215,7 @@ func TestBridge_MalformedLinesWhileWaiting(t *testing.T) {
 	require.Contains(t, codes, -32600, "invalid request answered")
 	r := p.DecodeResult(p.Await(9, 5*time.Second))
 	require.False(t, r.IsError, r.Text())
-	require.Less(t, time.Since(start), 3*time.Second)
+	require.Less(t, time.Since(start), testtime.Bound(3*time.Second))
 }
 
 func TestBridge_CleanEnds(t *testing.T) {
@@ -243,7 +244,7 @@ func TestBridge_CleanEnds(t *testing.T) {
 			start := time.Now()
 			tc.end(p)
 			require.Equal(t, 0, p.WaitExit(5*time.Second))
-			require.Less(t, time.Since(start), 2*time.Second)
+			require.Less(t, time.Since(start), testtime.Bound(2*time.Second))
 		})
 	}
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/board"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 // posterRole is the test binary run as a writer on the board
@@ -104,7 +105,7 @@ func TestMain_BackupWhileWritersRun(t *testing.T) {
 	t.Cleanup(stopWriters)
 
 	// Wait until the writers are writing.
-	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return committed > 20 }, 30*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return committed > 20 }, testtime.Bound(30*time.Second), 10*time.Millisecond)
 
 	var last int
 	for i := range 5 {

@@ -20,6 +20,7 @@ import (
 	"github.com/tractat-us/bee/actions/board"
 	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/internal/boardpage"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 // FuzzPostAndShow posts a title and a body as a person would and shows
@@ -128,7 +129,7 @@ func fuzzBee(t *testing.T, path, stdin string, args ...string) (string, string, 
 // lines, and returns them.
 func fuzzWatch(t *testing.T, args []string, lines int) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), testtime.Bound(10*time.Second))
 	defer cancel()
 	w := &countingWriter{lines: lines, done: cancel}
 	m := &Main{Stdin: strings.NewReader(""), Stdout: w, Stderr: io.Discard, Getenv: testEnv(nil)}
@@ -174,7 +175,7 @@ func fuzzPage(t *testing.T, b *board.Board) string {
 	defer func() { require.NoError(t, srv.Close()) }()
 	jar, err := cookiejar.New(nil)
 	require.NoError(t, err)
-	client := &http.Client{Jar: jar, Timeout: 10 * time.Second}
+	client := &http.Client{Jar: jar, Timeout: testtime.Bound(10 * time.Second)}
 	defer client.CloseIdleConnections()
 	get := func(u string) string {
 		req, err := http.NewRequestWithContext(t.Context(), "GET", u, nil)

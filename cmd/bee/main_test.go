@@ -21,6 +21,7 @@ import (
 	"github.com/tractat-us/bee/actions/board"
 	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/internal/pgtest"
+	"github.com/tractat-us/bee/internal/testtime"
 	"github.com/tractat-us/bee/internal/version"
 )
 
@@ -376,9 +377,11 @@ func newLineReader() *lineReader {
 
 func (l *lineReader) Write(p []byte) (int, error) { return l.w.Write(p) }
 
-// next returns the next line, failing the test after timeout.
+// next returns the next line, failing the test after timeout (a bound,
+// stretched by testtime.Factor).
 func (l *lineReader) next(t *testing.T, timeout time.Duration) string {
 	t.Helper()
+	timeout = testtime.Bound(timeout)
 	select {
 	case line := <-l.lines:
 		return line

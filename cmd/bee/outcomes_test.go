@@ -13,6 +13,7 @@ import (
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/board"
 	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 // exitOf is the exit status bee would end with for err.
@@ -80,7 +81,7 @@ func TestMain_WaitExitCodes(t *testing.T) {
 	_, _, err = run(t, path, "", "wait", "a-3", "--timeout", "200ms")
 	require.Equal(t, exitTimeout, exitOf(err), "timeout: exit 124 (%v)", err)
 	require.ErrorContains(t, err, "a-3")
-	require.Less(t, time.Since(start), 5*time.Second)
+	require.Less(t, time.Since(start), testtime.Bound(5*time.Second))
 
 	_, _, err = run(t, path, "", "wait")
 	require.Equal(t, 2, exitOf(err))

@@ -21,6 +21,7 @@ import (
 // bee works the same against a board on PostgreSQL, named by a URL, and
 // never shows the URL's password.
 func TestMain_OnPostgres(t *testing.T) {
+	t.Parallel()
 	c := pgtest.Shared(t)
 	if !c.Owned() {
 		t.Skip("needs the password role of a cluster started by the test") // the external server's roles are unknown
@@ -91,6 +92,7 @@ func TestMain_OnPostgres(t *testing.T) {
 // backup refuses it and names pg_dump; pg_dump --table='bee_*' of the
 // board, restored with psql into an empty database, is the same board.
 func TestMain_PostgresBackupWithPgDump(t *testing.T) {
+	t.Parallel()
 	c := pgtest.Shared(t)
 	binDir, err := pgtest.FindBin()
 	if err != nil {

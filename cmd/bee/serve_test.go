@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 func TestServe_Usage(t *testing.T) {
@@ -83,7 +85,7 @@ func TestServe_RunsUntilInterrupted(t *testing.T) {
 	select {
 	case err := <-done:
 		require.Equal(t, exitInterrupted, exitOf(err), "bee serve ends as interrupted: %v", err)
-	case <-time.After(10 * time.Second):
+	case <-time.After(testtime.Bound(10 * time.Second)):
 		t.Fatal("bee serve did not end within 10 s of the interrupt")
 	}
 	require.Contains(t, stderr.String(), "Open this link once to sign in")

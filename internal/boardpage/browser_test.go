@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 // These tests run the real bee (post, list, serve) against a board file
@@ -59,11 +60,11 @@ func waitFlash(t *testing.T, tab context.Context, text string) {
 	t.Helper()
 	expr := `(document.querySelector('p.flash') || {textContent: ''}).textContent.includes(` + strconv.Quote(text) + `)`
 	require.Eventually(t, func() bool {
-		ctx, cancel := context.WithTimeout(tab, 2*time.Second)
+		ctx, cancel := context.WithTimeout(tab, testtime.Bound(2*time.Second))
 		defer cancel()
 		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
 		return err == nil && ok
-	}, 10*time.Second, 20*time.Millisecond, "the page never said %q", text)
+	}, testtime.Bound(10*time.Second), 20*time.Millisecond, "the page never said %q", text)
 }
 
 // rows returns "id state title" for each action the page shows.
@@ -132,7 +133,7 @@ func TestBrowser_LivePost(t *testing.T) {
 		// before it exits, and the page may show it before the exit.
 		latency := time.Duration(seen-start.UnixMilli()) * time.Millisecond
 		t.Logf("post %d: on the page %v after bee post started (bee post itself took %v)", i, latency, took)
-		require.Less(t, latency, 5*time.Second, "the post showed, but late")
+		require.Less(t, latency, testtime.Bound(5*time.Second), "the post showed, but late")
 	}
 	require.True(t, eval[bool](t, tab, `window.__sameLoad === true`), "the page was reloaded")
 	require.Equal(t, "live", eval[string](t, tab, `document.getElementById('status').textContent`))

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 // openStream opens an event stream on a connection of its own and returns
@@ -53,7 +55,7 @@ func TestServer_CapsEventStreams(t *testing.T) {
 	require.NoError(t, streams[0].Body.Close())
 	require.Eventually(t, func() bool {
 		return p.openStream(cookie).StatusCode == http.StatusOK
-	}, 10*time.Second, 20*time.Millisecond, "a stream opens once another has ended")
+	}, testtime.Bound(10*time.Second), 20*time.Millisecond, "a stream opens once another has ended")
 }
 
 // At most MaxSignedInConns connections that carried a signed-in request
@@ -82,7 +84,7 @@ func TestServer_CapsSignedInConnections(t *testing.T) {
 	// The test's own client holds signed-in connections too (login, csrf):
 	// drop them so the count is the test's.
 	p.client.Transport.(*http.Transport).CloseIdleConnections()
-	require.Eventually(t, func() bool { return p.srv.http.Conns().Admitted == 0 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return p.srv.http.Conns().Admitted == 0 }, testtime.Bound(10*time.Second), 5*time.Millisecond)
 
 	for i := range MaxSignedInConns {
 		resp := get(dial())

@@ -18,19 +18,20 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/internal/testbin"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
-// TestMain closes the shared browser and removes the built bee before it
-// looks for leaked goroutines, so that the leak check sees only what the
+// TestMain closes the shared browser before it looks for leaked
+// goroutines, so that the leak check sees only what the
 // tests left behind.
 func TestMain(m *testing.M) {
 	code := m.Run()
 	shared.close()
 	if code == 0 {
-		if err := goleak.Find(); err != nil {
+		if err := testtime.FindLeaks(); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak: goroutines left behind:", err)
 			code = 1
 		}
@@ -46,8 +47,8 @@ const chromiumEnv = "BEE_CHROMIUM"
 const installHint = "the board page's tests drive a real headless Chromium: install it with " +
 	"`apt-get update && apt-get install -y chromium` (as .ci/run does), or point $" + chromiumEnv + " at a Chromium or Chrome binary"
 
-// shared is what the tests of one run share: one browser and one build of
-// bee, each made on first use.
+// shared is what the tests of one run share: one browser, started on
+// first use.
 var shared testShared
 
 type testShared struct {
@@ -58,10 +59,6 @@ type testShared struct {
 	browserErr  error
 	profile     string // the browser's fresh --user-data-dir
 
-	beeOnce sync.Once
-	bee     string // the built bee binary
-	beeDir  string
-	beeErr  error
 }
 
 // close ends the browser and removes the run's files.
@@ -75,9 +72,6 @@ func (sh *testShared) close() {
 	}
 	if sh.profile != "" {
 		_ = os.RemoveAll(sh.profile)
-	}
-	if sh.beeDir != "" {
-		_ = os.RemoveAll(sh.beeDir)
 	}
 }
 
@@ -156,9 +150,13 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 
 // newTab returns a chromedp context for a fresh tab in a browser context
 // of its own (its own cookies), closed when the test ends. A missing
-// Chromium fails the test, saying how to install it.
+// Chromium fails the test, saying how to install it. Under -short it
+// skips the test: the browser tests are not the inner loop.
 func newTab(t *testing.T) context.Context {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("drives a headless Chromium: skipped under -short")
+	}
 	shared.browserOnce.Do(func() { shared.browserErr = startBrowser() })
 	require.NoError(t, shared.browserErr)
 	ctx, cancel := chromedp.NewContext(shared.browser, chromedp.WithNewBrowserContext())
@@ -167,10 +165,11 @@ func newTab(t *testing.T) context.Context {
 	return ctx
 }
 
-// within runs steps in the tab, bounded by d.
+// within runs steps in the tab, bounded by d (stretched by
+// testtime.Factor).
 func within(t *testing.T, tab context.Context, d time.Duration, steps ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(tab, d)
+	ctx, cancel := context.WithTimeout(tab, testtime.Bound(d))
 	defer cancel()
 	require.NoError(t, chromedp.Do(ctx, steps...))
 }
@@ -178,34 +177,19 @@ func within(t *testing.T, tab context.Context, d time.Duration, steps ...chromed
 // eval evaluates a JavaScript expression in the tab.
 func eval[T any](t *testing.T, tab context.Context, expr string) T {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(tab, 10*time.Second)
+	ctx, cancel := context.WithTimeout(tab, testtime.Bound(10*time.Second))
 	defer cancel()
 	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
 	require.NoError(t, err, "evaluate %s", expr)
 	return v
 }
 
-// beeBinary builds bee once for the run: the browser tests run the real
-// command, as a person would.
+// beeBinary returns bee, built once for every test that runs it
+// (testbin): the browser tests run the real command, as a person would.
+// It skips t under -short.
 func beeBinary(t *testing.T) string {
 	t.Helper()
-	shared.beeOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "bee-page-bin-")
-		if err != nil {
-			shared.beeErr = err
-			return
-		}
-		shared.beeDir = dir
-		out := filepath.Join(dir, "bee")
-		cmd := exec.Command("go", "build", "-o", out, "github.com/tractat-us/bee/cmd/bee")
-		if msg, err := cmd.CombinedOutput(); err != nil {
-			shared.beeErr = fmt.Errorf("go build bee: %w\n%s", err, msg)
-			return
-		}
-		shared.bee = out
-	})
-	require.NoError(t, shared.beeErr)
-	return shared.bee
+	return filepath.Join(testbin.Dir(t), "bee")
 }
 
 // beeCmd returns bee with args, on the board at path, as user:tester.
@@ -267,7 +251,7 @@ func serve(t *testing.T, path string) string {
 			var ee *exec.ExitError
 			require.ErrorAs(t, err, &ee, "bee serve's exit; stderr: %s", stderr.String())
 			require.Equal(t, 130, ee.ExitCode(), "bee serve's exit; stderr: %s", stderr.String())
-		case <-time.After(15 * time.Second):
+		case <-time.After(testtime.Bound(15 * time.Second)):
 			_ = cmd.Process.Kill()
 			<-exited
 			t.Errorf("bee serve did not end within 15 s of SIGINT; stderr: %s", stderr.String())
@@ -278,7 +262,7 @@ func serve(t *testing.T, path string) string {
 		require.True(t, ok, "bee serve printed no link; stderr: %s", stderr.String())
 		require.Contains(t, line, "/login?token=")
 		return line
-	case <-time.After(30 * time.Second):
+	case <-time.After(testtime.Bound(30 * time.Second)):
 		t.Fatalf("bee serve printed no link within 30 s; stderr: %s", stderr.String())
 	}
 	return ""
@@ -301,7 +285,8 @@ func waitLive(t *testing.T, tab context.Context) {
 		chromedp.WithPollingInterval(20*time.Millisecond)))
 }
 
-// testContext bounds one chromedp call on tab.
+// testContext bounds one chromedp call on tab by d (stretched by
+// testtime.Factor).
 func testContext(tab context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(tab, d)
+	return context.WithTimeout(tab, testtime.Bound(d))
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/board"
 	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 const tester = actions.Poster("user:tester")
@@ -486,14 +487,14 @@ func TestServer_EventsEndOnHangUp(t *testing.T) {
 	select {
 	case v := <-got:
 		require.NotEqual(t, first, v)
-	case <-time.After(10 * time.Second):
+	case <-time.After(testtime.Bound(10 * time.Second)):
 		t.Fatal("no change event within 10 s of a post")
 	}
 	hangUp()
 	p.client.Transport.(*http.Transport).CloseIdleConnections()
-	require.Eventually(t, func() bool { return !p.srv.hub.watched() }, 10*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return !p.srv.hub.watched() }, testtime.Bound(10*time.Second), 10*time.Millisecond,
 		"the server saw the stream end")
-	goleak.VerifyNone(t, before)
+	testtime.VerifyNoLeaks(t, before)
 }
 
 // Close ends open event streams at once and leaves nothing running.
@@ -510,10 +511,10 @@ func TestServer_CloseEndsEvents(t *testing.T) {
 	select {
 	case v := <-ended:
 		require.Empty(t, v, "the stream ended without another event")
-	case <-time.After(10 * time.Second):
+	case <-time.After(testtime.Bound(10 * time.Second)):
 		t.Fatal("the stream did not end within 10 s of Close")
 	}
-	require.Less(t, time.Since(start), shutdownTimeout+5*time.Second, "Close did not wait out the stream")
+	require.Less(t, time.Since(start), testtime.Bound(shutdownTimeout+5*time.Second), "Close did not wait out the stream")
 }
 
 // The live agents are compared while a page is open: a join reaches the
@@ -534,7 +535,7 @@ func TestServer_EventsOnAgentChange(t *testing.T) {
 	select {
 	case v := <-got:
 		require.NotEqual(t, first, v)
-	case <-time.After(10 * time.Second):
+	case <-time.After(testtime.Bound(10 * time.Second)):
 		t.Fatal("no change event within 10 s of a join")
 	}
 	_, body := p.do("GET", "/fragment", cookie, nil, nil)

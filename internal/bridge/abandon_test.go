@@ -22,6 +22,7 @@ import (
 	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/internal/stdio"
 	"github.com/tractat-us/bee/internal/testio"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 func openBoard(t *testing.T) *board.Board {
@@ -63,7 +64,7 @@ func TestWait_ParallelWaitsEachGetTheirOwn(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(progressed) == n
-	}, 10*time.Second, 5*time.Millisecond, "every wait reports progress")
+	}, testtime.Bound(10*time.Second), 5*time.Millisecond, "every wait reports progress")
 
 	posted := map[string]bool{}
 	for i := range n {
@@ -83,7 +84,7 @@ func TestWait_ParallelWaitsEachGetTheirOwn(t *testing.T) {
 			require.False(t, taken[id], "%s handed out twice", id)
 			taken[id] = true
 			require.Equal(t, string(s.Identity()), page.Records[0].Holder)
-		case <-time.After(10 * time.Second):
+		case <-time.After(testtime.Bound(10 * time.Second)):
 			t.Fatalf("only %d of %d waits got an action", len(taken), n)
 		}
 	}
@@ -136,7 +137,7 @@ func TestWait_ClaimGoesBackWhenTheAnswerCannotBeWritten(t *testing.T) {
 	select {
 	case id := <-released:
 		require.Equal(t, rec.ID, id)
-	case <-time.After(10 * time.Second):
+	case <-time.After(testtime.Bound(10 * time.Second)):
 		t.Fatalf("the claim made for the gone client was not given back; log:\n%s", logs.String())
 	}
 	r, err := b.Get(t.Context(), rec.ID)

@@ -14,14 +14,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/actionstest"
 	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testtime.VerifyTestMain(m) }
 
 // connect serves a session over in-memory transports and returns a client
 // session connected to it.
@@ -470,7 +470,7 @@ func TestWait_RetireEndsWaitUnderOldIdentity(t *testing.T) {
 		require.NotNil(t, res)
 		require.Contains(t, said(t, res), string(old))
 		require.Contains(t, said(t, res), "call bee_wait_action again")
-	case <-time.After(10 * time.Second):
+	case <-time.After(testtime.Bound(10 * time.Second)):
 		t.Fatal("wait under the retired identity did not end")
 	}
 }
@@ -492,7 +492,7 @@ func TestWait_CancelAfterClaimGivesItBack(t *testing.T) {
 	go func() { <-claimed; cancel() }()
 	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: ToolWait, Arguments: map[string]any{"timeoutSeconds": 5}})
 	require.ErrorIs(t, err, context.Canceled)
-	require.Eventually(t, func() bool { return len(src.Released()) == 1 }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return len(src.Released()) == 1 }, testtime.Bound(5*time.Second), 10*time.Millisecond)
 	require.Equal(t, []string{"a-1"}, src.Released())
 }
 
@@ -525,7 +525,7 @@ func TestWait_MarksTheClaimsItHandsOver(t *testing.T) {
 	raw, err := json.Marshal(res)
 	require.NoError(t, err)
 	s.GiveBackUndelivered(raw)
-	require.Eventually(t, func() bool { return len(src.Released()) == 1 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return len(src.Released()) == 1 }, testtime.Bound(5*time.Second), 5*time.Millisecond)
 	require.Equal(t, []string{"a-5"}, src.Released())
 	list := call(t, cs, ToolList, nil)
 	raw, err = json.Marshal(list)

@@ -17,6 +17,7 @@ import (
 	"github.com/tractat-us/bee/actions/actionstest"
 	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/internal/stdio"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 // A give-back is a board write that can wait on another process's lock.
@@ -74,7 +75,7 @@ func TestGiveBack_SlowReleaseDoesNotDelayTheNextLine(t *testing.T) {
 				if strings.Contains(line, `"id":`+id+`,`) || strings.Contains(line, `"id":`+id+`}`) {
 					return line
 				}
-			case <-time.After(10 * time.Second):
+			case <-time.After(testtime.Bound(10 * time.Second)):
 				t.Fatalf("no answer to id %s within 10 s", id)
 			}
 		}
@@ -89,7 +90,7 @@ func TestGiveBack_SlowReleaseDoesNotDelayTheNextLine(t *testing.T) {
 	send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}`)
 	select {
 	case <-releasing:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testtime.Bound(10 * time.Second)):
 		t.Fatal("the dropped answer's claim was never given back")
 	}
 	// The release hangs; the next line is answered all the same.

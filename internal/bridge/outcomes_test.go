@@ -11,6 +11,7 @@ import (
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 // An agent posts for another, awaits, and hears the failure and its reason;
@@ -48,7 +49,7 @@ func TestTools_OutcomesThroughMCP(t *testing.T) {
 		require.Len(t, r.Records, 1)
 		require.Equal(t, actions.Failed, r.Records[0].State)
 		require.Equal(t, "the compiler is missing", r.Records[0].Reason)
-	case <-time.After(15 * time.Second):
+	case <-time.After(testtime.Bound(15 * time.Second)):
 		t.Fatal("await did not return after the fail")
 	}
 

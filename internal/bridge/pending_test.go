@@ -11,6 +11,7 @@ import (
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/actionstest"
 	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 // closeCounting is a fake source that counts its Closes.
@@ -61,7 +62,7 @@ func TestStart_AbandonedDuringJoin(t *testing.T) {
 	<-joining
 	cancel()
 	close(release)
-	wctx, wcancel := context.WithTimeout(t.Context(), 10*time.Second)
+	wctx, wcancel := context.WithTimeout(t.Context(), testtime.Bound(10*time.Second))
 	defer wcancel()
 	_, err := p.Wait(wctx)
 	require.ErrorIs(t, err, ErrSetupAbandoned)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/board"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 type temporaryErr struct{ error }
@@ -126,7 +127,7 @@ func TestPending_RetryAbandoned(t *testing.T) {
 		attempts.Add(1)
 		return nil, temporaryErr{errors.New("locked")}
 	})
-	require.Eventually(t, func() bool { return attempts.Load() >= 1 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return attempts.Load() >= 1 }, testtime.Bound(10*time.Second), time.Millisecond)
 	cancel()
 	_, err := p.Wait(t.Context())
 	require.ErrorIs(t, err, ErrSetupAbandoned)

@@ -12,6 +12,7 @@ import (
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/actionstest"
 	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 // A wait in flight when the bridge shuts down (a /mcp reconnect) is told
@@ -39,14 +40,14 @@ func TestWait_ShutdownSaysANewBridgeTakesOver(t *testing.T) {
 	}()
 	select {
 	case <-waiting:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testtime.Bound(10 * time.Second)):
 		t.Fatal("the wait never reached the source")
 	}
 	require.NoError(t, s.Depart(t.Context()))
 	var msg string
 	select {
 	case msg = <-got:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testtime.Bound(10 * time.Second)):
 		t.Fatal("the wait did not end when the bridge departed")
 	}
 	require.Contains(t, msg, "shutting down")

@@ -19,6 +19,7 @@ import (
 	"github.com/tractat-us/bee/actions/actionstest"
 	"github.com/tractat-us/bee/actions/board"
 	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 // newWakeSession starts a session of agent "tester" on src, with a short
@@ -59,7 +60,7 @@ func (a *armed) answer(t *testing.T) WakeAnswer {
 	case r := <-a.done:
 		a.done <- r // later calls (and the cleanup) see it too
 		return r
-	case <-time.After(10 * time.Second):
+	case <-time.After(testtime.Bound(10 * time.Second)):
 		t.Fatal("the waiter was not answered within 10 s")
 		return WakeAnswer{}
 	}
@@ -90,7 +91,7 @@ func (a *armed) quiet(t *testing.T) {
 // has registered and is looking.
 func armedOnBoard(t *testing.T, b *board.Board, who identity.ID) {
 	t.Helper()
-	require.Eventually(t, func() bool { return waiterSince(t, b, who) != nil }, 5*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return waiterSince(t, b, who) != nil }, testtime.Bound(5*time.Second), 5*time.Millisecond,
 		"bee agents shows the waiter armed")
 }
 
@@ -145,12 +146,12 @@ func TestWaitForWork_WakesAndHandsOver(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, actions.Claimed, got.State)
 	require.Equal(t, string(me), got.Holder, "claimed before the wake")
-	require.Eventually(t, func() bool { return waiterSince(t, b, me) == nil }, 5*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return waiterSince(t, b, me) == nil }, testtime.Bound(5*time.Second), 5*time.Millisecond,
 		"the waiter is gone once it woke the session")
 
 	start := time.Now()
 	page := structured[actions.Page](t, call(t, cs, ToolWait, map[string]any{"timeoutSeconds": 30}))
-	require.Less(t, time.Since(start), 5*time.Second, "the handed-over claim comes back at once")
+	require.Less(t, time.Since(start), testtime.Bound(5*time.Second), "the handed-over claim comes back at once")
 	require.Len(t, page.Records, 1)
 	require.Equal(t, rec.ID, page.Records[0].ID)
 	require.Equal(t, string(me), page.Records[0].Holder)
@@ -243,7 +244,7 @@ func TestWaitForWork_Supersede(t *testing.T) {
 func waiterSinceEventually(t *testing.T, b *board.Board, who identity.ID) *time.Time {
 	t.Helper()
 	var at *time.Time
-	require.Eventually(t, func() bool { at = waiterSince(t, b, who); return at == nil }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { at = waiterSince(t, b, who); return at == nil }, testtime.Bound(5*time.Second), 5*time.Millisecond)
 	return at
 }
 
@@ -267,12 +268,12 @@ func TestWaitForWork_SilentWhileAWaitRuns(t *testing.T) {
 		s.wk.mu.Lock()
 		defer s.wk.mu.Unlock()
 		return s.wk.current == 1
-	}, 5*time.Second, time.Millisecond)
+	}, testtime.Bound(5*time.Second), time.Millisecond)
 	rec := post(t, b, "user:alice", "", "for the wait")
 	var page actions.Page
 	select {
 	case page = <-waited:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testtime.Bound(10 * time.Second)):
 		t.Fatal("the wait did not return")
 	}
 	require.Len(t, page.Records, 1)
@@ -298,7 +299,7 @@ func TestWaitForWork_ClaimBeforeWake(t *testing.T) {
 	case r := <-a2.done:
 		a2.done <- r
 		woke, quiet = a2, a1
-	case <-time.After(10 * time.Second):
+	case <-time.After(testtime.Bound(10 * time.Second)):
 		t.Fatal("nobody woke")
 	}
 	require.True(t, woke.answer(t).Wake)

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 // A Message is one JSON-RPC line the bridge wrote.
@@ -219,9 +221,11 @@ func idKey(id any) string {
 	return string(b)
 }
 
-// Find returns the first message matching f, waiting up to d for it.
+// Find returns the first message matching f, waiting up to d for it. d
+// is a bound, stretched by testtime.Factor.
 func (p *Proc) Find(d time.Duration, what string, f func(Message) bool) Message {
 	p.t.Helper()
+	d = testtime.Bound(d)
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
 	for {
@@ -252,7 +256,7 @@ func (p *Proc) Find(d time.Duration, what string, f func(Message) bool) Message 
 	}
 }
 
-// Await waits up to d for the response to id.
+// Await waits up to d (stretched, as in Find) for the response to id.
 func (p *Proc) Await(id any, d time.Duration) Message {
 	p.t.Helper()
 	key := idKey(id)
@@ -285,10 +289,11 @@ func (p *Proc) dump() string {
 // Exited returns a channel closed when the process has exited.
 func (p *Proc) Exited() <-chan struct{} { return p.exited }
 
-// WaitExit waits up to d for the process to exit and returns its exit
-// code, or fails the test.
+// WaitExit waits up to d (a bound, stretched by testtime.Factor) for the
+// process to exit and returns its exit code, or fails the test.
 func (p *Proc) WaitExit(d time.Duration) int {
 	p.t.Helper()
+	d = testtime.Bound(d)
 	select {
 	case <-p.exited:
 	case <-time.After(d):

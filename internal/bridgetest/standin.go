@@ -2,15 +2,18 @@ package bridgetest
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/tractat-us/bee/internal/testbin"
 )
 
-// The stand-in claude trick: a test package builds the real bee-mcp and
-// bee-hook, copies its own test binary next to them as "claude", and starts
+// The stand-in claude trick: a test package takes the real bee-mcp and
+// bee-hook (built once for every test that runs them, by testbin), puts
+// them beside a copy of its own test binary named "claude", and starts
 // that copy with StandInEnv set; the copy's TestMain sees it and plays
 // Claude Code's part (the bridge's parent, the hooks' runner) instead of
 // running tests.
@@ -54,8 +57,8 @@ func StandInFromEnv() (StandIn, bool) {
 
 // Main is the TestMain of a package whose tests run a stand-in claude: in
 // a test binary started as one (StandInFromEnv) it plays claude's part
-// with play and exits with its code; otherwise it builds the binaries into
-// *bin (RunWithClaude), runs the tests and exits. It never returns.
+// with play and exits with its code; otherwise it sets *bin up
+// (RunWithClaude), runs the tests and exits. It never returns.
 func Main(m *testing.M, bin *string, play func(StandIn) int, aliases ...string) {
 	if si, ok := StandInFromEnv(); ok {
 		os.Exit(play(si))
@@ -63,19 +66,27 @@ func Main(m *testing.M, bin *string, play func(StandIn) int, aliases ...string) 
 	os.Exit(RunWithClaude(m, bin, aliases...))
 }
 
-// RunWithClaude builds bee-mcp and bee-hook into a temporary directory,
-// copies the test binary there as "claude" (and links each of aliases to
-// it, for a claude run under another command name), sets *bin to the
-// directory, runs the tests and removes the directory. It returns the exit
-// code for TestMain to pass to os.Exit.
+// RunWithClaude makes a temporary directory holding bee-mcp and bee-hook
+// (links to testbin's build) and a copy of the test binary as "claude"
+// (and a link to it under each of aliases, for a claude run under another
+// command name), sets *bin to it, runs the tests and removes the
+// directory. Under -short it builds nothing and leaves *bin empty: the
+// package's tests skip (testbin.SkipShort) before they use it. It returns
+// the exit code for TestMain to pass to os.Exit.
 func RunWithClaude(m *testing.M, bin *string, aliases ...string) int {
+	if !flag.Parsed() {
+		flag.Parse() // for testing.Short; m.Run parses no further
+	}
+	if testing.Short() {
+		return m.Run()
+	}
 	dir, err := os.MkdirTemp("", "bee-claude-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	if err := buildClaude(dir, aliases); err != nil {
+	if err := setUpClaude(dir, aliases); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -83,13 +94,15 @@ func RunWithClaude(m *testing.M, bin *string, aliases ...string) int {
 	return m.Run()
 }
 
-func buildClaude(dir string, aliases []string) error {
-	// One go build links both at once.
-	cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator),
-		"github.com/tractat-us/bee/cmd/bee-mcp", "github.com/tractat-us/bee/cmd/bee-hook")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("build bee-mcp and bee-hook: %w", err)
+func setUpClaude(dir string, aliases []string) error {
+	built, err := testbin.CommandsDir()
+	if err != nil {
+		return err
+	}
+	for _, name := range []string{"bee-mcp", "bee-hook"} {
+		if err := os.Symlink(filepath.Join(built, name), filepath.Join(dir, name)); err != nil {
+			return err
+		}
 	}
 	self, err := os.ReadFile(os.Args[0])
 	if err == nil {

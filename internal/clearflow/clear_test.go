@@ -21,6 +21,8 @@ import (
 	"github.com/tractat-us/bee/actions/board"
 	"github.com/tractat-us/bee/internal/bridgetest"
 	"github.com/tractat-us/bee/internal/liveness"
+	"github.com/tractat-us/bee/internal/testbin"
+	"github.com/tractat-us/bee/internal/testtime"
 	"github.com/tractat-us/bee/runfile"
 )
 
@@ -165,6 +167,7 @@ func start(t testing.TB, source string) *session {
 // name name.
 func startAs(t testing.TB, source, name string) *session {
 	t.Helper()
+	testbin.SkipShort(t) // bin is empty under -short
 	dir := t.TempDir()
 	s := &session{t: t, runDir: filepath.Join(dir, "run"), board: filepath.Join(dir, "board.db"), exitFile: filepath.Join(dir, "bridge-exit.json")}
 	ctlR, ctlW, err := os.Pipe()
@@ -200,7 +203,7 @@ func startAs(t testing.TB, source, name string) *session {
 		if s.secondPID != 0 {
 			// Gone before the temporary directories it writes to are removed.
 			syscall.Kill(s.secondPID, syscall.SIGKILL)
-			assert.Eventually(t, func() bool { return syscall.Kill(s.secondPID, 0) != nil }, 10*time.Second, 5*time.Millisecond,
+			assert.Eventually(t, func() bool { return syscall.Kill(s.secondPID, 0) != nil }, testtime.Bound(10*time.Second), 5*time.Millisecond,
 				"the second bridge outlived SIGKILL")
 		}
 	})
@@ -218,7 +221,7 @@ func startAs(t testing.TB, source, name string) *session {
 	require.Eventually(t, func() bool {
 		_, err := os.Stat(s.runFile())
 		return err == nil
-	}, 10*time.Second, 2*time.Millisecond, "the bridge writes its run file")
+	}, testtime.Bound(10*time.Second), 2*time.Millisecond, "the bridge writes its run file")
 	return s
 }
 
@@ -230,7 +233,7 @@ func (s *session) answer(v any) {
 	case ok := <-got:
 		require.True(s.t, ok, "stand-in claude stopped answering")
 		require.NoError(s.t, json.Unmarshal(s.answers.Bytes(), v))
-	case <-time.After(30 * time.Second):
+	case <-time.After(testtime.Bound(30 * time.Second)):
 		s.t.Fatal("no answer from the stand-in claude")
 	}
 }
@@ -321,7 +324,7 @@ func TestClear_SIGTERMRemovesRunFile(t *testing.T) {
 	require.Eventually(t, func() bool {
 		_, err := os.Stat(s.runFile())
 		return os.IsNotExist(err)
-	}, 5*time.Second, 5*time.Millisecond, "run file still there after SIGTERM")
+	}, testtime.Bound(5*time.Second), 5*time.Millisecond, "run file still there after SIGTERM")
 	exit := s.bridgeExited(5 * time.Second)
 	require.False(t, exit.Signaled, "killed by %s", exit.Signal)
 	require.Equal(t, 0, exit.Code)
@@ -333,7 +336,7 @@ func TestClear_DeadBridgeReported(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, syscall.Kill(s.bridgePID, syscall.SIGKILL))
 	// Wait until the kernel has reaped it (the stand-in claude waits on it).
-	require.Eventually(t, func() bool { return syscall.Kill(s.bridgePID, 0) != nil }, 5*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return syscall.Kill(s.bridgePID, 0) != nil }, testtime.Bound(5*time.Second), 5*time.Millisecond,
 		"killed bridge still alive")
 	_, err = os.Stat(s.runFile())
 	require.NoError(t, err, "SIGKILL leaves the run file behind")
@@ -343,7 +346,7 @@ func TestClear_DeadBridgeReported(t *testing.T) {
 	require.Empty(t, r.Stdout)
 	require.Contains(t, r.Stderr, strconv.Itoa(e.PID))
 	require.Contains(t, strings.ToLower(r.Stderr), "stale")
-	require.Less(t, r.Took, 5*time.Second, "the hook is bounded")
+	require.Less(t, r.Took, testtime.Bound(5*time.Second), "the hook is bounded")
 	_, err = os.Stat(s.runFile())
 	require.True(t, os.IsNotExist(err), "the stale run file is cleaned up")
 }
@@ -407,9 +410,11 @@ func TestClear_ClaimsGoBackToTheBoard(t *testing.T) {
 	require.Equal(t, after.Identity, page.Records[0].Holder)
 }
 
-// bridgeExited waits for the bridge to end and says how it did.
+// bridgeExited waits for the bridge to end and says how it did; d is a
+// bound, stretched by testtime.Factor.
 func (s *session) bridgeExited(d time.Duration) bridgeExit {
 	s.t.Helper()
+	d = testtime.Bound(d)
 	var data []byte
 	ended := assert.Eventually(s.t, func() bool {
 		var err error
@@ -460,7 +465,7 @@ func TestBridge_CleanEndsWithAWaitInFlight(t *testing.T) {
 			state, holder := s.boardState(rec.ID)
 			require.Equal(t, actions.Open, state, "the departed identity's claim is back on the board")
 			require.Empty(t, holder)
-			require.Less(t, exit.At.Sub(ended), tc.within)
+			require.Less(t, exit.At.Sub(ended), testtime.Bound(tc.within))
 		})
 	}
 }
@@ -498,7 +503,7 @@ func TestBridge_SecondSignalDoesNotCutCleanupShort(t *testing.T) {
 	// Its steps are bounded to 350 ms in all, which lifecycle's
 	// TestRun_CleanupBoundedOnAStuckBoard holds to Claude Code's 500 ms;
 	// here the bound has slack for a process's exit on a busy machine.
-	require.Less(t, exit.At.Sub(sent), time.Second, "each cleanup step is bounded")
+	require.Less(t, exit.At.Sub(sent), testtime.Bound(time.Second), "each cleanup step is bounded")
 }
 
 func TestBridge_EndsWhenRunFileTakenOver(t *testing.T) {
@@ -526,7 +531,7 @@ func TestBridge_EndsWhenClaudeIsGone(t *testing.T) {
 	// holds it), so only the bridge's own check can end it.
 	require.NoError(t, syscall.Kill(s.claudePID, syscall.SIGKILL))
 	// Nobody is left to report its exit: it is gone (or a zombie) by then.
-	require.Eventually(t, func() bool { return !liveness.Alive(s.bridgePID) }, 10*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return !liveness.Alive(s.bridgePID) }, testtime.Bound(10*time.Second), 10*time.Millisecond,
 		"the bridge ends when its claude is gone\nstderr:\n%s", s.mcp.Stderr())
 	state, _ := s.boardState(rec.ID)
 	require.Equal(t, actions.Open, state)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/internal/testtime"
 	"github.com/tractat-us/bee/runfile"
 )
 
@@ -32,7 +33,7 @@ func (s *session) spawn(env []string) int {
 	require.Eventually(s.t, func() bool {
 		e, err := runfile.Read(s.runDir, s.claudePID)
 		return err == nil && e.PID == got.BridgePid
-	}, 10*time.Second, 10*time.Millisecond, "the second bridge never wrote its run file; its stderr: %s", readFile(errFile))
+	}, testtime.Bound(10*time.Second), 10*time.Millisecond, "the second bridge never wrote its run file; its stderr: %s", readFile(errFile))
 	return got.BridgePid
 }
 

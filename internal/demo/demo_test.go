@@ -8,64 +8,67 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/board"
 	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/internal/testbin"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
-// bin holds bee, bee-mcp, bee-hook and bee-demo, built once for the tests;
-// scripts/demo runs them through BEE_DEMO_BIN instead of building its own.
-var bin string
+// builtDemo builds bee, bee-mcp, bee-hook and bee-demo once for every test
+// that runs them (testbin); scripts/demo runs them through BEE_DEMO_BIN
+// instead of building its own.
+var builtDemo = sync.OnceValues(func() (testbin.Build, error) {
+	return testbin.Make(testbin.Options{
+		Packages: append(slices.Clone(testbin.Commands), "github.com/tractat-us/bee/internal/cmd/bee-demo"),
+	})
+})
+
+// bin returns the directory of the built commands, skipping t under
+// -short.
+func bin(t *testing.T) string {
+	t.Helper()
+	testbin.SkipShort(t)
+	b, err := builtDemo()
+	require.NoError(t, err, "build the commands for the demo")
+	return b.Dir
+}
 
 // goEnv pins Go's caches for the script, whose HOME is a fresh directory:
 // without it a build there would start from an empty cache.
-var goEnv []string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "bee-demo-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bin = dir
-	for _, v := range []string{"GOCACHE", "GOMODCACHE", "GOPATH"} {
+var goEnv = sync.OnceValues(func() ([]string, error) {
+	var env []string
+	for _, v := range []string{"GOCACHE", "GOMODCACHE", "GOPATH", "GOFLAGS"} {
 		out, err := exec.Command("go", "env", v).Output()
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "go env %s: %v\n", v, err)
-			os.Exit(1)
+			return nil, fmt.Errorf("go env %s: %w", v, err)
 		}
-		goEnv = append(goEnv, v+"="+strings.TrimSpace(string(out)))
+		env = append(env, v+"="+strings.TrimSpace(string(out)))
 	}
-	build := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "./cmd/...", "./internal/cmd/bee-demo")
-	build.Dir = filepath.Join("..", "..")
-	code := 1
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build the commands for the demo: %v\n%s", err, out)
-	} else {
-		code = m.Run()
-	}
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+	return env, nil
+})
 
 // script runs scripts/demo with args in a private HOME and TMPDIR, plus
 // env, and returns its stdout, its stderr and its exit status.
 func script(t *testing.T, env []string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	home, tmp := t.TempDir(), t.TempDir()
+	goVars, err := goEnv()
+	require.NoError(t, err)
 	cmd := exec.Command(filepath.Join("..", "..", "scripts", "demo"), args...)
-	cmd.Env = append(os.Environ(), "BEE_DEMO_BIN="+bin, "HOME="+home, "TMPDIR="+tmp, "USER=tester", "BEE_BOARD=")
-	cmd.Env = append(append(cmd.Env, goEnv...), env...)
+	cmd.Env = append(os.Environ(), "BEE_DEMO_BIN="+bin(t), "HOME="+home, "TMPDIR="+tmp, "USER=tester", "BEE_BOARD=")
+	cmd.Env = append(append(cmd.Env, goVars...), env...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
+	err = cmd.Run()
 	code = cmd.ProcessState.ExitCode()
 	if code < 0 {
 		require.NoError(t, err)
@@ -206,7 +209,9 @@ func TestDemo_RefusesBoardWithWorkForAnyone(t *testing.T) {
 }
 
 // Without BEE_DEMO_BIN the script builds and installs the commands itself,
-// as a newcomer runs it, and says what the first build costs.
+// as a newcomer runs it, and says what the first build costs. This is the
+// demo's one real go build of its own (every other test takes testbin's);
+// it shares the build cache, so it compiles nothing the tests did not.
 func TestDemo_BuildsWhatItRuns(t *testing.T) {
 	gobin := t.TempDir()
 	stdout, stderr, code := script(t, []string{"BEE_DEMO_BIN=", "GOBIN=" + gobin})
@@ -229,7 +234,7 @@ func TestDemo_BuildsWhatItRuns(t *testing.T) {
 // would. With fail it prints a compile error instead, and fails.
 func fakeGo(t *testing.T, gobin string, fail bool) string {
 	t.Helper()
-	dir := t.TempDir()
+	dir, bin := t.TempDir(), bin(t)
 	failing := ""
 	if fail {
 		failing = `printf '# github.com/tractat-us/bee/cmd/bee\ncmd/bee/main.go:1:1: expected package, found oops\n' >&2; exit 1`
@@ -298,11 +303,11 @@ func TestDemo_BadCommandLine(t *testing.T) {
 // was wrongly told is its own), the demo gives it back at once and fails,
 // saying so.
 func TestRun_ClaimOfOtherWorkIsGivenBack(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer testtime.VerifyNoLeaks(t)
 	path := someoneElsesWork(t, true)
 	dir := t.TempDir()
 	var out bytes.Buffer
-	err := Run(context.Background(), Config{Bin: bin, Board: path, RunDir: filepath.Join(dir, "run"), Out: &out})
+	err := Run(context.Background(), Config{Bin: bin(t), Board: path, RunDir: filepath.Join(dir, "run"), Out: &out})
 	require.Error(t, err)
 	require.Regexp(t, `^the bridge claimed a-5 \("for anyone" from user:alice\), not the demo's a-6; it gave it back at once: it is open again, as it was\. And the demo cancelled its own a-6$`, err.Error())
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tractat-us/bee/actions/board"
 	"github.com/tractat-us/bee/internal/testio"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 // A bridge that ends right after it starts, while its join waits for a
@@ -50,13 +51,13 @@ func TestRun_EndsBeforeItsSessionIsSetUp(t *testing.T) {
 	select {
 	case err := <-done:
 		require.NoError(t, err)
-	case <-time.After(10 * time.Second):
+	case <-time.After(testtime.Bound(10 * time.Second)):
 		t.Fatalf("Run did not return\nlog:\n%s", logs)
 	}
 	// The other write ends; the setup, abandoned, ends without joining
 	// (every goroutine Run started is gone).
 	require.NoError(t, unix.Flock(int(lock.Fd()), unix.LOCK_UN))
-	require.NoError(t, goleak.Find(before), "the session setup ended\nlog:\n%s", logs)
+	require.NoError(t, testtime.FindLeaks(before), "the session setup ended\nlog:\n%s", logs)
 	b, err = board.Open(path, nil)
 	require.NoError(t, err)
 	defer b.Close()

@@ -16,13 +16,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/board"
 	"github.com/tractat-us/bee/internal/logkey"
 	"github.com/tractat-us/bee/internal/testio"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 func TestMain(m *testing.M) {
@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 		io.Copy(io.Discard, os.Stdin)
 		os.Exit(0)
 	}
-	goleak.VerifyTestMain(m)
+	testtime.VerifyTestMain(m)
 }
 
 // proc is an in-process Run with pipes for stdin and stdout.
@@ -95,7 +95,7 @@ func (b *proc) send(line string) {
 // await returns the first stdout line holding want.
 func (b *proc) await(want string) string {
 	b.t.Helper()
-	timeout := time.After(10 * time.Second)
+	timeout := time.After(testtime.Bound(10 * time.Second))
 	for {
 		select {
 		case l, ok := <-b.lines:
@@ -114,7 +114,7 @@ func (b *proc) ended() {
 	select {
 	case err := <-b.done:
 		require.NoError(b.t, err)
-	case <-time.After(5 * time.Second):
+	case <-time.After(testtime.Bound(5 * time.Second)):
 		b.t.Fatalf("Run did not return\nlog:\n%s", b.logBuf)
 	}
 }
@@ -249,7 +249,7 @@ func TestRun_LateCancelGivesTheClaimBack(t *testing.T) {
 	rec := b.claimOne() // the answer to id 3 has been read
 	require.Equal(t, actions.Claimed, b.state(rec.ID))
 	b.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3,"reason":"AbortError: user-cancel"}}`)
-	if !assert.Eventually(t, func() bool { return b.state(rec.ID) == actions.Open }, 5*time.Second, 10*time.Millisecond) {
+	if !assert.Eventually(t, func() bool { return b.state(rec.ID) == actions.Open }, testtime.Bound(5*time.Second), 10*time.Millisecond) {
 		t.Fatalf("the claim was not given back\nlog:\n%s", b.logBuf)
 	}
 	b.sigs <- syscall.SIGTERM
@@ -287,5 +287,5 @@ func TestRun_CleanupBoundedOnAStuckBoard(t *testing.T) {
 	start := time.Now()
 	b.sigs <- syscall.SIGINT
 	b.ended()
-	require.Less(t, time.Since(start), 500*time.Millisecond)
+	require.Less(t, time.Since(start), testtime.Bound(500*time.Millisecond))
 }

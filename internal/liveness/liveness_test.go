@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 func TestAlive(t *testing.T) {
@@ -38,6 +40,6 @@ func TestAlive_Zombie(t *testing.T) {
 	require.Eventually(t, func() bool {
 		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 		return err == nil && strings.Contains(string(stat[strings.LastIndexByte(string(stat), ')'):]), ") Z ")
-	}, 10*time.Second, time.Millisecond, "the child exits and stays unreaped")
+	}, testtime.Bound(10*time.Second), time.Millisecond, "the child exits and stays unreaped")
 	require.False(t, Alive(pid), "a zombie is gone")
 }

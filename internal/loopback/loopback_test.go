@@ -14,10 +14,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
+
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testtime.VerifyTestMain(m) }
 
 // start starts a Server for h and closes it when the test ends.
 func start(t *testing.T, h http.Handler, opts *Options) *Server {
@@ -126,7 +127,7 @@ func TestServer_KeepAlives(t *testing.T) {
 		for i := range 2 {
 			_, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: "+s.addr()+"\r\n\r\n")
 			if i == 1 && !keep {
-				require.True(t, closedByServer(t, c, 5*time.Second), "the connection outlived its answer")
+				require.True(t, closedByServer(t, c, testtime.Bound(5*time.Second)), "the connection outlived its answer")
 				break
 			}
 			require.NoError(t, err)
@@ -147,7 +148,7 @@ func TestServer_EvictsOldestSilentFirst(t *testing.T) {
 	s := start(t, ok, &Options{MaxPending: 2, Grace: grace})
 	waitPending := func(n int) {
 		t.Helper()
-		require.Eventually(t, func() bool { return s.Conns().Pending == n }, 5*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return s.Conns().Pending == n }, testtime.Bound(5*time.Second), time.Millisecond)
 	}
 
 	silent := dial(t, s)
@@ -159,12 +160,12 @@ func TestServer_EvictsOldestSilentFirst(t *testing.T) {
 	time.Sleep(2 * grace)
 
 	newer := dial(t, s)
-	require.True(t, closedByServer(t, silent, 5*time.Second), "the oldest silent connection makes room")
+	require.True(t, closedByServer(t, silent, testtime.Bound(5*time.Second)), "the oldest silent connection makes room")
 	require.Equal(t, int64(1), s.Conns().Evicted)
 	time.Sleep(2 * grace)
 
 	dial(t, s)
-	require.True(t, closedByServer(t, newer, 5*time.Second), "a silent connection goes before an older talking one")
+	require.True(t, closedByServer(t, newer, testtime.Bound(5*time.Second)), "a silent connection goes before an older talking one")
 	require.False(t, closedByServer(t, talking, 50*time.Millisecond), "the talking connection is kept")
 	require.Equal(t, 2, s.Conns().Pending)
 	require.Equal(t, int64(2), s.Conns().Evicted)
@@ -181,10 +182,10 @@ func TestServer_BoundsPending(t *testing.T) {
 		conns[i] = dial(t, s)
 		require.LessOrEqual(t, s.Conns().Pending, 8)
 	}
-	require.Eventually(t, func() bool { return s.Conns().Evicted == n-8 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return s.Conns().Evicted == n-8 }, testtime.Bound(10*time.Second), time.Millisecond)
 	require.Equal(t, 8, s.Conns().Pending)
 	for _, c := range conns[:n-8] {
-		require.True(t, closedByServer(t, c, 5*time.Second))
+		require.True(t, closedByServer(t, c, testtime.Bound(5*time.Second)))
 	}
 	// The newest is served.
 	_, err := io.WriteString(conns[n-1], "GET / HTTP/1.1\r\nHost: "+s.addr()+"\r\n\r\n")
@@ -223,7 +224,7 @@ func TestAdmit(t *testing.T) {
 	held := dial(t, s)
 	heldDone := make(chan int, 1)
 	go func() { heldDone <- get(held, bufio.NewReader(held), "/hold") }()
-	require.Eventually(t, func() bool { return s.Conns().Admitted == 1 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return s.Conns().Admitted == 1 }, testtime.Bound(5*time.Second), time.Millisecond)
 	require.Zero(t, s.Conns().Pending)
 
 	// The pending place is taken and turned over, and the admitted
@@ -231,7 +232,7 @@ func TestAdmit(t *testing.T) {
 	for range 3 {
 		dial(t, s)
 	}
-	require.Eventually(t, func() bool { return s.Conns().Evicted == 2 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return s.Conns().Evicted == 2 }, testtime.Bound(5*time.Second), time.Millisecond)
 
 	other := dial(t, s)
 	require.Equal(t, http.StatusServiceUnavailable, get(other, bufio.NewReader(other), "/"), "beyond MaxAdmitted")
@@ -239,7 +240,7 @@ func TestAdmit(t *testing.T) {
 	close(release)
 	require.Equal(t, http.StatusNoContent, <-heldDone)
 	require.NoError(t, held.Close())
-	require.Eventually(t, func() bool { return s.Conns().Admitted == 0 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return s.Conns().Admitted == 0 }, testtime.Bound(5*time.Second), time.Millisecond)
 	late := dial(t, s)
 	require.Equal(t, http.StatusNoContent, get(late, bufio.NewReader(late), "/"), "the place is free again")
 
@@ -254,15 +255,15 @@ func TestServer_CloseWhileFull(t *testing.T) {
 	s := New(ok, &Options{MaxPending: 1, Grace: time.Hour})
 	require.NoError(t, s.Start())
 	a := dial(t, s)
-	require.Eventually(t, func() bool { return s.Conns().Pending == 1 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return s.Conns().Pending == 1 }, testtime.Bound(5*time.Second), time.Millisecond)
 	dial(t, s) // waits for room that a grace of an hour never makes
 	done := make(chan error, 1)
 	go func() { done <- s.Close() }()
 	select {
 	case err := <-done:
 		require.NoError(t, err)
-	case <-time.After(10 * time.Second):
+	case <-time.After(testtime.Bound(10 * time.Second)):
 		t.Fatal("Close did not return")
 	}
-	require.True(t, closedByServer(t, a, 5*time.Second))
+	require.True(t, closedByServer(t, a, testtime.Bound(5*time.Second)))
 }

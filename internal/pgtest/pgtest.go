@@ -7,6 +7,8 @@
 //
 // Without a server the tests that need one are skipped, except under
 // CI=true, where they fail: CI must never report a skipped suite as green.
+// Under -short they are skipped (SkipShort): `go test -short` is the inner
+// loop, and a cluster takes seconds to start.
 //
 // A cluster started here runs as a child of the test process and dies with
 // it (a parent-death signal), so a test binary killed at its timeout leaves
@@ -35,9 +37,9 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 // EnvURL names the variable holding the URL of a server to test against (a
@@ -489,12 +491,23 @@ var shared struct {
 	err error
 }
 
+// SkipShort skips tb under -short: it needs a PostgreSQL server, which is
+// not the inner loop. Shared calls it; a test that calls Start calls it
+// first.
+func SkipShort(tb testing.TB) {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("needs a PostgreSQL server: skipped under -short")
+	}
+}
+
 // Shared returns the test binary's server: $BEE_TEST_POSTGRES when set,
 // else a cluster started on first use and stopped by StopShared (call it
 // from TestMain after m.Run). Without either it skips tb, or fails it
-// under CI=true.
+// under CI=true. Under -short it skips tb (SkipShort).
 func Shared(tb testing.TB) *Cluster {
 	tb.Helper()
+	SkipShort(tb)
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if shared.c == nil && shared.err == nil {
@@ -542,7 +555,7 @@ func Main(m *testing.M) {
 	code := m.Run()
 	StopShared()
 	if code == 0 {
-		if err := goleak.Find(); err != nil {
+		if err := testtime.FindLeaks(); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1
 		}

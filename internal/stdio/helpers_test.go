@@ -18,18 +18,18 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/tractat-us/bee/internal/stdio"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 // TestMain fails the package if any test leaves a goroutine behind.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	testtime.VerifyTestMain(m)
 }
 
 // waitTimeout bounds every wait in these tests; nothing should come close.
-const waitTimeout = 5 * time.Second
+var waitTimeout = testtime.Bound(5 * time.Second)
 
 // An outRecorder is the Out of a connection under test. It checks that each
 // Write call is exactly one valid JSON-RPC line and that no two Write calls
@@ -314,7 +314,7 @@ func startRig(t *testing.T, checkLeaks bool) *rig {
 		<-r.written
 		r.out.requireClean(t)
 		if checkLeaks {
-			goleak.VerifyNone(t)
+			testtime.VerifyNoLeaks(t)
 		}
 	})
 	return r

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tractat-us/bee/internal/testbin"
 	"github.com/tractat-us/bee/internal/version"
 )
 
@@ -55,13 +56,18 @@ func TestVersion_Form(t *testing.T) {
 }
 
 // One value set at link time reaches every binary and the MCP server info.
+// Only a real go build with -ldflags shows it: this is the suite's one such
+// build, made through testbin so that a run where nothing changed reuses
+// it (its key holds the flags and every source).
 func TestVersion_EveryBinarySaysIt(t *testing.T) {
+	testbin.SkipShort(t)
 	const want = "9.8.7-linktest"
-	dir := t.TempDir()
-	build := exec.Command("go", "build", "-o", dir+string(os.PathSeparator),
-		"-ldflags", "-X github.com/tractat-us/bee/internal/version.Version="+want, "github.com/tractat-us/bee/cmd/...")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "%s", out)
+	built, err := testbin.Make(testbin.Options{
+		Packages: testbin.Commands,
+		LDFlags:  "-X github.com/tractat-us/bee/internal/version.Version=" + want,
+	})
+	require.NoError(t, err)
+	dir := built.Dir
 
 	for _, name := range []string{"bee", "bee-mcp", "bee-hook"} {
 		// bee-mcp says it on stderr: its stdout is the protocol.
@@ -71,7 +77,7 @@ func TestVersion_EveryBinarySaysIt(t *testing.T) {
 	}
 
 	// The bridge's MCP server info.
-	cmd := exec.Command(filepath.Join(dir, "bee-mcp"), "--source", "none", "--agent", "versiontest", "--run-dir", filepath.Join(dir, "run"))
+	cmd := exec.Command(filepath.Join(dir, "bee-mcp"), "--source", "none", "--agent", "versiontest", "--run-dir", filepath.Join(t.TempDir(), "run"))
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
 	stdout, err := cmd.StdoutPipe()

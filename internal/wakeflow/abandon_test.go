@@ -10,6 +10,7 @@ import (
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/board"
 	"github.com/tractat-us/bee/internal/bridgetest"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 // A wait whose client abandoned it without a cancel claims an action for
@@ -31,12 +32,12 @@ func TestWake_AbandonedWaitRemindsTheSession(t *testing.T) {
 	require.Contains(t, e.Stderr, "call bee_wait_action")
 	took := e.At.Sub(turnEnded)
 	require.GreaterOrEqual(t, took, 300*time.Millisecond, "not before the bound")
-	require.Less(t, took, 5*time.Second, "woken within the bound, with slack for a busy machine")
+	require.Less(t, took, testtime.Bound(5*time.Second), "woken within the bound, with slack for a busy machine")
 
 	start := time.Now()
 	r := s.tool("bee_wait_action", map[string]any{"timeoutSeconds": 30})
 	require.False(t, r.IsError, r.Text())
-	require.Less(t, time.Since(start), 5*time.Second, "the reminded claim comes back at once")
+	require.Less(t, time.Since(start), testtime.Bound(5*time.Second), "the reminded claim comes back at once")
 	var page actions.Page
 	require.NoError(t, json.Unmarshal(r.StructuredContent, &page))
 	require.Len(t, page.Records, 1)
@@ -56,8 +57,8 @@ func TestWake_AbandonedClaimGoesBackToTheBoard(t *testing.T) {
 	require.Eventually(t, func() bool {
 		r, err := b.Get(t.Context(), rec.ID)
 		return err == nil && r.State == actions.Open
-	}, 10*time.Second, 10*time.Millisecond, "the claim nobody took back goes back to the board")
-	require.Less(t, time.Since(turnEnded), 5*time.Second, "within the bounds, with slack for a busy machine")
+	}, testtime.Bound(10*time.Second), 10*time.Millisecond, "the claim nobody took back goes back to the board")
+	require.Less(t, time.Since(turnEnded), testtime.Bound(5*time.Second), "within the bounds, with slack for a busy machine")
 }
 
 // claimForNobody posts an action and has a bee_wait_action claim it for a

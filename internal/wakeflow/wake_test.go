@@ -28,6 +28,8 @@ import (
 	"github.com/tractat-us/bee/actions/board"
 	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/internal/bridgetest"
+	"github.com/tractat-us/bee/internal/testbin"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 // bin holds the binaries built for this package's tests.
@@ -163,6 +165,7 @@ type session struct {
 
 func start(t testing.TB, env ...string) *session {
 	t.Helper()
+	testbin.SkipShort(t) // bin is empty under -short
 	dir := t.TempDir()
 	s := &session{t: t, runDir: filepath.Join(dir, "run"), board: filepath.Join(dir, "board.db"), changed: make(chan struct{})}
 	ctlR, ctlW, err := os.Pipe()
@@ -197,7 +200,7 @@ func start(t testing.TB, env ...string) *session {
 		ctlW.Close() // the stand-in ends its hooks and bridges, then exits
 		select {
 		case <-s.mcp.Exited():
-		case <-time.After(10 * time.Second):
+		case <-time.After(testtime.Bound(10 * time.Second)):
 			t.Errorf("the stand-in claude did not end within 10 s")
 		}
 		ansR.Close()
@@ -217,9 +220,11 @@ func (s *session) send(c command) {
 	require.NoError(s.t, err)
 }
 
-// await returns the first event that matches, waiting up to d.
+// await returns the first event that matches, waiting up to d (a bound,
+// stretched by testtime.Factor).
 func (s *session) await(match func(event) bool, d time.Duration) event {
 	s.t.Helper()
+	d = testtime.Bound(d)
 	deadline := time.After(d)
 	for {
 		s.mu.Lock()
@@ -283,7 +288,7 @@ func (s *session) openBoard() *board.Board {
 		var err error
 		b, err = board.Open(s.board, nil)
 		return err == nil
-	}, 10*time.Second, 10*time.Millisecond, "the bridge creates the board")
+	}, testtime.Bound(10*time.Second), 10*time.Millisecond, "the bridge creates the board")
 	s.t.Cleanup(func() { b.Close() })
 	return b
 }
@@ -304,7 +309,7 @@ func (s *session) armedAs(b *board.Board) identity.ID {
 			}
 		}
 		return false
-	}, 10*time.Second, 10*time.Millisecond, "a waiter is armed")
+	}, testtime.Bound(10*time.Second), 10*time.Millisecond, "a waiter is armed")
 	return who
 }
 
@@ -334,7 +339,7 @@ func TestWake_PostWakesTheWaiter(t *testing.T) {
 	start := time.Now()
 	r := s.tool("bee_wait_action", map[string]any{"timeoutSeconds": 30})
 	require.False(t, r.IsError, r.Text())
-	require.Less(t, time.Since(start), 5*time.Second, "the claim made for the wake comes back at once")
+	require.Less(t, time.Since(start), testtime.Bound(5*time.Second), "the claim made for the wake comes back at once")
 	var page actions.Page
 	require.NoError(t, json.Unmarshal(r.StructuredContent, &page))
 	require.Len(t, page.Records, 1)
@@ -361,11 +366,11 @@ func TestWake_SupersedeAndSIGTERM(t *testing.T) {
 	s.send(command{Op: "signal", ID: "w2", Signal: int(syscall.SIGTERM)})
 	e = s.hookExit("w2", 5*time.Second)
 	require.Equal(t, 0, e.Exit)
-	require.Less(t, e.At.Sub(sent), 2*time.Second, "SIGTERM ends the waiter at once")
+	require.Less(t, e.At.Sub(sent), testtime.Bound(2*time.Second), "SIGTERM ends the waiter at once")
 	require.Eventually(t, func() bool {
 		ms, err := b.Members(t.Context())
 		return err == nil && len(ms) == 1 && ms[0].ID == who && ms[0].WaiterSince == nil
-	}, 5*time.Second, 10*time.Millisecond, "bee agents shows the waiter gone")
+	}, testtime.Bound(5*time.Second), 10*time.Millisecond, "bee agents shows the waiter gone")
 }
 
 // A claim made for a wake that no bee_wait_action takes goes back to the
@@ -382,7 +387,7 @@ func TestWake_HandoverBound(t *testing.T) {
 	require.Eventually(t, func() bool {
 		r, err := b.Get(t.Context(), rec.ID)
 		return err == nil && r.State == actions.Open
-	}, 10*time.Second, 10*time.Millisecond, "the claim goes back")
+	}, testtime.Bound(10*time.Second), 10*time.Millisecond, "the claim goes back")
 
 	s.waiter("w2")
 	s.armedAs(b)
@@ -412,7 +417,7 @@ func TestWake_FollowsAReconnect(t *testing.T) {
 		}
 		fresh = ms[0].ID
 		return true
-	}, 20*time.Second, 20*time.Millisecond, "the waiter armed with the new bridge")
+	}, testtime.Bound(20*time.Second), 20*time.Millisecond, "the waiter armed with the new bridge")
 	_, gone := s.exited("w1")
 	require.False(t, gone, "the waiter followed the new bridge")
 	rec, err := b.Post(t.Context(), "user:alice", actions.Draft{To: "waketest", Title: "after the reconnect"})
@@ -437,12 +442,12 @@ func TestWake_BridgeGoneWaiterEnds(t *testing.T) {
 	require.Equal(t, 0, e.Exit)
 	require.Empty(t, e.Stdout)
 	require.Contains(t, e.Stderr, "went away and no new one registered after 500ms")
-	require.Less(t, e.At.Sub(ends), 5*time.Second)
+	require.Less(t, e.At.Sub(ends), testtime.Bound(5*time.Second))
 
 	// Answering the waiter does not slow the bridge's exit, which must come
 	// well before Claude Code's SIGKILL (500 ms after its SIGINT); the
 	// bound has slack for a busy machine, as clearflow's has.
 	exit := s.await(func(e event) bool { return e.Event == "bridge-exited" && e.PID == s.bridgePID }, 5*time.Second)
 	require.Equal(t, 0, exit.Exit)
-	require.Less(t, exit.At.Sub(ends), 400*time.Millisecond, "exit with a waiter armed")
+	require.Less(t, exit.At.Sub(ends), testtime.Bound(400*time.Millisecond), "exit with a waiter armed")
 }
