@@ -85,8 +85,15 @@ var (
 	ErrNewerSchema = errors.New("board database is from a newer bee")
 	// ErrNotBoard: the database holds bee tables that are not a bee board.
 	ErrNotBoard = errors.New("database is not a usable bee board")
-	// ErrUnreachable: the server could not be reached.
+	// ErrUnreachable: the server could not be reached, or stopped
+	// answering. The error that wraps it says why, as far as it can be
+	// told (nothing listens, the host is unknown, no answer in time).
 	ErrUnreachable = errors.New("PostgreSQL server unreachable")
+	// ErrTLS: the connection's TLS failed: the server does not offer it
+	// though the URL's sslmode asks for it, or its certificate failed the
+	// check sslmode asks for. The error that wraps it says which, and what
+	// to do.
+	ErrTLS = errors.New("TLS with the PostgreSQL server failed")
 	// ErrLogin: the server refused the URL's role or password.
 	ErrLogin = errors.New("PostgreSQL login refused")
 	// ErrNoBoard: the database has no board yet, and Options.NoCreate
@@ -174,6 +181,7 @@ type Board struct {
 	// Fixed at Open.
 	location string // the URL without its password
 	password string // the URL's password, to scrub from errors; "" if none
+	sslmode  string // the URL's sslmode, "" when it has none, for errors
 	opts     Options
 	log      *slog.Logger
 	pool     *pgxpool.Pool
@@ -246,6 +254,7 @@ func Open(location string, opts *Options) (*Board, error) {
 		return nil, err
 	}
 	b := newBoard(loc, password, o, set)
+	b.sslmode = sslmodeOf(location)
 	if err := b.open(cfg); err != nil {
 		b.Close()
 		return nil, err
@@ -383,8 +392,9 @@ func (b *Board) ping(cc *pgx.ConnConfig) error {
 		}
 		return b.scrub(fmt.Errorf("open board %s: the server at %s said: %s (SQLSTATE %s)", b.location, where, pe.Message, pe.Code))
 	}
-	return b.scrub(fmt.Errorf("open board %s: cannot reach the PostgreSQL server at %s within %v: is it running, and are the host and port in the URL right? %w (%w)",
-		b.location, where, cc.ConnectTimeout, ErrUnreachable, err))
+	// The cause first, the board last: its location holds a '?' (before
+	// its sslmode, say) that a reader would stop at.
+	return b.scrub(connectErr(err, connTarget{where: where, host: cc.Host, sslmode: b.sslmode, within: cc.ConnectTimeout, board: b.location}))
 }
 
 // Created reports whether this Open created the board's tables: the
@@ -514,9 +524,9 @@ func isConnLost(err error) bool {
 }
 
 // fail says why an operation failed: the caller's ctx ended (its error,
-// unwrapped, so callers can compare it), the Board closed, the retry bound
-// passed while the server was unreachable, or the database refused.
-func (b *Board) fail(ctx context.Context, op string, err error) error {
+// unwrapped, so callers can compare it), the Board closed, the bound
+// within passed while the server was unreachable, or the database refused.
+func (b *Board) fail(ctx context.Context, op string, err error, within time.Duration) error {
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err()
@@ -525,8 +535,9 @@ func (b *Board) fail(ctx context.Context, op string, err error) error {
 	case isSentinel(err):
 		return err
 	case retryable(err) || errors.Is(err, context.DeadlineExceeded):
-		return b.scrub(fmt.Errorf("board %s: %s: the server has not answered for %v; check that it runs and is reachable: %w (%w)",
-			b.location, op, b.opts.Retry, ErrUnreachable, err))
+		return b.scrub(&reachError{sentinel: ErrUnreachable, cause: err,
+			msg: fmt.Sprintf("board %s: %s: the PostgreSQL server has not answered for %v%s; check that it runs and is reachable",
+				b.location, op, within.Round(100*time.Millisecond), lostDetail(err))})
 	}
 	return b.scrub(fmt.Errorf("board %s: %s: %w", b.location, op, err))
 }
@@ -573,6 +584,7 @@ func (b *Board) writeWithin(ctx context.Context, op string, limit time.Duration,
 	if err := b.closed(); err != nil {
 		return err
 	}
+	start := time.Now()
 	octx, cancel := b.life.Bound(ctx, limit)
 	defer cancel()
 	for n := 0; ; n++ {
@@ -592,7 +604,7 @@ func (b *Board) writeWithin(ctx context.Context, op string, limit time.Duration,
 			return err
 		}
 		if !retryable(err) || !backoff(octx, n) {
-			return b.fail(ctx, op, err)
+			return b.fail(ctx, op, err, time.Since(start))
 		}
 		b.log.Debug("transaction failed; retrying", "op", op, logkey.Err, b.scrub(err))
 	}
@@ -670,6 +682,7 @@ func (b *Board) read(ctx context.Context, op string, fn func(ctx context.Context
 	if err := b.closed(); err != nil {
 		return err
 	}
+	start := time.Now()
 	octx, cancel := b.life.Bound(ctx, b.opts.Retry)
 	defer cancel()
 	for n := 0; ; n++ {
@@ -678,7 +691,7 @@ func (b *Board) read(ctx context.Context, op string, fn func(ctx context.Context
 			return err
 		}
 		if !retryable(err) || !backoff(octx, n) {
-			return b.fail(ctx, op, err)
+			return b.fail(ctx, op, err, time.Since(start))
 		}
 	}
 }
