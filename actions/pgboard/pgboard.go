@@ -36,7 +36,9 @@
 //     server whether it committed, so nothing is done twice.
 //   - The schema is versioned (table bee_schema_version); Open migrates an
 //     older one, under an advisory lock, and refuses a newer one with what
-//     to do.
+//     to do. A Board that finds, at a write, that a newer bee has migrated
+//     the database since it opened it writes nothing and refuses every
+//     later call (ErrNewerSchema).
 //   - The URL's password never appears in an error, a log or Location.
 //
 // The board does not delete finished actions, and keeps its tables (all
@@ -57,6 +59,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -167,6 +170,9 @@ type Options struct {
 	// inClaim runs inside the claim transaction, after the action's row is
 	// locked and before the commit, with the transaction's backend pid.
 	inClaim func(backendPID uint32)
+	// noVersionCheck leaves out the schema version check of every write
+	// (see firstTrip), for measuring its cost.
+	noVersionCheck bool
 }
 
 // A Board is an open PostgreSQL board. Its methods are safe for concurrent use.
@@ -205,6 +211,10 @@ type Board struct {
 	// which ends renewals, the listener and calls in progress.
 	life *engine.Life
 	ctx  context.Context
+
+	// broken, once set, is the answer of every call: a newer bee migrated
+	// the database (see refuseNewer).
+	broken atomic.Pointer[error]
 
 	mu      sync.Mutex                     // guards members
 	members map[identity.ID]actions.Member // joined through this Board, renewed by it
@@ -405,8 +415,13 @@ func (b *Board) Created() bool { return b.created }
 // Location implements actions.Board: the URL without its password.
 func (b *Board) Location() string { return b.location }
 
-// closed returns actions.ErrClosed, naming the board, once Close has begun.
+// closed returns the error every call returns from now on: the newer
+// schema that stopped the Board (see refuseNewer), or actions.ErrClosed,
+// naming the board, once Close has begun.
 func (b *Board) closed() error {
+	if err := b.broken.Load(); err != nil {
+		return *err
+	}
 	if b.ctx.Err() != nil {
 		return fmt.Errorf("board %s: %w", b.location, actions.ErrClosed)
 	}
@@ -628,8 +643,8 @@ func (b *Board) attempt(ctx context.Context, fn txFunc) (xid int64, err error) {
 			_ = tx.Rollback(detached)
 		}
 	}()
-	var id int64
-	if err := tx.QueryRow(ctx, `SELECT pg_current_xact_id()::text::bigint`).Scan(&id); err != nil {
+	id, err := b.firstTrip(ctx, tx)
+	if err != nil {
 		return 0, err
 	}
 	if err := fn(ctx, tx); err != nil {
@@ -688,6 +703,9 @@ func (b *Board) read(ctx context.Context, op string, fn func(ctx context.Context
 	for n := 0; ; n++ {
 		err := fn(octx)
 		if err == nil || errors.Is(err, pgx.ErrNoRows) || isSentinel(err) {
+			return err
+		}
+		if err = b.schemaGone(octx, err); isSentinel(err) {
 			return err
 		}
 		if !retryable(err) || !backoff(octx, n) {

@@ -126,7 +126,10 @@ func (b *Board) migrate() error {
 // migrateLocked applies the migrations the database lacks, holding a
 // session advisory lock on one connection while it looks again and
 // migrates. The lock is taken before the transaction begins, so that the
-// transaction sees the tables another process created meanwhile.
+// transaction sees the tables another process created meanwhile, and let
+// go only after it commits: every write of an older bee's Board holds the
+// same lock shared while it checks the version and writes (see firstTrip),
+// so none writes through a schema being changed.
 func (b *Board) migrateLocked(ctx context.Context, start time.Time) error {
 	conn, err := b.pool.Acquire(ctx)
 	if err != nil {
