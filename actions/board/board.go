@@ -35,7 +35,9 @@
 //   - A file that is not a usable board (not a database, cut short, emptied,
 //     damaged, or written by a newer bee) is refused with an error that
 //     names it and says what to do. The board never silently starts over
-//     empty. See Damage.
+//     empty. See Damage. A Board that finds, at a write, that a newer bee
+//     has migrated the file since it opened it writes nothing and refuses
+//     every later call (ErrNewerSchema).
 //   - A Board serves the file it opened and never another: see Moving the
 //     file.
 //
@@ -154,7 +156,10 @@ var (
 	// while the Board had it open; the Board has stopped (see Moving the
 	// file). Open the board again.
 	ErrReplaced = errors.New("board file was moved, deleted or replaced")
-	// ErrNewerSchema: the file was written by a newer bee.
+	// ErrNewerSchema: the file was written by a newer bee: at Open, or by
+	// any later call once a write (or a read that no longer fits the
+	// schema) found it migrated by a newer bee while it was open. The
+	// Board then refuses every call: upgrade bee.
 	ErrNewerSchema = errors.New("board file is from a newer bee")
 )
 
@@ -223,6 +228,9 @@ type Options struct {
 	// holdingLock runs in every write right after it has taken the write
 	// lock: a test stops its process there.
 	holdingLock func()
+	// noVersionCheck leaves out the schema version check of every write
+	// (see checkVersion), for measuring its cost.
+	noVersionCheck bool
 }
 
 // A Board is an open board file. Its methods are safe for concurrent use.

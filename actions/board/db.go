@@ -94,7 +94,10 @@ func (b *Board) transact(ctx context.Context, fn func(t wtx) error) error {
 		return err
 	}
 	t := wtx{b: b, ctx: quiet(ctx)}
-	err := fn(t)
+	err := t.checkVersion()
+	if err == nil {
+		err = fn(t)
+	}
 	if err == nil {
 		_, err = b.wconn.ExecContext(t.ctx, "COMMIT")
 	}

@@ -356,6 +356,12 @@ func (b *Board) dbErr(op string, err error) error {
 			return b.lockedErr(op, err)
 		case sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB:
 			return b.markDamaged(corruptErr(b.path, "SQLite reports it damaged ("+op+")", err))
+		case sqlite3.SQLITE_ERROR, sqlite3.SQLITE_SCHEMA:
+			// A statement that no longer fits the schema: a newer bee may
+			// have migrated the file (see checkVersion).
+			if v, ok := b.fileVersion(); ok && v > schemaVersion {
+				return b.refuseNewer(v)
+			}
 		}
 	}
 	if detail, ok := badScan(err); ok {

@@ -69,7 +69,7 @@ func Open(location string, opts *Options) (actions.Board, error) {
 	if IsRemote(location) {
 		b, err := pgboard.Open(location, &pgboard.Options{Logger: o.Logger, NoCreate: o.MustExist})
 		if errors.Is(err, pgboard.ErrNoBoard) {
-			return nil, fmt.Errorf("%w: %w", ErrNoBoard, err)
+			return nil, noBoardError{err}
 		}
 		if err != nil {
 			return nil, err
@@ -78,7 +78,7 @@ func Open(location string, opts *Options) (actions.Board, error) {
 	}
 	if o.MustExist {
 		if _, err := os.Stat(location); errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("no board at %s: nothing has been posted there yet: %w", location, ErrNoBoard)
+			return nil, noBoardError{fmt.Errorf("no board at %s: nothing has been posted there yet; check the path (a post creates the board)", location)}
 		}
 	}
 	b, err := board.Open(location, &board.Options{Logger: o.Logger})
@@ -87,3 +87,10 @@ func Open(location string, opts *Options) (actions.Board, error) {
 	}
 	return b, nil
 }
+
+// A noBoardError says that a location has no board, in the words of the
+// error it holds, and wraps ErrNoBoard without saying it again.
+type noBoardError struct{ err error }
+
+func (e noBoardError) Error() string   { return e.err.Error() }
+func (e noBoardError) Unwrap() []error { return []error{ErrNoBoard, e.err} }

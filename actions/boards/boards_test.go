@@ -2,13 +2,36 @@ package boards
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/tractat-us/bee/actions/board"
 	"github.com/tractat-us/bee/actions/pgboard"
+	"github.com/tractat-us/bee/internal/pgtest"
 )
+
+// requireSaidOnce checks that err's text says phrase once, and what to
+// do (hint).
+func requireSaidOnce(t *testing.T, err error, phrase, hint string) {
+	t.Helper()
+	t.Log(err)
+	require.Equal(t, 1, strings.Count(strings.ToLower(err.Error()), phrase), "%q said once", phrase)
+	require.ErrorContains(t, err, hint)
+}
+
+// A database without a board, read with MustExist, says so once, with
+// the URL and what to do.
+func TestOpen_NoBoardInDatabase(t *testing.T) {
+	c := pgtest.Shared(t)
+	url := c.URL(c.NewDB(t))
+	_, err := Open(url, &Options{MustExist: true})
+	require.ErrorIs(t, err, ErrNoBoard)
+	require.ErrorIs(t, err, pgboard.ErrNoBoard)
+	requireSaidOnce(t, err, "no board", "check the URL")
+	require.ErrorContains(t, err, strings.TrimPrefix(url, "postgres://bee_admin@"))
+}
 
 func TestIsRemote(t *testing.T) {
 	for loc, want := range map[string]bool{
@@ -43,6 +66,7 @@ func TestOpen_File(t *testing.T) {
 	_, err := Open(path, &Options{MustExist: true})
 	require.ErrorIs(t, err, ErrNoBoard)
 	require.ErrorContains(t, err, path)
+	requireSaidOnce(t, err, "no board", "check the path")
 	require.NoFileExists(t, path)
 	b, err := Open(path, nil)
 	require.NoError(t, err)

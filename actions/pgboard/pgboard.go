@@ -36,7 +36,9 @@
 //     server whether it committed, so nothing is done twice.
 //   - The schema is versioned (table bee_schema_version); Open migrates an
 //     older one, under an advisory lock, and refuses a newer one with what
-//     to do.
+//     to do. A Board that finds, at a write, that a newer bee has migrated
+//     the database since it opened it writes nothing and refuses every
+//     later call (ErrNewerSchema).
 //   - The URL's password never appears in an error, a log or Location.
 //
 // The board does not delete finished actions, and keeps its tables (all
@@ -57,6 +59,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -85,8 +88,15 @@ var (
 	ErrNewerSchema = errors.New("board database is from a newer bee")
 	// ErrNotBoard: the database holds bee tables that are not a bee board.
 	ErrNotBoard = errors.New("database is not a usable bee board")
-	// ErrUnreachable: the server could not be reached.
+	// ErrUnreachable: the server could not be reached, or stopped
+	// answering. The error that wraps it says why, as far as it can be
+	// told (nothing listens, the host is unknown, no answer in time).
 	ErrUnreachable = errors.New("PostgreSQL server unreachable")
+	// ErrTLS: the connection's TLS failed: the server does not offer it
+	// though the URL's sslmode asks for it, or its certificate failed the
+	// check sslmode asks for. The error that wraps it says which, and what
+	// to do.
+	ErrTLS = errors.New("TLS with the PostgreSQL server failed")
 	// ErrLogin: the server refused the URL's role or password.
 	ErrLogin = errors.New("PostgreSQL login refused")
 	// ErrNoBoard: the database has no board yet, and Options.NoCreate
@@ -160,6 +170,9 @@ type Options struct {
 	// inClaim runs inside the claim transaction, after the action's row is
 	// locked and before the commit, with the transaction's backend pid.
 	inClaim func(backendPID uint32)
+	// noVersionCheck leaves out the schema version check of every write
+	// (see firstTrip), for measuring its cost.
+	noVersionCheck bool
 }
 
 // A Board is an open PostgreSQL board. Its methods are safe for concurrent use.
@@ -174,6 +187,7 @@ type Board struct {
 	// Fixed at Open.
 	location string // the URL without its password
 	password string // the URL's password, to scrub from errors; "" if none
+	sslmode  string // the URL's sslmode, "" when it has none, for errors
 	opts     Options
 	log      *slog.Logger
 	pool     *pgxpool.Pool
@@ -197,6 +211,10 @@ type Board struct {
 	// which ends renewals, the listener and calls in progress.
 	life *engine.Life
 	ctx  context.Context
+
+	// broken, once set, is the answer of every call: a newer bee migrated
+	// the database (see refuseNewer).
+	broken atomic.Pointer[error]
 
 	mu      sync.Mutex                     // guards members
 	members map[identity.ID]actions.Member // joined through this Board, renewed by it
@@ -246,6 +264,7 @@ func Open(location string, opts *Options) (*Board, error) {
 		return nil, err
 	}
 	b := newBoard(loc, password, o, set)
+	b.sslmode = sslmodeOf(location)
 	if err := b.open(cfg); err != nil {
 		b.Close()
 		return nil, err
@@ -383,8 +402,9 @@ func (b *Board) ping(cc *pgx.ConnConfig) error {
 		}
 		return b.scrub(fmt.Errorf("open board %s: the server at %s said: %s (SQLSTATE %s)", b.location, where, pe.Message, pe.Code))
 	}
-	return b.scrub(fmt.Errorf("open board %s: cannot reach the PostgreSQL server at %s within %v: is it running, and are the host and port in the URL right? %w (%w)",
-		b.location, where, cc.ConnectTimeout, ErrUnreachable, err))
+	// The cause first, the board last: its location holds a '?' (before
+	// its sslmode, say) that a reader would stop at.
+	return b.scrub(connectErr(err, connTarget{where: where, host: cc.Host, sslmode: b.sslmode, within: cc.ConnectTimeout, board: b.location}))
 }
 
 // Created reports whether this Open created the board's tables: the
@@ -395,8 +415,13 @@ func (b *Board) Created() bool { return b.created }
 // Location implements actions.Board: the URL without its password.
 func (b *Board) Location() string { return b.location }
 
-// closed returns actions.ErrClosed, naming the board, once Close has begun.
+// closed returns the error every call returns from now on: the newer
+// schema that stopped the Board (see refuseNewer), or actions.ErrClosed,
+// naming the board, once Close has begun.
 func (b *Board) closed() error {
+	if err := b.broken.Load(); err != nil {
+		return *err
+	}
 	if b.ctx.Err() != nil {
 		return fmt.Errorf("board %s: %w", b.location, actions.ErrClosed)
 	}
@@ -514,9 +539,9 @@ func isConnLost(err error) bool {
 }
 
 // fail says why an operation failed: the caller's ctx ended (its error,
-// unwrapped, so callers can compare it), the Board closed, the retry bound
-// passed while the server was unreachable, or the database refused.
-func (b *Board) fail(ctx context.Context, op string, err error) error {
+// unwrapped, so callers can compare it), the Board closed, the bound
+// within passed while the server was unreachable, or the database refused.
+func (b *Board) fail(ctx context.Context, op string, err error, within time.Duration) error {
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err()
@@ -525,8 +550,9 @@ func (b *Board) fail(ctx context.Context, op string, err error) error {
 	case isSentinel(err):
 		return err
 	case retryable(err) || errors.Is(err, context.DeadlineExceeded):
-		return b.scrub(fmt.Errorf("board %s: %s: the server has not answered for %v; check that it runs and is reachable: %w (%w)",
-			b.location, op, b.opts.Retry, ErrUnreachable, err))
+		return b.scrub(&reachError{sentinel: ErrUnreachable, cause: err,
+			msg: fmt.Sprintf("board %s: %s: the PostgreSQL server has not answered for %v%s; check that it runs and is reachable",
+				b.location, op, within.Round(100*time.Millisecond), lostDetail(err))})
 	}
 	return b.scrub(fmt.Errorf("board %s: %s: %w", b.location, op, err))
 }
@@ -573,6 +599,7 @@ func (b *Board) writeWithin(ctx context.Context, op string, limit time.Duration,
 	if err := b.closed(); err != nil {
 		return err
 	}
+	start := time.Now()
 	octx, cancel := b.life.Bound(ctx, limit)
 	defer cancel()
 	for n := 0; ; n++ {
@@ -592,7 +619,7 @@ func (b *Board) writeWithin(ctx context.Context, op string, limit time.Duration,
 			return err
 		}
 		if !retryable(err) || !backoff(octx, n) {
-			return b.fail(ctx, op, err)
+			return b.fail(ctx, op, err, time.Since(start))
 		}
 		b.log.Debug("transaction failed; retrying", "op", op, logkey.Err, b.scrub(err))
 	}
@@ -616,8 +643,8 @@ func (b *Board) attempt(ctx context.Context, fn txFunc) (xid int64, err error) {
 			_ = tx.Rollback(detached)
 		}
 	}()
-	var id int64
-	if err := tx.QueryRow(ctx, `SELECT pg_current_xact_id()::text::bigint`).Scan(&id); err != nil {
+	id, err := b.firstTrip(ctx, tx)
+	if err != nil {
 		return 0, err
 	}
 	if err := fn(ctx, tx); err != nil {
@@ -670,6 +697,7 @@ func (b *Board) read(ctx context.Context, op string, fn func(ctx context.Context
 	if err := b.closed(); err != nil {
 		return err
 	}
+	start := time.Now()
 	octx, cancel := b.life.Bound(ctx, b.opts.Retry)
 	defer cancel()
 	for n := 0; ; n++ {
@@ -677,8 +705,11 @@ func (b *Board) read(ctx context.Context, op string, fn func(ctx context.Context
 		if err == nil || errors.Is(err, pgx.ErrNoRows) || isSentinel(err) {
 			return err
 		}
+		if err = b.schemaGone(octx, err); isSentinel(err) {
+			return err
+		}
 		if !retryable(err) || !backoff(octx, n) {
-			return b.fail(ctx, op, err)
+			return b.fail(ctx, op, err, time.Since(start))
 		}
 	}
 }

@@ -94,7 +94,7 @@ func TestOpen_Unreachable(t *testing.T) {
 	start := time.Now()
 	_, err = Open("postgres://bee:s3cret-pw@"+addr+"/bee", &Options{ConnectTimeout: 2 * time.Second})
 	require.ErrorIs(t, err, ErrUnreachable)
-	require.ErrorContains(t, err, "cannot reach the PostgreSQL server at "+addr)
+	require.ErrorContains(t, err, "nothing listens at "+addr)
 	require.NotContains(t, err.Error(), "s3cret-pw")
 	require.Less(t, time.Since(start), testtime.Bound(5*time.Second))
 
@@ -126,6 +126,7 @@ func TestOpen_Unreachable(t *testing.T) {
 	_, err = Open("postgres://bee:s3cret-pw@"+silent.Addr().String()+"/bee", &Options{ConnectTimeout: time.Second})
 	took := time.Since(start)
 	require.ErrorIs(t, err, ErrUnreachable)
+	require.ErrorContains(t, err, "did not answer within 1s")
 	require.NotContains(t, err.Error(), "s3cret-pw")
 	t.Logf("a silent server reported after %v (connect timeout 1 s)", took)
 	require.Less(t, took, testtime.Bound(5*time.Second))

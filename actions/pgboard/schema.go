@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -91,17 +92,19 @@ const migrateLock = 0x62656501
 // migrate checks the database's version, without writing when it is up to
 // date, and brings an older schema up to date.
 func (b *Board) migrate() error {
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(b.ctx, b.opts.ConnectTimeout+b.opts.Retry)
 	defer cancel()
 	v, err := b.readVersion(ctx, b.pool)
 	if err != nil {
-		return b.fail(ctx, "read schema version", err)
+		return b.fail(ctx, "read schema version", err, time.Since(start))
 	}
 	if v == 0 && b.opts.NoCreate {
-		return fmt.Errorf("no board at %s: nothing has been posted there yet: %w", b.location, ErrNoBoard)
+		return &reachError{sentinel: ErrNoBoard,
+			msg: fmt.Sprintf("no board in the database %s: nothing has been posted there yet; check the URL (a post creates the board)", b.location)}
 	}
 	if v < schemaVersion {
-		if err := b.migrateLocked(ctx); err != nil {
+		if err := b.migrateLocked(ctx, start); err != nil {
 			return err
 		}
 	}
@@ -123,22 +126,25 @@ func (b *Board) migrate() error {
 // migrateLocked applies the migrations the database lacks, holding a
 // session advisory lock on one connection while it looks again and
 // migrates. The lock is taken before the transaction begins, so that the
-// transaction sees the tables another process created meanwhile.
-func (b *Board) migrateLocked(ctx context.Context) error {
+// transaction sees the tables another process created meanwhile, and let
+// go only after it commits: every write of an older bee's Board holds the
+// same lock shared while it checks the version and writes (see firstTrip),
+// so none writes through a schema being changed.
+func (b *Board) migrateLocked(ctx context.Context, start time.Time) error {
 	conn, err := b.pool.Acquire(ctx)
 	if err != nil {
-		return b.fail(ctx, "migrate", err)
+		return b.fail(ctx, "migrate", err, time.Since(start))
 	}
 	defer conn.Release()
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrateLock); err != nil {
-		return b.fail(ctx, "migrate", err)
+		return b.fail(ctx, "migrate", err, time.Since(start))
 	}
 	defer func() {
 		_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrateLock)
 	}()
 	v, err := b.readVersion(ctx, conn)
 	if err != nil {
-		return b.fail(ctx, "migrate", err)
+		return b.fail(ctx, "migrate", err, time.Since(start))
 	}
 	if v == schemaVersion {
 		return nil // another process migrated meanwhile
@@ -166,7 +172,7 @@ func (b *Board) migrateLocked(ctx context.Context) error {
 		return err
 	})
 	if err != nil {
-		return b.fail(ctx, "migrate", err)
+		return b.fail(ctx, "migrate", err, time.Since(start))
 	}
 	b.created = v == 0
 	b.log.Info("board schema migrated", logkey.SchemaFrom, v, logkey.SchemaTo, schemaVersion)
