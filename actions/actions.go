@@ -56,7 +56,7 @@ type ListFilter struct {
 func (f ListFilter) CheckStates() error {
 	for _, s := range f.States {
 		if !s.Known() {
-			return fmt.Errorf("unknown state %q (open, claimed, done, failed or cancelled)", string(s))
+			return fmt.Errorf("unknown state %s (open, claimed, done, failed or cancelled)", Quote(string(s)))
 		}
 	}
 	return nil
