@@ -44,6 +44,7 @@ func scanRecord(s scanner, extra ...any) (actions.Record, error) {
 		return actions.Record{}, err
 	}
 	r.ID = position.ActionID(r.Seq)
+	r.Priority = actions.DefaultPriority // until the schema keeps priorities
 	r.State = actions.State(state)
 	r.PostedAt = fromMS(posted)
 	if claimedAt.Valid {

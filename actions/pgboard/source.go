@@ -40,6 +40,7 @@ func scanRecord(row pgx.Row, extra ...any) (actions.Record, error) {
 		return actions.Record{}, err
 	}
 	r.ID = position.ActionID(r.Seq)
+	r.Priority = actions.DefaultPriority // until the schema keeps priorities
 	r.State = actions.State(state)
 	r.PostedAt = posted.UTC()
 	if claimedAt != nil {

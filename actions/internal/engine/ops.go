@@ -33,6 +33,9 @@ func (e *Engine) Post(ctx context.Context, by actions.Poster, d actions.Draft) (
 	if err != nil {
 		return actions.Record{}, fmt.Errorf("post: %w", err)
 	}
+	if len(d.After) > 0 || d.Priority != nil {
+		return actions.Record{}, fmt.Errorf("post: %w", errPlansNotYet)
+	}
 	if err := e.checkLive(ctx, d.To); err != nil {
 		return actions.Record{}, fmt.Errorf("post: %w", err)
 	}
