@@ -104,18 +104,20 @@ func (s *Server) planOf(ctx context.Context, id string) *planView {
 
 // layoutPlan lays the plan g out as a layered graph: an action's layer
 // (its column) is its depth, the length of the longest chain of
-// prerequisites before it within the plan, and within a layer the actions
-// sit in the order of the mean row of their prerequisites (posting order
-// for ties and for the first layer), which keeps most edges short and
-// uncrossed.
+// prerequisites before it within the plan. An edge that spans several
+// layers runs through a hidden slot in each layer between, so that it
+// never passes under a node. Within a layer, slots sit in the order of the
+// mean row of what they wait for (posting order for ties and for the
+// first layer), which keeps most edges short and uncrossed.
 func layoutPlan(now time.Time, g actions.PlanGraph, mark string) *planView {
 	v := &planView{ID: mark, Legend: planStates}
-	index := make(map[string]int, len(g.Records))
+	n := len(g.Records)
+	index := make(map[string]int, n)
 	for i, r := range g.Records {
 		index[r.ID] = i
 	}
-	prereqs := make([][]int, len(g.Records)) // node -> nodes it waits for
-	var edges []actions.PlanEdge
+	var edges [][2]int // before, after
+	prereqs := make([][]int, n)
 	for _, e := range g.Edges {
 		b, okB := index[e.Before]
 		a, okA := index[e.After]
@@ -123,28 +125,44 @@ func layoutPlan(now time.Time, g actions.PlanGraph, mark string) *planView {
 			continue
 		}
 		prereqs[a] = append(prereqs[a], b)
-		edges = append(edges, e)
+		edges = append(edges, [2]int{b, a})
 	}
 	depth := depths(prereqs)
 
+	// Slots: the actions (0..n-1), then the hidden ones of long edges.
+	slotDepth := slices.Clone(depth)
+	slotWaits := make([][]int, n) // slot -> slots it hangs from
+	paths := make([][]int, len(edges))
+	for k, e := range edges {
+		b, a := e[0], e[1]
+		path := []int{b}
+		for d := depth[b] + 1; d < depth[a]; d++ {
+			slotDepth = append(slotDepth, d)
+			slotWaits = append(slotWaits, []int{path[len(path)-1]})
+			path = append(path, len(slotDepth)-1)
+		}
+		slotWaits[a] = append(slotWaits[a], path[len(path)-1])
+		paths[k] = append(path, a)
+	}
+
 	layers := [][]int{}
-	for i, d := range depth {
+	for i, d := range slotDepth {
 		for len(layers) <= d {
 			layers = append(layers, nil)
 		}
-		layers[d] = append(layers[d], i) // posting order within a layer
+		layers[d] = append(layers[d], i) // posting order, hidden slots last
 	}
-	row := make([]float64, len(g.Records))
+	row := make([]float64, len(slotDepth))
 	for _, layer := range layers {
 		mean := func(i int) float64 {
-			if len(prereqs[i]) == 0 {
+			if len(slotWaits[i]) == 0 {
 				return float64(i) // the first layer: posting order
 			}
 			sum := 0.0
-			for _, p := range prereqs[i] {
+			for _, p := range slotWaits[i] {
 				sum += row[p]
 			}
-			return sum / float64(len(prereqs[i]))
+			return sum / float64(len(slotWaits[i]))
 		}
 		slices.SortStableFunc(layer, func(a, b int) int { return cmp.Compare(mean(a), mean(b)) })
 		for k, i := range layer {
@@ -158,32 +176,33 @@ func layoutPlan(now time.Time, g actions.PlanGraph, mark string) *planView {
 	}
 	v.Width = 2*graphPad + len(layers)*nodeW + max(0, len(layers)-1)*layerGap
 	v.Height = 2*graphPad + tallest*nodeH + max(0, tallest-1)*rowGap
-	pos := make([]planNode, len(g.Records))
+	x := make([]int, len(slotDepth))
+	y := make([]int, len(slotDepth))
 	for d, layer := range layers {
 		// Each layer is centred on the tallest one.
 		top := graphPad + (tallest-len(layer))*(nodeH+rowGap)/2
 		for k, i := range layer {
-			r := shownRecord(g.Records[i])
-			pos[i] = planNode{
-				ID: r.ID, State: r.State, Title: r.Title, Short: cutRunes(r.Title, titleRune),
-				For: actionView{Record: r}.For(), Marked: r.ID == mark, Depth: d,
-				X: graphPad + d*(nodeW+layerGap), Y: top + k*(nodeH+rowGap),
-			}
+			x[i], y[i] = graphPad+d*(nodeW+layerGap), top+k*(nodeH+rowGap)
 		}
 	}
 	for _, layer := range layers {
 		for _, i := range layer {
-			v.Nodes = append(v.Nodes, pos[i])
+			if i >= n {
+				continue // a hidden slot
+			}
+			r := shownRecord(g.Records[i])
+			v.Nodes = append(v.Nodes, planNode{
+				ID: r.ID, State: r.State, Title: r.Title, Short: cutRunes(r.Title, titleRune),
+				For: actionView{Record: r}.For(), Marked: r.ID == mark, Depth: slotDepth[i], X: x[i], Y: y[i],
+			})
 		}
 	}
-	for _, e := range edges {
-		b, a := pos[index[e.Before]], pos[index[e.After]]
-		x1, y1 := b.X+nodeW, b.Y+nodeH/2
-		x2, y2 := a.X-4, a.Y+nodeH/2 // the arrowhead ends at the node
-		bend := layerGap / 2
+	for k, e := range edges {
+		b, a := e[0], e[1]
 		v.Edges = append(v.Edges, planEdge{
-			Before: b.ID, After: a.ID, Met: b.State == actions.Done,
-			Path: fmt.Sprintf("M%d %d C%d %d %d %d %d %d", x1, y1, x1+bend, y1, x2-bend, y2, x2, y2),
+			Before: shownRecord(g.Records[b]).ID, After: shownRecord(g.Records[a]).ID,
+			Met:  g.Records[b].State == actions.Done,
+			Path: edgePath(paths[k], x, y),
 		})
 	}
 	for _, r := range g.Records {
@@ -191,6 +210,29 @@ func layoutPlan(now time.Time, g actions.PlanGraph, mark string) *planView {
 	}
 	v.Summary = planSummary(g.Records)
 	return v
+}
+
+// edgePath is the SVG path of an edge through the slots of path: from the
+// first slot's right side to the last one's left side (short of it by
+// the arrowhead), a curve between two layers and a straight line across
+// each hidden slot.
+func edgePath(path []int, x, y []int) string {
+	var b strings.Builder
+	bend := layerGap / 2
+	fx, fy := x[path[0]]+nodeW, y[path[0]]+nodeH/2
+	fmt.Fprintf(&b, "M%d %d", fx, fy)
+	for k, s := range path[1:] {
+		tx, ty := x[s], y[s]+nodeH/2
+		if k == len(path)-2 {
+			tx -= 4 // the arrowhead ends at the node
+		}
+		fmt.Fprintf(&b, " C%d %d %d %d %d %d", fx+bend, fy, tx-bend, ty, tx, ty)
+		if k < len(path)-2 {
+			fx, fy = tx+nodeW, ty
+			fmt.Fprintf(&b, " L%d %d", fx, fy)
+		}
+	}
+	return b.String()
 }
 
 // depths returns each node's depth: 0 for a node that waits for nothing,
