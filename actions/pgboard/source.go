@@ -18,8 +18,9 @@ var recordCols = recordColsOf("bee_actions")
 
 // recordColsOf is the columns scanRecord reads of the table aliased alias:
 // the last two are the action's prerequisites as given and, while it is
-// blocked, those not yet done, each read with an index lookup
-// (bee_prerequisites' primary key) on the page's own statement.
+// blocked, those not yet done, each read with index lookups (the primary
+// keys: a correlated subquery rather than a join, which the planner might
+// hash over every action) on the page's own statement.
 func recordColsOf(alias string) string {
 	cols := strings.Split(`seq, to_whom, from_whom, title, body, state, holder, result, reason, ended_by, posted_at, claimed_at, ended_at, priority`, ", ")
 	for i, c := range cols {
@@ -27,8 +28,8 @@ func recordColsOf(alias string) string {
 	}
 	return strings.Join(cols, ", ") + `,
 		ARRAY(SELECT p.pre FROM bee_prerequisites p WHERE p.seq = ` + alias + `.seq ORDER BY p.ord),
-		CASE WHEN ` + alias + `.state = 'blocked' THEN ARRAY(SELECT p.pre FROM bee_prerequisites p JOIN bee_actions b ON b.seq = p.pre
-			WHERE p.seq = ` + alias + `.seq AND b.state <> 'done' ORDER BY p.ord) END`
+		CASE WHEN ` + alias + `.state = 'blocked' THEN ARRAY(SELECT p.pre FROM bee_prerequisites p
+			WHERE p.seq = ` + alias + `.seq AND (SELECT b.state FROM bee_actions b WHERE b.seq = p.pre) <> 'done' ORDER BY p.ord) END`
 }
 
 // xid is the id of the current transaction, as the rev it writes.

@@ -149,15 +149,19 @@ func (t ptx) Take(w engine.Want) (actions.Record, bool, error) {
 	if _, err := t.tx.Exec(t.ctx, `SELECT set_config('enable_sort', 'off', true), set_config('enable_bitmapscan', 'off', true)`); err != nil {
 		return actions.Record{}, false, err
 	}
-	rec, ok, err := found(scanRecord(t.tx.QueryRow(t.ctx, `WITH c AS (
-			SELECT seq FROM bee_actions WHERE `+openFor+` ORDER BY priority, seq LIMIT 1 FOR UPDATE SKIP LOCKED)
-		UPDATE bee_actions a SET state = 'claimed', holder = $1, claimed_at = `+nowSQL("$4")+`, rev = `+xid+`
-		FROM c WHERE a.seq = c.seq RETURNING `+recordColsOf("a"), string(w.Who), w.Recipients(), w.Skip, t.b.now())))
+	rec, ok, err := found(scanRecord(t.tx.QueryRow(t.ctx, takeSQL, string(w.Who), w.Recipients(), w.Skip, t.b.now())))
 	if ok && t.b.opts.inClaim != nil {
 		t.b.opts.inClaim(t.tx.Conn().PgConn().PID())
 	}
 	return rec, ok, err
 }
+
+// takeSQL claims for $1 the first open action (see openFor) in claim
+// order that nobody holds locked; $4 is the time.
+var takeSQL = `WITH c AS (
+		SELECT seq FROM bee_actions WHERE ` + openFor + ` ORDER BY priority, seq LIMIT 1 FOR UPDATE SKIP LOCKED)
+	UPDATE bee_actions a SET state = 'claimed', holder = $1, claimed_at = ` + nowSQL("$4") + `, rev = ` + xid + `
+	FROM c WHERE a.seq = c.seq RETURNING ` + recordColsOf("a")
 
 // reclaimLock is the advisory lock key of reclaiming ("bee" and 2): one
 // claimer at a time departs the members whose lease ran out, so that two
