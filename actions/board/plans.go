@@ -3,6 +3,7 @@ package board
 import (
 	"context"
 	"encoding/json"
+	"slices"
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/internal/engine"
@@ -92,19 +93,27 @@ func (t wtx) OpenReady(seqs []int64) ([]actions.Record, error) {
 		RETURNING `+recordCols, seqList(seqs))
 }
 
-// waitingEdges is every edge by which a blocked action waits for ?1,
+// waitingEdges is every edge of the blocked actions that wait for ?1,
 // directly or through other blocked actions, by seq and the order given.
 const waitingEdges = `WITH RECURSIVE w (seq) AS (
 		SELECT ?1
 		UNION
 		SELECT p.seq FROM w JOIN prerequisites p ON p.pre = w.seq JOIN actions a ON a.seq = p.seq AND a.state = 'blocked')
-	SELECT p.seq, p.pre FROM prerequisites p
-	WHERE p.seq IN (SELECT seq FROM w WHERE seq <> ?1) AND p.pre IN (SELECT seq FROM w)
+	SELECT p.seq, p.pre FROM w JOIN prerequisites p ON p.seq = w.seq WHERE w.seq <> ?1
 	ORDER BY p.seq, p.ord`
 
-// Waiting implements engine.PlanTx.
+// Waiting implements engine.PlanTx: the waiters' edges, less those to an
+// action that is neither seq nor a waiter (a prerequisite done, say).
 func (t wtx) Waiting(seq int64) ([]engine.Edge, error) {
-	return scanEdges(t.rows(waitingEdges, seq))
+	edges, err := scanEdges(t.rows(waitingEdges, seq))
+	if err != nil {
+		return nil, err
+	}
+	in := map[int64]bool{seq: true}
+	for _, e := range edges {
+		in[e.Seq] = true
+	}
+	return slices.DeleteFunc(edges, func(e engine.Edge) bool { return !in[e.Pre] }), nil
 }
 
 // edgeRows are the rows of a query of edges (seq, pre).
