@@ -135,11 +135,7 @@ func printTree(w io.Writer, g actions.PlanGraph, mark string) error {
 // treeNode is one action as a line of the tree: "a-2 [claimed by
 // agent:w#1a2b3c4d] Update the API (for worker)".
 func treeNode(r actions.Record, marked bool) string {
-	state := describe(r)
-	if r.State == actions.Blocked && len(r.BlockedBy) > 0 {
-		state = "blocked by " + safe(strings.Join(r.BlockedBy, ", "))
-	}
-	line := fmt.Sprintf("%s [%s] %s", safe(r.ID), state, oneLine(r.Title, 60))
+	line := fmt.Sprintf("%s [%s] %s", safe(r.ID), describe(r), oneLine(r.Title, 60))
 	if r.To != "" {
 		line += " (for " + safe(r.To) + ")"
 	}

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/board"
+	"github.com/tractat-us/bee/identity"
 )
 
 // writePlan writes a plan file and returns its path.
@@ -92,6 +94,7 @@ func TestPost_Plan(t *testing.T) {
 	require.Regexp(t, `^svc-a\s+a-3\s+blocked \(after a-2\)\s+anyone\s+Update service A$`, lines[3])
 	require.Regexp(t, `^load\s+a-5\s+blocked \(after a-3, a-4\)\s+anyone\s+Run the load test$`, lines[5])
 	require.Contains(t, lines[6], "bee plan a-2")
+	require.Contains(t, lines[6], "bee wait a-5 waits for its end")
 
 	// From stdin, as JSON; after may name an existing id.
 	var posted actions.PostedPlan
@@ -119,7 +122,7 @@ func TestPost_PlanRefusals(t *testing.T) {
 	}{
 		{"a cycle and a duplicate, each named on its own line", []string{"--plan", "-"},
 			`[{"key":"a","title":"A","after":["c"]},{"key":"b","title":"B","after":["a"]},{"key":"c","title":"C","after":["b"]},{"key":"c","title":"again"}]`,
-			exitUsage, []string{"nothing was posted (2 problems):\n  - entry #", `"a" → "c" → "b" → "a"`, "\n  - entry #4 (key \"c\")", "Try: fix each step named"}},
+			exitUsage, []string{"nothing was posted (2 problems):\n  - entry #", `"a" → "c" → "b" → "a"`, "\n  - entry #4 (key \"c\")", "Try: fix each entry named"}},
 		{"an unknown id", []string{"--plan", "-"}, `[{"key":"a","title":"A","after":["a-99"]}]`, exitNo, []string{"a-99"}},
 		{"a cancelled prerequisite", []string{"--plan", "-"}, `[{"key":"a","title":"A","after":["a-1"]}]`, exitNo, []string{"a-1", "cancelled"}},
 		{"not JSON", []string{"--plan", "-"}, "[{\"key\":\"a\",\n \"title\": nope}]", exitUsage, []string{"not a JSON array of steps: line 2:"}},
@@ -167,7 +170,11 @@ func TestShow_PrerequisitesAndDependents(t *testing.T) {
 	t.Parallel()
 	path := boardPath(t)
 	bee(t, path, "post", "--plan", writePlan(t, diamondPlan))
-	b, w := worker(t, path)
+	b, err := board.Open(path, nil)
+	require.NoError(t, err)
+	defer b.Close()
+	w := identity.ID("agent:db#0000000d")
+	require.NoError(t, b.Join(t.Context(), actions.Member{ID: w, PID: os.Getpid()}))
 	out := bee(t, path, "show", "a-2")
 	require.Regexp(t, `priority:\s+2\n`, out)
 	require.Regexp(t, `prerequisites \(it waits for these to be done\):\n  a-1\s+open\s+Migrate the schema\n`, out)
@@ -189,7 +196,7 @@ func TestShow_PrerequisitesAndDependents(t *testing.T) {
 
 	// As steps end, show says so.
 	claim(t, b, w)
-	_, err := b.Finish(t.Context(), w, "a-1", "done")
+	_, err = b.Finish(t.Context(), w, "a-1", "done")
 	require.NoError(t, err)
 	require.Regexp(t, `a-1\s+done\s+Migrate the schema`, bee(t, path, "show", "a-2"))
 }

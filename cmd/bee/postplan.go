@@ -124,9 +124,28 @@ func (c *PostCommand) postPlan(ctx context.Context, pos []string) error {
 		return err
 	}
 	if len(posted.Records) > 0 {
-		_, err = fmt.Fprintf(out, "bee plan %s shows it as it goes; bee wait waits for its last steps.\n", safe(posted.Records[0].ID))
+		_, err = fmt.Fprintf(out, "bee plan %s shows it as it goes; bee wait %s waits for its end.\n",
+			safe(posted.Records[0].ID), safe(strings.Join(lastSteps(plan, posted.IDs), " ")))
 	}
 	return err
+}
+
+// lastSteps returns the ids of the steps of plan that no other step waits
+// for, in plan order: when they have ended, so has the plan.
+func lastSteps(plan []actions.PlanEntry, ids map[string]string) []string {
+	waited := map[string]bool{}
+	for _, e := range plan {
+		for _, a := range e.After {
+			waited[a] = true
+		}
+	}
+	var last []string
+	for _, e := range plan {
+		if id, ok := ids[e.Key]; ok && !waited[e.Key] {
+			last = append(last, id)
+		}
+	}
+	return last
 }
 
 // readPlan reads the plan --plan names: a JSON array of steps, each with
@@ -192,17 +211,31 @@ func planRefused(pe *actions.PlanError) error {
 	n := len(pe.Problems) + pe.Omitted
 	e := &cliError{code: exitUsage, err: pe,
 		msg:  fmt.Sprintf("bee post: the plan was refused, nothing was posted (%d %s):", n, plural(n, "problem", "problems")),
-		hint: "fix each step named, then post the whole plan again"}
+		hint: "fix each entry named, then post the whole plan again"}
 	if errors.Is(pe, actions.ErrUnknownAction) || errors.Is(pe, actions.ErrPrerequisiteEnded) {
 		e.code = exitNo
 	}
 	for _, p := range pe.Problems {
-		e.detail = append(e.detail, plainBoardText(p.Error()))
+		e.detail = append(e.detail, problemText(p))
 	}
 	if pe.Omitted > 0 {
 		e.detail = append(e.detail, fmt.Sprintf("and %d more", pe.Omitted))
 	}
 	return e
+}
+
+// problemText says one problem of a refused plan, naming its entry as
+// PlanProblem does, without the sentinels' names (see plainBoardText),
+// unless the sentinel is all there is to say ("action title is empty").
+func problemText(p actions.PlanProblem) string {
+	msg := plainBoardText(p.Err.Error())
+	switch {
+	case p.Index < 0:
+		return msg
+	case p.Key == "":
+		return fmt.Sprintf("entry #%d: %s", p.Index+1, msg)
+	}
+	return fmt.Sprintf("entry #%d (key %s): %s", p.Index+1, strconv.Quote(p.Key), msg)
 }
 
 // plural is one for 1, else many.

@@ -24,12 +24,12 @@ import (
 
 // Sizes of the plan graph, in SVG user units (CSS pixels).
 const (
-	nodeW     = 220 // a node's width
+	nodeW     = 184 // a node's width
 	nodeH     = 54  // a node's height
-	layerGap  = 64  // between two layers, where the edges run
+	layerGap  = 50  // between two layers, where the edges run
 	rowGap    = 16  // between two nodes of a layer
 	graphPad  = 12  // around the graph
-	titleRune = 30  // the most characters of a title a node shows
+	titleRune = 24  // the most characters of a title a node shows
 )
 
 // planStates are the states the legend explains, in the order a plan
@@ -86,6 +86,7 @@ func (planNode) H() int { return nodeH }
 type planEdge struct {
 	Before, After string
 	Met           bool   // Before is done
+	Broken        bool   // Before failed or was cancelled: After never opens
 	Path          string // the SVG path, from Before's right side to After's left
 }
 
@@ -201,7 +202,8 @@ func layoutPlan(now time.Time, g actions.PlanGraph, mark string) *planView {
 		b, a := e[0], e[1]
 		v.Edges = append(v.Edges, planEdge{
 			Before: shownRecord(g.Records[b]).ID, After: shownRecord(g.Records[a]).ID,
-			Met:  g.Records[b].State == actions.Done,
+			Met:    g.Records[b].State == actions.Done,
+			Broken: g.Records[b].State == actions.Failed || g.Records[b].State == actions.Cancelled,
 			Path: edgePath(paths[k], x, y),
 		})
 	}

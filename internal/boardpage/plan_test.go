@@ -3,10 +3,12 @@ package boardpage
 import (
 	"bytes"
 	"fmt"
+	"html/template"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -77,6 +79,7 @@ func TestLayoutPlan_Layers(t *testing.T) {
 		require.Equal(t, []int{b.X + nodeW, b.Y + nodeH/2}, p[:2], "starts at the prerequisite's right side: %+v", e)
 		require.Equal(t, []int{a.X - 4, a.Y + nodeH/2}, p[len(p)-2:], "ends at the dependent's left side, before the arrowhead: %+v", e)
 		require.Equal(t, b.State == actions.Done, e.Met, "%+v", e)
+		require.False(t, e.Broken, "nothing failed: %+v", e)
 		// Across a layer between, the edge runs level, and under no node.
 		for _, m := range regexp.MustCompile(`C-?\d+ -?\d+ -?\d+ -?\d+ (-?\d+) (-?\d+) L(-?\d+) (-?\d+)`).FindAllStringSubmatch(e.Path, -1) {
 			require.Equal(t, m[2], m[4], "level across: %s", e.Path)
@@ -160,7 +163,10 @@ func TestView_PlanRendered(t *testing.T) {
 	require.Contains(t, html, `class="node blocked marked"`)
 	require.Equal(t, 6, strings.Count(html, `marker-end="url(#plan-arrow)"`))
 	require.NotContains(t, html, "<script>alert")
-	require.Contains(t, html, `class="node-title">&lt;script&gt;alert(1)&lt;/script&gt; and…</text>`)
+	short := cutRunes(g.Records[2].Title, titleRune)
+	require.Equal(t, titleRune, utf8.RuneCountInString(short))
+	require.True(t, strings.HasSuffix(short, "…"))
+	require.Contains(t, html, `class="node-title">`+template.HTMLEscapeString(short)+`</text>`, "cut to fit, and escaped")
 	for _, st := range planStates {
 		require.Contains(t, html, `<span class="swatch `+string(st)+`"></span>`+string(st))
 	}

@@ -132,6 +132,8 @@ func TestBrowser_PlanGraphLive(t *testing.T) {
 	require.Equal(t, legend("failed"), colour("a-2"))
 	require.Equal(t, legend("cancelled"), colour("a-3"))
 	require.Contains(t, eval[string](t, tab, `document.querySelector('#plan tr#row-a-3 td.outcome').textContent`), "prerequisite a-2 failed")
+	require.Equal(t, "a-2 a-3", eval[string](t, tab, `Array.from(document.querySelectorAll('#plan-graph path.edge.broken')).map(p => p.dataset.before + ' ' + p.dataset.after).join()`),
+		"the edge from the failed step is drawn broken")
 	require.True(t, eval[bool](t, tab, `window.__sameLoad === true`), "the page was reloaded")
 	require.Equal(t, "live", eval[string](t, tab, `document.getElementById('status').textContent`))
 }

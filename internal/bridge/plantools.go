@@ -118,7 +118,7 @@ func (p *planEntries) decodeArg(raw json.RawMessage, _ WaitBounds) string {
 	out := make([]actions.PlanEntry, len(items))
 	for i, item := range items {
 		if problem := decodePlanEntry(item, &out[i]); problem != "" {
-			return fmt.Sprintf("step #%d: %s", i+1, problem)
+			return fmt.Sprintf("entry #%d: %s", i+1, problem)
 		}
 	}
 	*p = out
@@ -243,7 +243,7 @@ func lastSteps(plan []actions.PlanEntry, ids map[string]string) []string {
 func planNext(tool string, err error) string {
 	switch {
 	case errors.Is(err, actions.ErrBadPlan):
-		return "Nothing was posted. Fix every step the error names, then call " + tool + " again with the whole plan."
+		return "Nothing was posted. Fix every entry the error names, then call " + tool + " again with the whole plan."
 	case errors.Is(err, actions.ErrPrerequisiteEnded):
 		return "Nothing was posted: an action it would wait for has failed or was cancelled, so it could never open. " +
 			"Read why, then drop that id from after, or post the work again without it."

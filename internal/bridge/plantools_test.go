@@ -141,14 +141,14 @@ func TestPostPlan_Refusals(t *testing.T) {
 		{"no actions", `{}`, []string{"argument actions", "is required"}},
 		{"not an array", `{"actions":{"key":"a"}}`, []string{"argument actions", "array of steps"}},
 		{"empty", `{"actions":[]}`, []string{"at least one step"}},
-		{"not an object", `{"actions":["a"]}`, []string{"step #1", "must be an object"}},
-		{"unknown field", `{"actions":[{"key":"a","title":"t","body":"b","paths":["x"],"whom":"y"}]}`, []string{"step #1", "unknown field paths"}},
-		{"no body", `{"actions":[{"key":"a","title":"t","body":"b"},{"key":"b","title":"t"}]}`, []string{"step #2", "body is required"}},
-		{"no key", `{"actions":[{"title":"t","body":"b"}]}`, []string{"step #1", "key is required"}},
-		{"title a number", `{"actions":[{"key":"a","title":5,"body":"b"}]}`, []string{"step #1", "title must be a string"}},
-		{"priority a string", `{"actions":[{"key":"a","title":"t","body":"b","priority":"1"}]}`, []string{"step #1", "priority must be a JSON integer", `"1"`}},
-		{"priority out of range", `{"actions":[{"key":"a","title":"t","body":"b","priority":5}]}`, []string{"step #1", "priority must be from 0", "got 5"}},
-		{"after a string", `{"actions":[{"key":"a","title":"t","body":"b","after":"x"}]}`, []string{"step #1", "after must be an array"}},
+		{"not an object", `{"actions":["a"]}`, []string{"entry #1", "must be an object"}},
+		{"unknown field", `{"actions":[{"key":"a","title":"t","body":"b","paths":["x"],"whom":"y"}]}`, []string{"entry #1", "unknown field paths"}},
+		{"no body", `{"actions":[{"key":"a","title":"t","body":"b"},{"key":"b","title":"t"}]}`, []string{"entry #2", "body is required"}},
+		{"no key", `{"actions":[{"title":"t","body":"b"}]}`, []string{"entry #1", "key is required"}},
+		{"title a number", `{"actions":[{"key":"a","title":5,"body":"b"}]}`, []string{"entry #1", "title must be a string"}},
+		{"priority a string", `{"actions":[{"key":"a","title":"t","body":"b","priority":"1"}]}`, []string{"entry #1", "priority must be a JSON integer", `"1"`}},
+		{"priority out of range", `{"actions":[{"key":"a","title":"t","body":"b","priority":5}]}`, []string{"entry #1", "priority must be from 0", "got 5"}},
+		{"after a string", `{"actions":[{"key":"a","title":"t","body":"b","after":"x"}]}`, []string{"entry #1", "after must be an array"}},
 		{"too many", `{"actions":[` + strings.Repeat(`{"key":"a","title":"t","body":"b"},`, actions.MaxPlan) + `{"key":"a","title":"t","body":"b"}]}`,
 			[]string{"holds 1001 steps; at most 1000"}},
 	} {
@@ -176,7 +176,7 @@ func TestPostPlan_BoardRefusalNamesEachCulprit(t *testing.T) {
 		{"key":"d","title":"D","body":"","after":["nope"]},
 		{"key":"d","title":"D again","body":""}]}`))
 	got := said(t, res)
-	for _, w := range []string{"nothing was posted", `"a" → "b" → "c"`, `"nope"`, `duplicate plan key`, "Nothing was posted. Fix every step"} {
+	for _, w := range []string{"nothing was posted", `"a" → "c" → "b"`, `"nope"`, `duplicate plan key`, "Nothing was posted. Fix every entry"} {
 		require.Contains(t, got, w)
 	}
 	page, err := b.List(t.Context(), "")
