@@ -204,7 +204,7 @@ func layoutPlan(now time.Time, g actions.PlanGraph, mark string) *planView {
 			Before: shownRecord(g.Records[b]).ID, After: shownRecord(g.Records[a]).ID,
 			Met:    g.Records[b].State == actions.Done,
 			Broken: g.Records[b].State == actions.Failed || g.Records[b].State == actions.Cancelled,
-			Path: edgePath(paths[k], x, y),
+			Path:   edgePath(paths[k], x, y),
 		})
 	}
 	for _, r := range g.Records {
