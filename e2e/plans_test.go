@@ -266,6 +266,8 @@ func TestWakePlan(t *testing.T) {
 			prev := recs[i-1]
 			if r.ClaimedAt == nil || prev.EndedAt == nil || r.ClaimedAt.Before(*prev.EndedAt) {
 				t.Errorf("%s was claimed at %v, before %s ended at %v", r.ID, r.ClaimedAt, prev.ID, prev.EndedAt)
+			} else {
+				t.Logf("%s done -> %s claimed by the session woken for it: %v", prev.ID, r.ID, r.ClaimedAt.Sub(*prev.EndedAt))
 			}
 		}
 	}
