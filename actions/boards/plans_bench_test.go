@@ -195,26 +195,8 @@ func benchPriorityClaims(b *testing.B, location string, prio bool) {
 				b.Fatal(err)
 			}
 		}
-		workers := make([]*boardtest.Proc, procs)
-		for i := range workers {
-			workers[i] = boardtest.StartProc(b, "rate", location, fmt.Sprintf("%s=%d", boardtest.EnvMS, round.Milliseconds()))
-		}
-		for _, w := range workers {
-			w.Expect("ready", 60*time.Second)
-		}
-		for _, w := range workers {
-			w.Send("go")
-		}
-		sum := 0.0
-		for _, w := range workers {
-			f := strings.Fields(w.Expect("count ", round+60*time.Second))
-			n, _ := strconv.Atoi(f[1])
-			sum += float64(n) / round.Seconds()
-			w.Finish(30 * time.Second)
-		}
-		if sum*round.Seconds() >= stock {
-			b.Logf("the %d actions ran out: the rate is a floor", stock)
-		}
+		_, sum := claimRates(b, location, procs, round, stock)
+		b.Logf("%.0f claims/s", sum)
 		total += sum
 	}
 	b.ReportMetric(total/float64(b.N), "claims/s")
