@@ -211,8 +211,9 @@ type Source interface {
 	// its agent name, so nothing addressed to it is lost. Idempotent.
 	Depart(ctx context.Context, who identity.ID) error
 
-	// Next waits for the oldest open action who may take, claims it for who
-	// and returns it with the cursor to resume from. It must return within
+	// Next waits for the most urgent open action who may take (the lowest
+	// Priority, the oldest first within one), claims it for who and
+	// returns it with the cursor to resume from. It must return within
 	// timeout: on timeout the page has no records and its cursor is where to
 	// resume (it may have moved past actions others took). after marks a
 	// position; it does not filter, so an action released or reclaimed

@@ -8,6 +8,7 @@ import (
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/internal/engine"
 	"github.com/tractat-us/bee/actions/internal/pages"
+	"github.com/tractat-us/bee/identity"
 )
 
 // The file's part of plans (engine.PlanTx, engine.PlanReads). Writes are
@@ -37,6 +38,16 @@ func (t wtx) addPrerequisites(batch []engine.NewAction, recs []actions.Record) e
 	_, err = t.exec(`INSERT INTO prerequisites (seq, pre, ord)
 		SELECT value ->> 0, value ->> 1, value ->> 2 FROM json_each(?)`, string(data))
 	return err
+}
+
+// readdressBlocked sends the blocked actions addressed to who exactly to
+// its agent name (who departs), at rev, and returns ids with theirs
+// appended. actions_blocked finds them: the open ones' statement walks
+// actions_open, which holds no blocked action.
+func (t wtx) readdressBlocked(who identity.ID, rev int64, ids []string) ([]string, error) {
+	blocked, err := collectIDs(t.rows(`UPDATE actions SET to_whom = ?, rev = ?
+		WHERE state = 'blocked' AND to_whom = ? RETURNING seq`, who.Agent(), rev, string(who)))
+	return append(ids, blocked...), err
 }
 
 // Prerequisites implements engine.PlanTx.

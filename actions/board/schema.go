@@ -57,7 +57,8 @@ import (
 // most urgent first, oldest first within one: actions_open is walked in
 // that order), and the prerequisites table, one row per edge: seq waits
 // for pre (always an older action), ord its place in the after list as
-// given; prerequisites_pre finds an action's waiters. The CHECKs are
+// given; prerequisites_pre finds an action's waiters, actions_blocked the
+// blocked actions addressed to an identity that departs. The CHECKs are
 // loosened in place (SQLite's documented way for a change that every row
 // already meets; see reloadSchema), not by copying the table, so that
 // columns other migrations add to actions are kept whatever the order in
@@ -152,6 +153,7 @@ UPDATE sqlite_schema SET sql = replace(replace(sql,
 PRAGMA writable_schema = OFF;
 DROP INDEX actions_open;
 CREATE INDEX actions_open ON actions (to_whom, priority, seq) WHERE state = 'open';
+CREATE INDEX actions_blocked ON actions (to_whom) WHERE state = 'blocked';
 CREATE TABLE prerequisites (
 	seq INTEGER NOT NULL,
 	pre INTEGER NOT NULL,

@@ -251,7 +251,10 @@ func (t wtx) Depart(who identity.ID) (released, readdressed []string, err error)
 		return nil, nil, err
 	}
 	if readdressed, err = collectIDs(t.rows(`UPDATE actions SET to_whom = ?, rev = ?
-		WHERE state IN ('open', 'blocked') AND to_whom = ? RETURNING seq`, who.Agent(), rev, string(who))); err != nil {
+		WHERE state = 'open' AND to_whom = ? RETURNING seq`, who.Agent(), rev, string(who))); err != nil {
+		return nil, nil, err
+	}
+	if readdressed, err = t.readdressBlocked(who, rev, readdressed); err != nil {
 		return nil, nil, err
 	}
 	_, err = t.exec(`INSERT INTO members (identity, agent, pid, joined_at, renewed_at, lease_until, departed_at)

@@ -295,12 +295,30 @@ func testCancelBlockedCascades(t *testing.T, open Opener) {
 	require.Equal(t, string(lead), got.EndedBy)
 	requireState(t, b, first.ID, actions.Open)
 	requireState(t, b, other.ID, actions.Blocked, first.ID)
+	// The lead cancelled mid itself, and hears of last only.
+	n, ok, err := b.Notice(ctx, lead, nil, 5*time.Second)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, last.ID, n.Record.ID)
+	_, ok, err = b.Notice(ctx, lead, nil, 0)
+	require.NoError(t, err)
+	require.False(t, ok)
 
 	_, err = b.Cancel(ctx, "user:alice", first.ID, "")
 	require.NoError(t, err)
 	got = requireState(t, b, other.ID, actions.Cancelled)
 	require.Equal(t, "prerequisite "+first.ID+" was cancelled", got.Reason)
 	require.Equal(t, "user:alice", got.EndedBy)
+
+	// A reason as long as a reason may be is cut to fit its waiter's.
+	long := post(t, b, lead, "", "long")
+	waiter := postDraft(t, b, actions.Agent(lead), actions.Draft{Title: "waiter", After: []string{long.ID}})
+	_, err = b.Cancel(ctx, actions.Agent(lead), long.ID, strings.Repeat("é", actions.MaxResultLen/2))
+	require.NoError(t, err)
+	got = requireState(t, b, waiter.ID, actions.Cancelled)
+	require.LessOrEqual(t, len(got.Reason), actions.MaxResultLen)
+	require.True(t, strings.HasPrefix(got.Reason, "prerequisite "+long.ID+" was cancelled: éé"), got.Reason[:60])
+	require.True(t, strings.HasSuffix(got.Reason, "é…"))
 }
 
 // A blocked action can be re-addressed, wakes nobody meanwhile, and goes

@@ -280,7 +280,7 @@ func roleRate(ctx context.Context, b actions.Board, out *Out, cmds <-chan string
 	end := time.Now().Add(EnvMillis(EnvMS))
 	count := 0
 	for time.Now().Before(end) {
-		p, err := b.Next(ctx, who, "", 100*time.Millisecond)
+		p, err := b.Next(ctx, who, "", time.Second)
 		if err != nil {
 			return err
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/internal/engine"
+	"github.com/tractat-us/bee/identity"
 )
 
 // The PostgreSQL part of plans (engine.PlanTx, engine.PlanReads). The
@@ -44,6 +45,16 @@ func (t ptx) addPrerequisites(batch []engine.NewAction, recs []actions.Record) e
 	_, err := t.tx.Exec(t.ctx, `INSERT INTO bee_prerequisites (seq, pre, ord)
 		SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::int[])`, seqs, pres, ords)
 	return err
+}
+
+// readdressBlocked sends the blocked actions addressed to who exactly to
+// its agent name (who departs), and returns ids with theirs appended.
+// bee_actions_blocked finds them: the open ones' statement walks
+// bee_actions_open, which holds no blocked action.
+func (t ptx) readdressBlocked(who identity.ID, ids []string) ([]string, error) {
+	blocked, err := collectIDs(t.tx.Query(t.ctx, `UPDATE bee_actions SET to_whom = $2, rev = `+xid+`
+		WHERE state = 'blocked' AND to_whom = $1 RETURNING seq`, string(who), who.Agent()))
+	return append(ids, blocked...), err
 }
 
 // Prerequisites implements engine.PlanTx: FOR SHARE, in seq order.

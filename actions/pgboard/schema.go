@@ -36,8 +36,9 @@ import (
 // bee_actions_open in (priority, seq) order), and bee_prerequisites, one
 // row per edge: seq waits for pre (always an older action), ord its place
 // in the after list as given; bee_prerequisites_pre finds an action's
-// waiters. Every change is an ALTER, so columns other migrations add are
-// kept whatever the order in which they run.
+// waiters, bee_actions_blocked the blocked actions addressed to an
+// identity that departs. Every change is an ALTER, so columns other
+// migrations add are kept whatever the order in which they run.
 var migrations = []string{
 	1: `
 CREATE TABLE bee_meta (
@@ -97,6 +98,7 @@ ALTER TABLE bee_actions
 	ADD COLUMN priority smallint NOT NULL DEFAULT 2 CONSTRAINT bee_actions_priority_check CHECK (priority BETWEEN 0 AND 4);
 DROP INDEX bee_actions_open;
 CREATE INDEX bee_actions_open ON bee_actions (priority, seq) WHERE state = 'open';
+CREATE INDEX bee_actions_blocked ON bee_actions (to_whom) WHERE state = 'blocked';
 CREATE TABLE bee_prerequisites (
 	seq bigint NOT NULL REFERENCES bee_actions,
 	pre bigint NOT NULL REFERENCES bee_actions,

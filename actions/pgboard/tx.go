@@ -213,8 +213,11 @@ func (t ptx) Depart(who identity.ID) (released, readdressed []string, err error)
 		WHERE state = 'claimed' AND holder = $1 RETURNING seq`, string(who))); err != nil {
 		return nil, nil, err
 	}
-	readdressed, err = collectIDs(t.tx.Query(t.ctx, `UPDATE bee_actions SET to_whom = $2, rev = `+xid+`
-		WHERE state IN ('open', 'blocked') AND to_whom = $1 RETURNING seq`, string(who), who.Agent()))
+	if readdressed, err = collectIDs(t.tx.Query(t.ctx, `UPDATE bee_actions SET to_whom = $2, rev = `+xid+`
+		WHERE state = 'open' AND to_whom = $1 RETURNING seq`, string(who), who.Agent())); err != nil {
+		return nil, nil, err
+	}
+	readdressed, err = t.readdressBlocked(who, readdressed)
 	return released, readdressed, err
 }
 
