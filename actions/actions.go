@@ -27,21 +27,27 @@ type State string
 
 // The states an action moves through: open -> claimed -> done or failed,
 // claimed -> open again when its holder releases it, departs or dies, and
-// open or claimed -> cancelled by its poster or a person. Done, failed and
-// cancelled are terminal: an action that has ended never changes again.
+// open or claimed -> cancelled by its poster or a person. An action posted
+// after prerequisites not yet done starts blocked, and becomes open when
+// the last of them is done, or cancelled when one fails or is cancelled.
+// Done, failed and cancelled are terminal: an action that has ended never
+// changes again.
 const (
 	Open      State = "open"
 	Claimed   State = "claimed"
 	Done      State = "done"      // finished by its holder, with an optional result
 	Failed    State = "failed"    // its holder could not do it, and said why
 	Cancelled State = "cancelled" // its poster or a person called it off
+	// Blocked waits for prerequisites (Record.BlockedBy); it is never
+	// claimed and never wakes anyone, and it is not terminal.
+	Blocked State = "blocked"
 )
 
 // Ended reports whether s is terminal: done, failed or cancelled.
 func (s State) Ended() bool { return s == Done || s == Failed || s == Cancelled }
 
-// Known reports whether s is one of the five states.
-func (s State) Known() bool { return s == Open || s == Claimed || s.Ended() }
+// Known reports whether s is one of the six states.
+func (s State) Known() bool { return s == Open || s == Claimed || s == Blocked || s.Ended() }
 
 // A ListFilter narrows what Board.ListFiltered returns. The zero value
 // keeps every action.
@@ -52,11 +58,11 @@ type ListFilter struct {
 }
 
 // CheckStates returns an error naming the first state of f that is not one
-// of the five.
+// of the six.
 func (f ListFilter) CheckStates() error {
 	for _, s := range f.States {
 		if !s.Known() {
-			return fmt.Errorf("unknown state %s (open, claimed, done, failed or cancelled)", Quote(string(s)))
+			return fmt.Errorf("unknown state %s (open, blocked, claimed, done, failed or cancelled)", Quote(string(s)))
 		}
 	}
 	return nil
@@ -89,6 +95,16 @@ type Record struct {
 	PostedAt  time.Time  `json:"postedAt"`
 	ClaimedAt *time.Time `json:"claimedAt,omitempty"`
 	EndedAt   *time.Time `json:"endedAt,omitempty"`
+	// Priority is MinPriority (most urgent) to MaxPriority; DefaultPriority
+	// unless the post gave one. A claim takes the most urgent open action
+	// first, the oldest first within a priority.
+	Priority int `json:"priority"`
+	// After lists the ids of the action's prerequisites, as they were
+	// given (each once); nil for none.
+	After []string `json:"after,omitempty"`
+	// BlockedBy lists those of After not yet done, in After's order, while
+	// the action is Blocked; nil otherwise.
+	BlockedBy []string `json:"blockedBy,omitempty"`
 }
 
 // A Page is a run of records and the cursor to resume from. Records is
@@ -175,6 +191,10 @@ var (
 	ErrReadOnly = errors.New("source does not hold actions")
 	// ErrDeparted: the identity has departed; Next will not claim for it.
 	ErrDeparted = errors.New("identity has departed")
+	// ErrPrerequisiteEnded: a post (or a plan) names a prerequisite that
+	// has failed or been cancelled, so the action could never open; the
+	// error names each such prerequisite and how it ended.
+	ErrPrerequisiteEnded = errors.New("prerequisite failed or was cancelled")
 )
 
 // A Source is where a bridge finds actions. Implementations are safe for
@@ -191,8 +211,9 @@ type Source interface {
 	// its agent name, so nothing addressed to it is lost. Idempotent.
 	Depart(ctx context.Context, who identity.ID) error
 
-	// Next waits for the oldest open action who may take, claims it for who
-	// and returns it with the cursor to resume from. It must return within
+	// Next waits for the most urgent open action who may take (the lowest
+	// Priority, the oldest first within one), claims it for who and
+	// returns it with the cursor to resume from. It must return within
 	// timeout: on timeout the page has no records and its cursor is where to
 	// resume (it may have moved past actions others took). after marks a
 	// position; it does not filter, so an action released or reclaimed
@@ -225,12 +246,22 @@ type Source interface {
 	// Get returns one action, or ErrUnknownAction.
 	Get(ctx context.Context, id string) (Record, error)
 
-	// Post adds the open action d from by: an agent's identity or a person.
-	// d.To is "" (anyone), an agent name or an identity. It returns
-	// ErrBadPoster when by is neither, ErrEmptyTitle for an empty title and
-	// ErrNotLive, naming the live identities of that agent, for an identity
-	// that is not live.
+	// Post adds the action d from by: an agent's identity or a person.
+	// d.To is "" (anyone), an agent name or an identity. The action is
+	// open, or blocked while a prerequisite in d.After is not yet done. It
+	// returns ErrBadPoster when by is neither, ErrEmptyTitle for an empty
+	// title, ErrNotLive, naming the live identities of that agent, for an
+	// identity that is not live, what CheckAfter and CheckPriority refuse,
+	// ErrUnknownAction naming each prerequisite that names no action and
+	// ErrPrerequisiteEnded naming each that failed or was cancelled.
 	Post(ctx context.Context, by Poster, d Draft) (Record, error)
+
+	// PostPlan posts every entry of plan from by in one transaction, all
+	// or none: CheckPlan's rules, and every action id in an entry's After
+	// must exist (ErrUnknownAction) and must not have failed or been
+	// cancelled (ErrPrerequisiteEnded), each named. It returns the records
+	// in plan order (as given) with the key→id map.
+	PostPlan(ctx context.Context, by Poster, plan []PlanEntry) (PostedPlan, error)
 
 	// Finish marks an action who holds as done with an optional result. It
 	// returns ErrUnknownAction, ErrNotHeld or ErrEnded, wrapped with the
@@ -260,6 +291,26 @@ type Source interface {
 	// Close ends the source's background work (lease renewal, watchers).
 	// Close may be called more than once.
 	Close() error
+}
+
+// A PostedPlan is what PostPlan returns: the records in plan order, and
+// the id each key became.
+type PostedPlan struct {
+	Records []Record          `json:"records"`
+	IDs     map[string]string `json:"ids"` // key → action id
+}
+
+// A PlanGraph is an action's whole plan, as Board.Plan returns it: the
+// actions in posting order and the prerequisite edges among them.
+type PlanGraph struct {
+	Records []Record   `json:"records"`
+	Edges   []PlanEdge `json:"edges"`
+}
+
+// A PlanEdge says that After waits for Before.
+type PlanEdge struct {
+	Before string `json:"before"` // the prerequisite
+	After  string `json:"after"`  // the action that waits for it
 }
 
 // A Board is a Source as people use it (bee, the board page): it also
@@ -292,6 +343,12 @@ type Board interface {
 	// Head returns the change cursor of the board as it is now: Changes
 	// from it reports only what changes afterwards.
 	Head(ctx context.Context) (Cursor, error)
+
+	// Plan returns every action connected to id through prerequisites (its
+	// whole plan, both directions, transitively), in posting order, and the
+	// edges among them. An action with no prerequisites and no dependents
+	// is a plan of one. It returns ErrUnknownAction for an unknown id.
+	Plan(ctx context.Context, id string) (PlanGraph, error)
 
 	// Changes returns the actions that changed after the change cursor
 	// after (made by Head or Changes; "" is the start), each once, in its

@@ -62,6 +62,12 @@ func (NoActions) Post(context.Context, Poster, Draft) (Record, error) {
 	return Record{}, fmt.Errorf("post: %w (bee-mcp runs with --source none)", ErrReadOnly)
 }
 
+// PostPlan implements Source; NoActions holds nothing, so it returns
+// ErrReadOnly.
+func (NoActions) PostPlan(context.Context, Poster, []PlanEntry) (PostedPlan, error) {
+	return PostedPlan{}, fmt.Errorf("post plan: %w (bee-mcp runs with --source none)", ErrReadOnly)
+}
+
 // Finish implements Source; no action exists, so it returns ErrUnknownAction.
 func (NoActions) Finish(_ context.Context, _ identity.ID, id, _ string) (Record, error) {
 	return Record{}, fmt.Errorf("finish %s: %w", Quote(id), ErrUnknownAction)

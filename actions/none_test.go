@@ -38,6 +38,8 @@ func TestNoActions_BadCursor(t *testing.T) {
 func TestNoActions_Refusals(t *testing.T) {
 	_, err := NoActions{}.Post(t.Context(), "agent:x#00000000", Draft{Title: "t", Body: "b"})
 	require.ErrorIs(t, err, ErrReadOnly)
+	_, err = NoActions{}.PostPlan(t.Context(), "agent:x#00000000", []PlanEntry{{Key: "k", Title: "t"}})
+	require.ErrorIs(t, err, ErrReadOnly)
 	_, err = NoActions{}.Finish(t.Context(), "agent:x#00000000", "a1", "")
 	require.ErrorIs(t, err, ErrUnknownAction)
 	_, err = NoActions{}.Release(t.Context(), "agent:x#00000000", "a1")

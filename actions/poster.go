@@ -54,9 +54,15 @@ func (p Poster) Identity() (identity.ID, bool) {
 func (p Poster) String() string { return string(p) }
 
 // A Draft is an action as it is posted: whom it is for, its title and its
-// body. To is "" (anyone), an agent name or one identity.
+// body, what it waits for and how urgent it is. To is "" (anyone), an
+// agent name or one identity.
 type Draft struct {
 	To    string
 	Title string
 	Body  string
+	// After are the ids of existing actions the action waits for (see
+	// CheckAfter): it is blocked until every one of them is done.
+	After []string
+	// Priority is MinPriority..MaxPriority; nil means DefaultPriority.
+	Priority *int
 }

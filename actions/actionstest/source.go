@@ -22,6 +22,7 @@ type Source struct {
 	NextFunc    func(ctx context.Context, who identity.ID, after actions.Cursor, timeout time.Duration) (actions.Page, error)
 	ListFunc    func(ctx context.Context, since actions.Cursor) (actions.Page, error)
 	PostFunc    func(ctx context.Context, by actions.Poster, d actions.Draft) (actions.Record, error)
+	PlanFunc    func(ctx context.Context, by actions.Poster, plan []actions.PlanEntry) (actions.PostedPlan, error)
 	FinishFunc  func(ctx context.Context, who identity.ID, id, result string) (actions.Record, error)
 	ReleaseFunc func(ctx context.Context, who identity.ID, id string) (actions.Record, error)
 	FailFunc    func(ctx context.Context, who identity.ID, id, reason string) (actions.Record, error)
@@ -112,6 +113,14 @@ func (s *Source) Post(ctx context.Context, by actions.Poster, d actions.Draft) (
 		return s.PostFunc(ctx, by, d)
 	}
 	return actions.NoActions{}.Post(ctx, by, d)
+}
+
+// PostPlan implements actions.Source.
+func (s *Source) PostPlan(ctx context.Context, by actions.Poster, plan []actions.PlanEntry) (actions.PostedPlan, error) {
+	if s.PlanFunc != nil {
+		return s.PlanFunc(ctx, by, plan)
+	}
+	return actions.NoActions{}.PostPlan(ctx, by, plan)
 }
 
 // Finish implements actions.Source.

@@ -7,8 +7,13 @@
 //
 //   - A claim is atomic across processes: no action is ever held by two
 //     identities.
-//   - Next offers the oldest open action its caller may take (addressed to
-//     anyone, to the caller's agent name, or to the caller exactly) and
+//   - An action's end commits with what it does to the actions that wait
+//     for it (see actions.Blocked): the last prerequisite done opens them,
+//     a prerequisite failed or cancelled cancels them, transitively; a
+//     process killed meanwhile leaves all of it or none.
+//   - Next offers the most urgent open action its caller may take
+//     (addressed to anyone, to the caller's agent name, or to the caller
+//     exactly; the oldest first within a priority), never a blocked one, and
 //     returns within the timeout it is given, also while the database is
 //     busy. A Next whose context ends as it claims gives the claim back:
 //     nothing is held by a call whose answer nobody received.

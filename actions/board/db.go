@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"strconv"
+	"strings"
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/internal/position"
@@ -13,8 +14,19 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// recordCols are the columns scanRecord reads, in order.
-const recordCols = `seq, to_whom, from_whom, title, body, state, holder, result, reason, ended_by, posted_at, claimed_at, done_at`
+// recordCols are the columns scanRecord reads, in order, of a row of
+// actions (unaliased: the subqueries name it): the last two are the
+// action's prerequisites as given and, while it is blocked, those not yet
+// done, each a comma-separated list of seqs or NULL (see prereqCols).
+const recordCols = `seq, to_whom, from_whom, title, body, state, holder, result, reason, ended_by, posted_at, claimed_at, done_at, ` +
+	prereqCols
+
+// prereqCols read what an action waits for: two index lookups per row
+// (prerequisites' primary key), on the page's own statement.
+const prereqCols = `priority,
+	(SELECT group_concat(p.pre, ',' ORDER BY p.ord) FROM prerequisites p WHERE p.seq = actions.seq),
+	CASE WHEN state = 'blocked' THEN (SELECT group_concat(p.pre, ',' ORDER BY p.ord)
+		FROM prerequisites p JOIN actions b ON b.seq = p.pre WHERE p.seq = actions.seq AND b.state <> 'done') END`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -37,13 +49,15 @@ func scanRecord(s scanner, extra ...any) (actions.Record, error) {
 		state              string
 		posted             int64
 		claimedAt, endedAt sql.NullInt64
+		after, blockedBy   sql.NullString
 	)
 	dest := append([]any{&r.Seq, &r.To, &r.From, &r.Title, &r.Body, &state, &r.Holder, &r.Result, &r.Reason, &r.EndedBy,
-		&posted, &claimedAt, &endedAt}, extra...)
+		&posted, &claimedAt, &endedAt, &r.Priority, &after, &blockedBy}, extra...)
 	if err := s.Scan(dest...); err != nil {
 		return actions.Record{}, err
 	}
 	r.ID = position.ActionID(r.Seq)
+	r.After, r.BlockedBy = seqIDs(after.String), seqIDs(blockedBy.String)
 	r.State = actions.State(state)
 	r.PostedAt = fromMS(posted)
 	if claimedAt.Valid {
@@ -55,6 +69,19 @@ func scanRecord(s scanner, extra ...any) (actions.Record, error) {
 		r.EndedAt = &t
 	}
 	return r, nil
+}
+
+// seqIDs turns a comma-separated list of seqs into action ids; nil for
+// none.
+func seqIDs(list string) []string {
+	if list == "" {
+		return nil
+	}
+	seqs := strings.Split(list, ",")
+	for i, s := range seqs {
+		seqs[i] = "a-" + s
+	}
+	return seqs
 }
 
 // write runs fn in one write transaction (BEGIN IMMEDIATE) on the write

@@ -50,6 +50,20 @@ import (
 // the outcome; actions ended before it count as told, so nobody is woken
 // for old news) and members.waiter_at (when the session's wake-on-work
 // waiter was armed). done_at holds when any ended action ended.
+//
+// Version 3 adds plans: the state blocked (an action that waits for
+// prerequisites not yet done; never claimed, and it has no holder), the
+// priority of an action (0 most urgent .. 4, default 2; claims take the
+// most urgent first, oldest first within one: actions_open is walked in
+// that order), and the prerequisites table, one row per edge: seq waits
+// for pre (always an older action), ord its place in the after list as
+// given; prerequisites_pre finds an action's waiters, actions_blocked the
+// blocked actions addressed to an identity that departs. The CHECKs are
+// loosened in place (SQLite's documented way for a change that every row
+// already meets; see reloadSchema), not by copying the table, so that
+// columns other migrations add to actions are kept whatever the order in
+// which they run. The prerequisites hold no foreign keys: a later
+// migration that copies actions would trip them.
 var migrations = []string{
 	1: `
 CREATE TABLE meta (
@@ -126,6 +140,27 @@ CREATE INDEX actions_claimed ON actions (holder) WHERE state = 'claimed';
 CREATE INDEX actions_rev ON actions (rev, seq);
 CREATE INDEX actions_untold ON actions (from_whom) WHERE told_at IS NULL AND state IN ('done', 'failed', 'cancelled');
 ALTER TABLE members ADD COLUMN waiter_at INTEGER;
+`,
+	3: `
+ALTER TABLE actions ADD COLUMN priority INTEGER NOT NULL DEFAULT 2 CHECK (priority BETWEEN 0 AND 4);
+PRAGMA writable_schema = ON;
+UPDATE sqlite_schema SET sql = replace(replace(sql,
+		'CHECK (state IN (''open'', ''claimed'', ''done'', ''failed'', ''cancelled''))',
+		'CHECK (state IN (''open'', ''blocked'', ''claimed'', ''done'', ''failed'', ''cancelled''))'),
+		'CHECK (state <> ''open'' OR holder = '''')',
+		'CHECK (state NOT IN (''open'', ''blocked'') OR holder = '''')')
+	WHERE type = 'table' AND name = 'actions';
+PRAGMA writable_schema = OFF;
+DROP INDEX actions_open;
+CREATE INDEX actions_open ON actions (to_whom, priority, seq) WHERE state = 'open';
+CREATE INDEX actions_blocked ON actions (to_whom) WHERE state = 'blocked';
+CREATE TABLE prerequisites (
+	seq INTEGER NOT NULL,
+	pre INTEGER NOT NULL,
+	ord INTEGER NOT NULL,
+	PRIMARY KEY (seq, pre)
+) WITHOUT ROWID;
+CREATE INDEX prerequisites_pre ON prerequisites (pre, seq);
 `,
 }
 
@@ -275,6 +310,9 @@ func (b *Board) migrate() error {
 				if err := t.script(migrations[next]); err != nil {
 					return fmt.Errorf("migrate to schema %d: %w", next, err)
 				}
+				if err := t.reloadSchema(); err != nil {
+					return fmt.Errorf("migrate to schema %d: %w", next, err)
+				}
 				if next == 1 {
 					if err := t.script(`INSERT INTO meta (key, value) VALUES ('board_id', ?)`, newBoardID()); err != nil {
 						return fmt.Errorf("migrate to schema 1: %w", err)
@@ -308,6 +346,20 @@ func (b *Board) migrate() error {
 		return corruptErr(b.path, fmt.Sprintf("its board id %q is malformed", b.id), nil)
 	}
 	return nil
+}
+
+// reloadSchema makes every connection read the schema again, this one
+// included: a migration that edits sqlite_schema directly (version 3's
+// loosened CHECKs) leaves the schema SQLite holds in memory stale until
+// schema_version changes (https://sqlite.org/lang_altertable.html, "Making
+// Other Kinds Of Table Schema Changes").
+func (t wtx) reloadSchema() error {
+	var v int64
+	if err := t.b.wconn.QueryRowContext(t.ctx, "PRAGMA schema_version").Scan(&v); err != nil {
+		return err
+	}
+	// PRAGMA takes no parameters; the version is SQLite's own integer.
+	return t.script("PRAGMA schema_version = " + strconv.FormatInt(v+1, 10))
 }
 
 type queryer interface {

@@ -6,11 +6,14 @@ package board
 // here rather than found at start-up: running the migrations on an
 // in-memory database took a sixth of a bridge's start-up work.
 var wantShape = schemaShape{
-	"actions":         "table CREATE TABLE \"actions\" ( seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT GENERATED ALWAYS AS ('a-' || seq) VIRTUAL, to_whom TEXT NOT NULL DEFAULT '', from_whom TEXT NOT NULL, title TEXT NOT NULL, body TEXT NOT NULL DEFAULT '', state TEXT NOT NULL DEFAULT 'open' CHECK (state IN ('open', 'claimed', 'done', 'failed', 'cancelled')), holder TEXT NOT NULL DEFAULT '', result TEXT NOT NULL DEFAULT '', reason TEXT NOT NULL DEFAULT '', ended_by TEXT NOT NULL DEFAULT '', posted_at INTEGER NOT NULL, claimed_at INTEGER, done_at INTEGER, told_at INTEGER, rev INTEGER NOT NULL, CHECK (state <> 'open' OR holder = ''), CHECK (state NOT IN ('claimed', 'done', 'failed') OR holder <> '') )",
-	"actions_claimed": "index CREATE INDEX actions_claimed ON actions (holder) WHERE state = 'claimed'",
-	"actions_open":    "index CREATE INDEX actions_open ON actions (to_whom, seq) WHERE state = 'open'",
-	"actions_rev":     "index CREATE INDEX actions_rev ON actions (rev, seq)",
-	"actions_untold":  "index CREATE INDEX actions_untold ON actions (from_whom) WHERE told_at IS NULL AND state IN ('done', 'failed', 'cancelled')",
-	"members":         "table CREATE TABLE members ( identity TEXT PRIMARY KEY, agent TEXT NOT NULL, pid INTEGER NOT NULL, claude_pid INTEGER NOT NULL DEFAULT 0, session_id TEXT NOT NULL DEFAULT '', joined_at INTEGER NOT NULL, renewed_at INTEGER NOT NULL, lease_until INTEGER NOT NULL, departed_at INTEGER , waiter_at INTEGER) WITHOUT ROWID",
-	"meta":            "table CREATE TABLE meta ( key TEXT PRIMARY KEY, value NOT NULL ) WITHOUT ROWID",
+	"actions":           "table CREATE TABLE \"actions\" ( seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT GENERATED ALWAYS AS ('a-' || seq) VIRTUAL, to_whom TEXT NOT NULL DEFAULT '', from_whom TEXT NOT NULL, title TEXT NOT NULL, body TEXT NOT NULL DEFAULT '', state TEXT NOT NULL DEFAULT 'open' CHECK (state IN ('open', 'blocked', 'claimed', 'done', 'failed', 'cancelled')), holder TEXT NOT NULL DEFAULT '', result TEXT NOT NULL DEFAULT '', reason TEXT NOT NULL DEFAULT '', ended_by TEXT NOT NULL DEFAULT '', posted_at INTEGER NOT NULL, claimed_at INTEGER, done_at INTEGER, told_at INTEGER, rev INTEGER NOT NULL, priority INTEGER NOT NULL DEFAULT 2 CHECK (priority BETWEEN 0 AND 4), CHECK (state NOT IN ('open', 'blocked') OR holder = ''), CHECK (state NOT IN ('claimed', 'done', 'failed') OR holder <> '') )",
+	"actions_blocked":   "index CREATE INDEX actions_blocked ON actions (to_whom) WHERE state = 'blocked'",
+	"actions_claimed":   "index CREATE INDEX actions_claimed ON actions (holder) WHERE state = 'claimed'",
+	"actions_open":      "index CREATE INDEX actions_open ON actions (to_whom, priority, seq) WHERE state = 'open'",
+	"actions_rev":       "index CREATE INDEX actions_rev ON actions (rev, seq)",
+	"actions_untold":    "index CREATE INDEX actions_untold ON actions (from_whom) WHERE told_at IS NULL AND state IN ('done', 'failed', 'cancelled')",
+	"members":           "table CREATE TABLE members ( identity TEXT PRIMARY KEY, agent TEXT NOT NULL, pid INTEGER NOT NULL, claude_pid INTEGER NOT NULL DEFAULT 0, session_id TEXT NOT NULL DEFAULT '', joined_at INTEGER NOT NULL, renewed_at INTEGER NOT NULL, lease_until INTEGER NOT NULL, departed_at INTEGER , waiter_at INTEGER) WITHOUT ROWID",
+	"meta":              "table CREATE TABLE meta ( key TEXT PRIMARY KEY, value NOT NULL ) WITHOUT ROWID",
+	"prerequisites":     "table CREATE TABLE prerequisites ( seq INTEGER NOT NULL, pre INTEGER NOT NULL, ord INTEGER NOT NULL, PRIMARY KEY (seq, pre) ) WITHOUT ROWID",
+	"prerequisites_pre": "index CREATE INDEX prerequisites_pre ON prerequisites (pre, seq)",
 }

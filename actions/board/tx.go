@@ -21,11 +21,21 @@ var _ engine.Tx = wtx{}
 // commit (see store.Tell).
 func (wtx) Notify(engine.Event) error { return nil }
 
-// Insert implements engine.Tx.
-func (t wtx) Insert(a engine.NewAction) (actions.Record, error) {
-	return scanRecord(t.row(`INSERT INTO actions (to_whom, from_whom, title, body, state, posted_at, rev)
-		VALUES (?, ?, ?, ?, ?, ?, `+nextRev+`) RETURNING `+recordCols,
-		a.To, a.From, a.Title, a.Body, string(a.State), t.b.nowMS()))
+// Insert implements engine.Tx: one statement per action (prepared once),
+// then one for every edge.
+func (t wtx) Insert(batch []engine.NewAction) ([]actions.Record, error) {
+	now := t.b.nowMS()
+	recs := make([]actions.Record, 0, len(batch))
+	for _, a := range batch {
+		rec, err := scanRecord(t.row(`INSERT INTO actions (to_whom, from_whom, title, body, state, priority, posted_at, rev)
+			VALUES (?, ?, ?, ?, ?, ?, ?, `+nextRev+`) RETURNING `+recordCols,
+			a.To, a.From, a.Title, a.Body, string(a.State), a.Priority, now))
+		if err != nil {
+			return nil, err
+		}
+		recs = append(recs, rec)
+	}
+	return recs, t.addPrerequisites(batch, recs)
 }
 
 // Action implements engine.Tx.
@@ -87,17 +97,24 @@ func (t wtx) Readdress(seq int64, to string) (actions.Record, error) {
 
 // oldestFor is the one place the board file says which open actions a
 // claimant may take, and in what order (see engine.Want): the seq of the
-// oldest open action addressed to anyone, to the agent named by the
-// parameter agent or to the identity who, not in the JSON array skip, or
-// NULL. Three index walks that stop at their first row: "IN (...) ORDER BY
-// seq LIMIT 1" would sort every open action instead.
+// most urgent open action (oldest first within a priority) addressed to
+// anyone, to the agent named by the parameter agent or to the identity
+// who, not in the JSON array skip, or NULL. Three walks of actions_open
+// (to_whom, priority, seq) that stop at their first row, each giving its
+// (priority, seq) as one number so that the three need no sort: "IN (...)
+// ORDER BY priority, seq LIMIT 1" would sort every open action instead.
 func oldestFor(who, agent, skip string) string {
 	walk := func(to string) string {
-		return `(SELECT seq FROM actions WHERE state = 'open' AND to_whom = ` + to +
-			` AND seq NOT IN (SELECT value FROM json_each(` + skip + `)) ORDER BY seq LIMIT 1)`
+		return `(SELECT priority * ` + seqSpan + ` + seq FROM actions WHERE state = 'open' AND to_whom = ` + to +
+			` AND seq NOT IN (SELECT value FROM json_each(` + skip + `)) ORDER BY priority, seq LIMIT 1)`
 	}
-	return `SELECT min(s) FROM (SELECT ` + walk("''") + ` AS s UNION ALL SELECT ` + walk(agent) + ` UNION ALL SELECT ` + walk(who) + `)`
+	return `SELECT min(s) % ` + seqSpan + ` FROM (SELECT ` + walk("''") + ` AS s UNION ALL SELECT ` + walk(agent) +
+		` UNION ALL SELECT ` + walk(who) + `)`
 }
+
+// seqSpan is above every seq a board will reach (2^50), so that priority
+// * seqSpan + seq orders by priority, then seq.
+const seqSpan = `1125899906842624`
 
 // takeOldest claims oldestFor for who (?1; ?2 is the time, ?3 its agent,
 // ?4 the skip list), unless who departed meanwhile.
@@ -235,6 +252,9 @@ func (t wtx) Depart(who identity.ID) (released, readdressed []string, err error)
 	}
 	if readdressed, err = collectIDs(t.rows(`UPDATE actions SET to_whom = ?, rev = ?
 		WHERE state = 'open' AND to_whom = ? RETURNING seq`, who.Agent(), rev, string(who))); err != nil {
+		return nil, nil, err
+	}
+	if readdressed, err = t.readdressBlocked(who, rev, readdressed); err != nil {
 		return nil, nil, err
 	}
 	_, err = t.exec(`INSERT INTO members (identity, agent, pid, joined_at, renewed_at, lease_until, departed_at)

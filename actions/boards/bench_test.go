@@ -137,28 +137,7 @@ func benchClaims(b *testing.B, location string) {
 			})
 		}
 		wg.Wait()
-		workers := make([]*boardtest.Proc, procs)
-		for i := range workers {
-			workers[i] = boardtest.StartProc(b, "rate", location, fmt.Sprintf("%s=%d", boardtest.EnvMS, round.Milliseconds()))
-		}
-		for _, w := range workers {
-			w.Expect("ready", 60*time.Second)
-		}
-		for _, w := range workers {
-			w.Send("go")
-		}
-		counts := make([]float64, procs)
-		sum := 0.0
-		for i, w := range workers {
-			f := strings.Fields(w.Expect("count ", round+60*time.Second))
-			n, _ := strconv.Atoi(f[1])
-			counts[i] = float64(n) / round.Seconds()
-			sum += counts[i]
-			w.Finish(30 * time.Second)
-		}
-		if sum*round.Seconds() >= stock {
-			b.Logf("the %d actions ran out: the rate is a floor", stock)
-		}
+		counts, sum := claimRates(b, location, procs, round, stock)
 		b.Logf("%.0f claims/s; per process %v", sum, counts)
 		total += sum
 		lo += slices.Min(counts)
@@ -169,6 +148,34 @@ func benchClaims(b *testing.B, location string) {
 	b.ReportMetric(lo/n, "min-proc-claims/s")
 	b.ReportMetric(hi/n, "max-proc-claims/s")
 	b.ReportMetric(0, "ns/op")
+}
+
+// claimRates starts procs processes that claim (without finishing) as
+// fast as they can for round, from a stock of open actions on location,
+// and returns each one's claims per second and their sum.
+func claimRates(b *testing.B, location string, procs int, round time.Duration, stock int) (counts []float64, sum float64) {
+	workers := make([]*boardtest.Proc, procs)
+	for i := range workers {
+		workers[i] = boardtest.StartProc(b, "rate", location, fmt.Sprintf("%s=%d", boardtest.EnvMS, round.Milliseconds()))
+	}
+	for _, w := range workers {
+		w.Expect("ready", 60*time.Second)
+	}
+	for _, w := range workers {
+		w.Send("go")
+	}
+	counts = make([]float64, procs)
+	for i, w := range workers {
+		f := strings.Fields(w.Expect("count ", round+60*time.Second))
+		n, _ := strconv.Atoi(f[1])
+		counts[i] = float64(n) / round.Seconds()
+		sum += counts[i]
+		w.Finish(30 * time.Second)
+	}
+	if sum*round.Seconds() >= float64(stock) {
+		b.Logf("the %d actions ran out: the rate is a floor", stock)
+	}
+	return counts, sum
 }
 
 func benchAwait(b *testing.B, location string) {

@@ -280,7 +280,7 @@ func roleRate(ctx context.Context, b actions.Board, out *Out, cmds <-chan string
 	end := time.Now().Add(EnvMillis(EnvMS))
 	count := 0
 	for time.Now().Before(end) {
-		p, err := b.Next(ctx, who, "", 100*time.Millisecond)
+		p, err := b.Next(ctx, who, "", time.Second)
 		if err != nil {
 			return err
 		}
@@ -294,8 +294,9 @@ func roleRate(ctx context.Context, b actions.Board, out *Out, cmds <-chan string
 // <identity>"; then per line: "claim" claims with Next and reports
 // "claimed <id>"; "finish <id> <result>", "fail <id> <reason>" end it and
 // report "ended <id> <state>" (a result "now" becomes "t0=<unix ns just
-// before the finish>", for measuring latency); errors are reported as
-// "error <text>".
+// before the finish>", for measuring latency); "finishat <id> <unix ns>"
+// finishes it at that moment (for races between processes); errors are
+// reported as "error <text>".
 func roleWorker(ctx context.Context, b actions.Board, out *Out, cmds <-chan string) error {
 	who, err := joinNew(ctx, b, "worker")
 	if err != nil {
@@ -322,6 +323,8 @@ func roleWorker(ctx context.Context, b actions.Board, out *Out, cmds <-chan stri
 			rec, err = b.Finish(ctx, who, f[1], result)
 		case f[0] == "fail" && len(f) == 3:
 			rec, err = b.Fail(ctx, who, f[1], f[2])
+		case f[0] == "finishat" && len(f) == 3:
+			rec, err = finishAt(ctx, b, who, f[1], f[2])
 		default:
 			return fmt.Errorf("unknown command %q", cmd)
 		}
@@ -332,4 +335,14 @@ func roleWorker(ctx context.Context, b actions.Board, out *Out, cmds <-chan stri
 		out.Say("ended %s %s", rec.ID, rec.State)
 	}
 	return b.Depart(context.WithoutCancel(ctx), who)
+}
+
+// finishAt finishes id as who once the wall clock reaches at (unix ns).
+func finishAt(ctx context.Context, b actions.Board, who identity.ID, id, at string) (actions.Record, error) {
+	ns, err := strconv.ParseInt(at, 10, 64)
+	if err != nil {
+		return actions.Record{}, fmt.Errorf("finishat: %w", err)
+	}
+	time.Sleep(time.Until(time.Unix(0, ns)))
+	return b.Finish(ctx, who, id, "")
 }

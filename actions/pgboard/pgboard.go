@@ -8,7 +8,11 @@
 //   - A claim is atomic: SELECT ... FOR UPDATE SKIP LOCKED inside one
 //     transaction, so no action is ever held by two identities, and
 //     competing claimers skip each other's rows instead of queueing.
-//   - Next offers the oldest open action its caller may take and returns
+//   - An action's end commits with what it does to the actions that wait
+//     for it, as on the embedded board; two prerequisites ended at once
+//     by two processes open their waiter exactly once (see plans.go).
+//   - Next offers the most urgent open action its caller may take (the
+//     oldest first within a priority), never a blocked one, and returns
 //     within its timeout, also while the server is unreachable (it then
 //     finds nothing). A Next whose context ends as it claims gives the
 //     claim back.

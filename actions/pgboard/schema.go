@@ -30,6 +30,16 @@ import (
 //
 // bee_meta: board_id (random, carried in cursors so that a cursor from
 // another board is refused, and in the NOTIFY channels' names).
+//
+// Version 2 adds plans: the state blocked (an action that waits for
+// prerequisites not yet done; never claimed, and it has no holder), the
+// priority of an action (0 most urgent .. 4, default 2; claims walk
+// bee_actions_open in (priority, seq) order), and bee_prerequisites, one
+// row per edge: seq waits for pre (always an older action), ord its place
+// in the after list as given; bee_prerequisites_pre finds an action's
+// waiters, bee_actions_blocked the blocked actions addressed to an
+// identity that departs. Every change is an ALTER, so columns other
+// migrations add are kept whatever the order in which they run.
 var migrations = []string{
 	1: `
 CREATE TABLE bee_meta (
@@ -80,6 +90,23 @@ CREATE TABLE bee_members (
 );
 CREATE INDEX bee_members_agent ON bee_members (agent);
 CREATE INDEX bee_members_live ON bee_members (lease_until) WHERE departed_at IS NULL;
+`,
+	2: `
+ALTER TABLE bee_actions
+	DROP CONSTRAINT bee_actions_state_check,
+	ADD CONSTRAINT bee_actions_state_check CHECK (state IN ('open', 'blocked', 'claimed', 'done', 'failed', 'cancelled')),
+	ADD CONSTRAINT bee_actions_blocked_check CHECK (state <> 'blocked' OR holder = ''),
+	ADD COLUMN priority smallint NOT NULL DEFAULT 2 CONSTRAINT bee_actions_priority_check CHECK (priority BETWEEN 0 AND 4);
+DROP INDEX bee_actions_open;
+CREATE INDEX bee_actions_open ON bee_actions (priority, seq) WHERE state = 'open';
+CREATE INDEX bee_actions_blocked ON bee_actions (to_whom) WHERE state = 'blocked';
+CREATE TABLE bee_prerequisites (
+	seq bigint NOT NULL REFERENCES bee_actions,
+	pre bigint NOT NULL REFERENCES bee_actions,
+	ord integer NOT NULL,
+	PRIMARY KEY (seq, pre)
+);
+CREATE INDEX bee_prerequisites_pre ON bee_prerequisites (pre, seq);
 `,
 }
 

@@ -12,16 +12,24 @@ import (
 	"github.com/tractat-us/bee/actions/internal/position"
 )
 
-// recordCols are the columns scanRecord reads, in order.
-const recordCols = `seq, to_whom, from_whom, title, body, state, holder, result, reason, ended_by, posted_at, claimed_at, ended_at`
+// recordCols are the columns scanRecord reads, in order, of a row of
+// bee_actions (see recordColsOf).
+var recordCols = recordColsOf("bee_actions")
 
-// recordColsOf is recordCols of the table aliased alias.
+// recordColsOf is the columns scanRecord reads of the table aliased alias:
+// the last two are the action's prerequisites as given and, while it is
+// blocked, those not yet done, each read with index lookups (the primary
+// keys: a correlated subquery rather than a join, which the planner might
+// hash over every action) on the page's own statement.
 func recordColsOf(alias string) string {
-	cols := strings.Split(recordCols, ", ")
+	cols := strings.Split(`seq, to_whom, from_whom, title, body, state, holder, result, reason, ended_by, posted_at, claimed_at, ended_at, priority`, ", ")
 	for i, c := range cols {
 		cols[i] = alias + "." + c
 	}
-	return strings.Join(cols, ", ")
+	return strings.Join(cols, ", ") + `,
+		ARRAY(SELECT p.pre FROM bee_prerequisites p WHERE p.seq = ` + alias + `.seq ORDER BY p.ord),
+		CASE WHEN ` + alias + `.state = 'blocked' THEN ARRAY(SELECT p.pre FROM bee_prerequisites p
+			WHERE p.seq = ` + alias + `.seq AND (SELECT b.state FROM bee_actions b WHERE b.seq = p.pre) <> 'done' ORDER BY p.ord) END`
 }
 
 // xid is the id of the current transaction, as the rev it writes.
@@ -33,13 +41,17 @@ func scanRecord(row pgx.Row, extra ...any) (actions.Record, error) {
 		state              string
 		posted             time.Time
 		claimedAt, endedAt *time.Time
+		priority           int16
+		after, blockedBy   []int64
 	)
 	dest := append([]any{&r.Seq, &r.To, &r.From, &r.Title, &r.Body, &state, &r.Holder, &r.Result, &r.Reason, &r.EndedBy,
-		&posted, &claimedAt, &endedAt}, extra...)
+		&posted, &claimedAt, &endedAt, &priority, &after, &blockedBy}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return actions.Record{}, err
 	}
 	r.ID = position.ActionID(r.Seq)
+	r.Priority = int(priority)
+	r.After, r.BlockedBy = seqIDs(after), seqIDs(blockedBy)
 	r.State = actions.State(state)
 	r.PostedAt = posted.UTC()
 	if claimedAt != nil {
@@ -51,6 +63,18 @@ func scanRecord(row pgx.Row, extra ...any) (actions.Record, error) {
 		r.EndedAt = &t
 	}
 	return r, nil
+}
+
+// seqIDs turns seqs into action ids; nil for none.
+func seqIDs(seqs []int64) []string {
+	if len(seqs) == 0 {
+		return nil
+	}
+	ids := make([]string, len(seqs))
+	for i, s := range seqs {
+		ids[i] = position.ActionID(s)
+	}
+	return ids
 }
 
 // noRows maps pgx's "no rows" for one action to the contract's

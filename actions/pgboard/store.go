@@ -111,7 +111,7 @@ func (s *store) EndedAmong(ctx context.Context, seqs []int64) ([]actions.Record,
 
 // openFor is the one place the PostgreSQL board says which open actions a
 // claimant may take (see engine.Want): $2 holds its recipients, $3 the
-// seqs to skip. Claims take them in posting order.
+// seqs to skip. Claims take them in (priority, seq) order (see Take).
 const openFor = `state = 'open' AND to_whom = ANY($2) AND NOT (seq = ANY($3))`
 
 // Look implements engine.Store: whether an action w may take exists, a

@@ -1,9 +1,12 @@
 package pgboard
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"slices"
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
@@ -28,11 +31,30 @@ var _ engine.Tx = ptx{}
 // Notify implements engine.Tx: see Board.notify.
 func (t ptx) Notify(e engine.Event) error { return t.b.notify(t.ctx, t.tx, e) }
 
-// Insert implements engine.Tx.
-func (t ptx) Insert(a engine.NewAction) (actions.Record, error) {
-	return scanRecord(t.tx.QueryRow(t.ctx, `INSERT INTO bee_actions (to_whom, from_whom, title, body, state, posted_at, rev)
-		VALUES ($1, $2, $3, $4, $5, `+nowSQL("$6")+`, `+xid+`) RETURNING `+recordCols,
-		a.To, a.From, a.Title, a.Body, string(a.State), t.b.now()))
+// Insert implements engine.Tx: one statement for every action, then one
+// for every edge.
+func (t ptx) Insert(batch []engine.NewAction) ([]actions.Record, error) {
+	cols := make([][]string, 5)
+	prios := make([]int16, len(batch))
+	for i, a := range batch {
+		for j, v := range []string{a.To, a.From, a.Title, a.Body, string(a.State)} {
+			cols[j] = append(cols[j], v)
+		}
+		prios[i] = int16(a.Priority)
+	}
+	// The rows are inserted, and their seqs drawn, in the order of n.
+	recs, err := collect(t.tx.Query(t.ctx, `INSERT INTO bee_actions (to_whom, from_whom, title, body, state, priority, posted_at, rev)
+		SELECT n.to_whom, n.from_whom, n.title, n.body, n.state, n.priority, `+nowSQL("$7")+`, `+xid+`
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::smallint[])
+			WITH ORDINALITY AS n (to_whom, from_whom, title, body, state, priority, i)
+		ORDER BY n.i RETURNING `+recordCols, cols[0], cols[1], cols[2], cols[3], cols[4], prios, t.b.now()))
+	if err != nil {
+		return nil, err
+	}
+	if len(recs) != len(batch) || !slices.IsSortedFunc(recs, func(a, b actions.Record) int { return cmp.Compare(a.Seq, b.Seq) }) {
+		return nil, fmt.Errorf("insert: %d actions came back of %d, not in the order given", len(recs), len(batch))
+	}
+	return recs, t.addPrerequisites(batch, recs)
 }
 
 // Action implements engine.Tx.
@@ -118,23 +140,28 @@ func (t ptx) join(who identity.ID) error {
 	return err
 }
 
-// Take implements engine.Tx: it walks the open actions in posting order
-// and stops at the first w may take that nobody holds locked (see
-// openFor). With statistics that lag a burst of posts, the planner would
+// Take implements engine.Tx: it walks the open actions in claim order
+// (bee_actions_open: the most urgent first, oldest first within a
+// priority) and stops at the first w may take that nobody holds locked
+// (see openFor). With statistics that lag a burst of posts, the planner would
 // rather fetch every open action and sort it at each claim.
 func (t ptx) Take(w engine.Want) (actions.Record, bool, error) {
 	if _, err := t.tx.Exec(t.ctx, `SELECT set_config('enable_sort', 'off', true), set_config('enable_bitmapscan', 'off', true)`); err != nil {
 		return actions.Record{}, false, err
 	}
-	rec, ok, err := found(scanRecord(t.tx.QueryRow(t.ctx, `WITH c AS (
-			SELECT seq FROM bee_actions WHERE `+openFor+` ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED)
-		UPDATE bee_actions a SET state = 'claimed', holder = $1, claimed_at = `+nowSQL("$4")+`, rev = `+xid+`
-		FROM c WHERE a.seq = c.seq RETURNING `+recordColsOf("a"), string(w.Who), w.Recipients(), w.Skip, t.b.now())))
+	rec, ok, err := found(scanRecord(t.tx.QueryRow(t.ctx, takeSQL, string(w.Who), w.Recipients(), w.Skip, t.b.now())))
 	if ok && t.b.opts.inClaim != nil {
 		t.b.opts.inClaim(t.tx.Conn().PgConn().PID())
 	}
 	return rec, ok, err
 }
+
+// takeSQL claims for $1 the first open action (see openFor) in claim
+// order that nobody holds locked; $4 is the time.
+var takeSQL = `WITH c AS (
+		SELECT seq FROM bee_actions WHERE ` + openFor + ` ORDER BY priority, seq LIMIT 1 FOR UPDATE SKIP LOCKED)
+	UPDATE bee_actions a SET state = 'claimed', holder = $1, claimed_at = ` + nowSQL("$4") + `, rev = ` + xid + `
+	FROM c WHERE a.seq = c.seq RETURNING ` + recordColsOf("a")
 
 // reclaimLock is the advisory lock key of reclaiming ("bee" and 2): one
 // claimer at a time departs the members whose lease ran out, so that two
@@ -186,8 +213,11 @@ func (t ptx) Depart(who identity.ID) (released, readdressed []string, err error)
 		WHERE state = 'claimed' AND holder = $1 RETURNING seq`, string(who))); err != nil {
 		return nil, nil, err
 	}
-	readdressed, err = collectIDs(t.tx.Query(t.ctx, `UPDATE bee_actions SET to_whom = $2, rev = `+xid+`
-		WHERE state = 'open' AND to_whom = $1 RETURNING seq`, string(who), who.Agent()))
+	if readdressed, err = collectIDs(t.tx.Query(t.ctx, `UPDATE bee_actions SET to_whom = $2, rev = `+xid+`
+		WHERE state = 'open' AND to_whom = $1 RETURNING seq`, string(who), who.Agent())); err != nil {
+		return nil, nil, err
+	}
+	readdressed, err = t.readdressBlocked(who, readdressed)
 	return released, readdressed, err
 }
 

@@ -52,9 +52,10 @@ func (c *CancelCommand) Run(ctx context.Context, args []string) error {
 // Usage prints how to use `bee cancel`.
 func (c *CancelCommand) Usage() {
 	w := c.env.main.Stdout
-	fmt.Fprint(w, `Call off an open or claimed action, as a person. A cancelled action never
-changes again; whoever holds it is told, with the reason, when it next tries
-to finish it, and the agent that posted it hears of it.
+	fmt.Fprint(w, `Call off an action that has not ended (open, blocked or claimed), as a
+person. A cancelled action never changes again; whoever holds it is told,
+with the reason, when it next tries to finish it, and the agent that posted
+it hears of it. The actions that wait for it are cancelled too, naming it.
 
 Usage:
 

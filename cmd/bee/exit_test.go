@@ -106,6 +106,9 @@ func TestMain_ExitCodes(t *testing.T) {
 			{args: []string{"post"}, want: exitUsage},
 			{args: []string{"post", "--bogus", "t"}, want: exitUsage},
 			{args: []string{"post", "two\nlines"}, want: exitUsage},
+			{args: []string{"post", "--priority", "9", "t"}, want: exitUsage},
+			{args: []string{"post", "--after", "a-99", "t"}, want: exitNo},
+			{args: []string{"post", "--plan", "-", "t"}, want: exitUsage},
 		},
 		"list": {
 			{args: []string{"list"}, want: exitOK},
@@ -117,6 +120,11 @@ func TestMain_ExitCodes(t *testing.T) {
 			{args: []string{"show", "a-99"}, want: exitNo},
 			{args: []string{"show", "A-1"}, want: exitNo},
 			{args: []string{"show"}, want: exitUsage},
+		},
+		"plan": {
+			{args: []string{"plan", "a-1"}, want: exitOK},
+			{args: []string{"plan", "a-99"}, want: exitNo},
+			{args: []string{"plan"}, want: exitUsage},
 		},
 		"watch": {
 			{args: []string{"watch"}, want: exitInterrupted, interrupt: true},

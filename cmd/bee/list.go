@@ -21,12 +21,13 @@ type ListCommand struct {
 func (c *ListCommand) flagSet() *flag.FlagSet {
 	fs := c.env.flags("list")
 	fs.BoolVar(&c.all, "all", false, "include ended actions (done, failed, cancelled)")
-	fs.StringVar(&c.state, "state", "", "only actions in this state: open, claimed, done, failed, cancelled, or ended (any of the last three)")
+	fs.StringVar(&c.state, "state", "", "only actions in this state: open, blocked, claimed, done, failed, cancelled, or ended (any of the last three)")
 	fs.BoolVar(&c.asJSON, "json", false, "print a JSON array of the actions")
 	return fs
 }
 
-// Run lists the actions: by default those open or claimed.
+// Run lists the actions: by default those that have not ended (open,
+// blocked or claimed).
 func (c *ListCommand) Run(ctx context.Context, args []string) error {
 	fs := c.flagSet()
 	if err := c.env.parse(fs, args, c.Usage); err != nil {
@@ -43,14 +44,14 @@ func (c *ListCommand) Run(ctx context.Context, args []string) error {
 	switch st := actions.State(c.state); st {
 	case "":
 		if !c.all {
-			filter.States = []actions.State{actions.Open, actions.Claimed}
+			filter.States = []actions.State{actions.Open, actions.Blocked, actions.Claimed}
 		}
 	case "ended":
 		filter.States = []actions.State{actions.Done, actions.Failed, actions.Cancelled}
-	case actions.Open, actions.Claimed, actions.Done, actions.Failed, actions.Cancelled:
+	case actions.Open, actions.Blocked, actions.Claimed, actions.Done, actions.Failed, actions.Cancelled:
 		filter.States = []actions.State{st}
 	default:
-		return usagef("bee list --state open", "bee list: unknown state %q (open, claimed, done, failed, cancelled or ended)", c.state)
+		return usagef("bee list --state open", "bee list: unknown state %q (open, blocked, claimed, done, failed, cancelled or ended)", c.state)
 	}
 
 	b, err := c.env.open("list", false)
@@ -76,7 +77,7 @@ func (c *ListCommand) Run(ctx context.Context, args []string) error {
 		return writeJSON(out, records)
 	}
 	if len(records) == 0 {
-		what := "no open or claimed actions (bee list --all shows ended ones too)"
+		what := "no open, blocked or claimed actions (bee list --all shows ended ones too)"
 		if c.all {
 			what = "no actions"
 		} else if c.state != "" {
@@ -98,15 +99,15 @@ func (c *ListCommand) Run(ctx context.Context, args []string) error {
 // Usage prints how to use `bee list`.
 func (c *ListCommand) Usage() {
 	w := c.env.main.Stdout
-	fmt.Fprint(w, `List the actions on the board, oldest first: by default those open or
-claimed.
+	fmt.Fprint(w, `List the actions on the board, oldest first: by default those that have
+not ended (open, blocked or claimed).
 
 Usage:
 
 	bee list [--all | --state STATE] [--json]
 
-STATE is open, claimed, done, failed, cancelled, or ended (done, failed or
-cancelled).
+STATE is open, blocked (waiting for other actions to be done), claimed,
+done, failed, cancelled, or ended (done, failed or cancelled).
 
 Flags:
 

@@ -70,6 +70,9 @@ func exitCode(err error, w io.Writer) int {
 	if ce.msg != "" {
 		fmt.Fprintln(w, "Error:", termtext.Line(ce.msg))
 	}
+	for _, d := range ce.detail {
+		fmt.Fprintln(w, "  -", termtext.Line(d))
+	}
 	if ce.hint != "" {
 		fmt.Fprintln(w, "Try:", termtext.Line(ce.hint))
 	}
@@ -77,14 +80,16 @@ func exitCode(err error, w io.Writer) int {
 }
 
 // A cliError is an error said for a person: msg gives the cause first,
-// hint what to run or do instead (printed on its own "Try:" line), and
-// code the exit code. err, when set, is the cause, kept for errors.Is
-// while msg says it in a person's words.
+// detail its parts, one line each (the problems of a refused plan), hint
+// what to run or do instead (printed on its own "Try:" line), and code
+// the exit code. err, when set, is the cause, kept for errors.Is while msg
+// says it in a person's words.
 type cliError struct {
-	code int
-	msg  string
-	hint string
-	err  error
+	code   int
+	msg    string
+	detail []string
+	hint   string
+	err    error
 }
 
 func (e *cliError) Error() string { return e.msg }
@@ -189,7 +194,7 @@ func (m *Main) lookupEnv(k string) (string, bool) {
 }
 
 // commands names bee's commands, in the order bee --help lists them.
-var commands = []string{"post", "list", "show", "watch", "agents", "wait", "cancel", "readdress", "backup", "serve"}
+var commands = []string{"post", "list", "show", "plan", "watch", "agents", "wait", "cancel", "readdress", "backup", "serve"}
 
 // Run runs the command args names. It returns nil for --help, a
 // *cliError with exit code 2 for a command line it cannot parse, and the
@@ -236,6 +241,8 @@ func (m *Main) dispatch(ctx context.Context, e *env, name string, args []string)
 		return (&ListCommand{env: e}).Run(ctx, args)
 	case "show":
 		return (&ShowCommand{env: e}).Run(ctx, args)
+	case "plan":
+		return (&PlanCommand{env: e}).Run(ctx, args)
 	case "watch":
 		return (&WatchCommand{env: e}).Run(ctx, args)
 	case "agents":
@@ -294,10 +301,11 @@ Commands:
 	post       post an action for agents
 	list       list the actions on the board
 	show       show one action in full
+	plan       show the plan an action belongs to, as a tree
 	watch      print actions as they change, until interrupted
 	agents     list the live agents and what they hold
 	wait       wait until actions have ended
-	cancel     call off an open or claimed action
+	cancel     call off an action that has not ended
 	readdress  send an open action to someone else
 	backup     copy the board to a file, safely while agents use it
 	serve      serve the board page, a live view in the browser

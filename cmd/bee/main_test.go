@@ -169,7 +169,7 @@ func TestMain_PostRefusals(t *testing.T) {
 	requireUsage(t, err, "quote the title")
 	_, _, err = run(t, path, "", "post", "--bogus", "t")
 	requireUsage(t, err, "flag provided but not defined")
-	require.Equal(t, "no open or claimed actions (bee list --all shows ended ones too) on "+path+"\n", bee(t, path, "list"))
+	require.Equal(t, "no open, blocked or claimed actions (bee list --all shows ended ones too) on "+path+"\n", bee(t, path, "list"))
 }
 
 // Refusals say what is wrong in a person's words: no sentinel names

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -102,7 +103,8 @@ func span(d time.Duration) string {
 func stamp(t time.Time) string { return t.Local().Format("2006-01-02 15:04:05") }
 
 // describe says where an action stands, for people: "open", "claimed by
-// agent:x#12345678", "done by agent:x#12345678", "cancelled by user:ann".
+// agent:x#12345678", "done by agent:x#12345678", "cancelled by user:ann",
+// "blocked by a-2, a-3".
 func describe(r actions.Record) string {
 	switch r.State {
 	case actions.Claimed:
@@ -113,6 +115,10 @@ func describe(r actions.Record) string {
 	case actions.Done, actions.Failed, actions.Cancelled:
 		if r.EndedBy != "" {
 			return safe(string(r.State)) + " by " + safe(r.EndedBy)
+		}
+	case actions.Blocked:
+		if len(r.BlockedBy) > 0 {
+			return "blocked by " + safe(strings.Join(r.BlockedBy, ", "))
 		}
 	}
 	return safe(string(r.State))

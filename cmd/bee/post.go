@@ -19,6 +19,10 @@ type PostCommand struct {
 	to     string
 	from   string
 	asJSON bool
+	// Plans (postplan.go).
+	after    idList
+	priority intFlag
+	plan     string
 }
 
 func (c *PostCommand) flagSet() *flag.FlagSet {
@@ -26,6 +30,7 @@ func (c *PostCommand) flagSet() *flag.FlagSet {
 	fs.StringVar(&c.to, "to", "", "whom it is for: an agent name (any identity of that agent) or one identity (default anyone)")
 	fs.StringVar(&c.from, "from", "", "post as this person (default $USER)")
 	fs.BoolVar(&c.asJSON, "json", false, "print the posted action as JSON")
+	c.planFlags(fs)
 	return fs
 }
 
@@ -36,6 +41,9 @@ func (c *PostCommand) Run(ctx context.Context, args []string) error {
 		return helped(err)
 	}
 	pos := fs.Args()
+	if c.plan != "" {
+		return c.postPlan(ctx, pos)
+	}
 	switch {
 	case len(pos) == 0:
 		return usagef("bee post --help", "bee post: no title given")
@@ -73,14 +81,18 @@ func (c *PostCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer b.Close()
-	rec, err := b.Post(ctx, poster, actions.Draft{To: c.to, Title: title, Body: body})
+	rec, err := b.Post(ctx, poster, actions.Draft{To: c.to, Title: title, Body: body, After: c.after, Priority: c.priority.ptr()})
 	switch {
 	case errors.Is(err, actions.ErrEmptyTitle):
 		return &cliError{code: exitUsage, err: err, msg: "bee post: the title is blank; an action needs one", hint: `bee post "TITLE" ["BODY"]`}
 	case err != nil:
 		return c.env.refusal(ctx, b, "post", "", err)
 	}
-	return c.env.printRecord(c.asJSON, rec, fmt.Sprintf("posted %s for %s: %s", safe(rec.ID), recipient(rec.To), safe(rec.Title)))
+	line := fmt.Sprintf("posted %s for %s: %s", safe(rec.ID), recipient(rec.To), safe(rec.Title))
+	if rec.State == actions.Blocked {
+		line += fmt.Sprintf(" (blocked until %s %s done)", safe(strings.Join(rec.BlockedBy, ", ")), plural(len(rec.BlockedBy), "is", "are"))
+	}
+	return c.env.printRecord(c.asJSON, rec, line)
 }
 
 // poster is the person posting (see env.person).
@@ -125,11 +137,32 @@ identity.
 Usage:
 
 	bee post [flags] TITLE [BODY | -]
+	bee post --plan FILE|- [--from NAME] [--json]
 
 The title is one line of at most 200 characters, with no control
 characters; the body, at most 64 KiB, holds the detail ("-" reads it from
 stdin). The action is posted as
 user:<name>. Flags go before the title.
+
+With --after, the action waits for other actions: it is blocked, and
+nobody can take it, until every one of them is done; it is cancelled if
+one of them fails or is cancelled. --priority is 0 (most urgent) to 4
+(default 2): of the open actions an agent may take, the most urgent is
+taken first.
+
+With --plan, bee posts several actions at once, all or none: FILE ("-"
+for stdin) holds a JSON array of steps, each
+{"key", "to"?, "title", "body"?, "after"?, "priority"?}, where "after"
+names the keys of the steps it waits for (in any order) or ids of
+existing actions:
+
+	[{"key": "schema", "to": "db", "title": "Migrate the schema"},
+	 {"key": "api", "title": "Update the API", "after": ["schema"]},
+	 {"key": "load", "title": "Run the load test", "after": ["api"]}]
+
+It prints each key and the id it became (--json: the records and the
+key-to-id map). A cycle, an unknown key or id, a duplicate key or more
+than 1,000 steps refuse the whole plan, naming each problem.
 
 Flags:
 

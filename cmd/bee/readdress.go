@@ -58,9 +58,9 @@ func (c *ReaddressCommand) Run(ctx context.Context, args []string) error {
 // Usage prints how to use `bee readdress`.
 func (c *ReaddressCommand) Usage() {
 	w := c.env.main.Stdout
-	fmt.Fprint(w, `Send an open action to someone else: an agent name (whichever of its
-sessions is free takes it), one live identity, or anyone. Use it for work
-addressed to an identity that has gone.
+	fmt.Fprint(w, `Send an open (or blocked) action to someone else: an agent name (whichever
+of its sessions is free takes it), one live identity, or anyone. Use it for
+work addressed to an identity that has gone.
 
 Usage:
 

@@ -22,6 +22,8 @@ var sentinels = []error{
 	actions.ErrUnknownAction, actions.ErrNotHeld, actions.ErrEnded, actions.ErrNotPoster, actions.ErrNotOpen,
 	actions.ErrNotLive, actions.ErrEmptyTitle, actions.ErrEmptyReason, actions.ErrDeparted,
 	actions.ErrBadRecipient, actions.ErrBadPoster, actions.ErrTooLong, actions.ErrBadText,
+	actions.ErrPrerequisiteEnded, actions.ErrUnknownPrerequisite, actions.ErrTooManyPrerequisites, actions.ErrBadPriority,
+	actions.ErrBadPlan, actions.ErrBadKey, actions.ErrDuplicateKey, actions.ErrCycle, actions.ErrPlanTooLarge,
 }
 
 // wrongInput are the sentinels of a refusal the command line can fix:
@@ -29,6 +31,7 @@ var sentinels = []error{
 var wrongInput = []error{
 	actions.ErrEmptyTitle, actions.ErrEmptyReason, actions.ErrBadRecipient, actions.ErrBadPoster,
 	actions.ErrTooLong, actions.ErrBadText,
+	actions.ErrUnknownPrerequisite, actions.ErrTooManyPrerequisites, actions.ErrBadPriority,
 }
 
 // boardOp matches how the board starts its errors, naming the operation

@@ -43,9 +43,14 @@ func (c *ShowCommand) Run(ctx context.Context, args []string) error {
 		return c.env.refusal(ctx, b, "show", id, err)
 	}
 
+	links, err := planLinks(ctx, b, r)
+	if err != nil {
+		return c.env.refusal(ctx, b, "show", id, err)
+	}
+
 	out := c.env.main.Stdout
 	if c.asJSON {
-		return writeJSON(out, r)
+		return writeJSON(out, shownAction{Record: r, planLinksOf: links})
 	}
 	now := time.Now()
 	tw := newTable(out)
@@ -54,6 +59,7 @@ func (c *ShowCommand) Run(ctx context.Context, args []string) error {
 	fmt.Fprintf(tw, "state:\t%s\n", describe(r))
 	fmt.Fprintf(tw, "for:\t%s\n", recipient(r.To))
 	fmt.Fprintf(tw, "from:\t%s\n", safe(r.From))
+	fmt.Fprintf(tw, "priority:\t%d\n", r.Priority)
 	fmt.Fprintf(tw, "posted:\t%s (%s ago)\n", stamp(r.PostedAt), age(now, r.PostedAt))
 	if r.ClaimedAt != nil {
 		fmt.Fprintf(tw, "claimed:\t%s (%s ago)\n", stamp(*r.ClaimedAt), age(now, *r.ClaimedAt))
@@ -62,6 +68,9 @@ func (c *ShowCommand) Run(ctx context.Context, args []string) error {
 		fmt.Fprintf(tw, "%s:\t%s (%s ago)\n", safe(string(r.State)), stamp(*r.EndedAt), age(now, *r.EndedAt))
 	}
 	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if err := links.print(out); err != nil {
 		return err
 	}
 	for _, part := range []struct{ name, text string }{{"body", r.Body}, {"result", r.Result}, {"reason", r.Reason}} {
@@ -76,7 +85,8 @@ func (c *ShowCommand) Run(ctx context.Context, args []string) error {
 func (c *ShowCommand) Usage() {
 	w := c.env.main.Stdout
 	fmt.Fprint(w, `Show one action in full: its state, who holds or finished it, its body and
-its result.
+its result, the actions it waits for (prerequisites) and those that wait
+for it (dependents), with their states.
 
 Usage:
 

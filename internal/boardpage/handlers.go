@@ -68,7 +68,8 @@ func handleStatic(w http.ResponseWriter, r *http.Request) {
 
 // handlePage serves the whole page; it shows the session's flash once.
 func (s *Server) handlePage(w http.ResponseWriter, r *http.Request, sess *session) {
-	v := s.view(r.Context(), sess, cleanShow(r.URL.Query().Get("show")))
+	q := r.URL.Query()
+	v := s.view(r.Context(), sess, cleanShow(q.Get("show")), cleanPlan(q.Get("plan")))
 	s.sessMu.Lock()
 	v.Flash, sess.flash = sess.flash, nil
 	s.sessMu.Unlock()
@@ -78,7 +79,8 @@ func (s *Server) handlePage(w http.ResponseWriter, r *http.Request, sess *sessio
 // handleFragment serves the parts of the page that change, for the page's
 // script to put in place.
 func (s *Server) handleFragment(w http.ResponseWriter, r *http.Request, sess *session) {
-	s.render(w, http.StatusOK, "live", s.view(r.Context(), sess, cleanShow(r.URL.Query().Get("show"))))
+	q := r.URL.Query()
+	s.render(w, http.StatusOK, "live", s.view(r.Context(), sess, cleanShow(q.Get("show")), cleanPlan(q.Get("plan"))))
 }
 
 // done sets the flash and sends the browser back to the view it came from
@@ -90,6 +92,8 @@ func (s *Server) done(w http.ResponseWriter, r *http.Request, sess *session, f *
 	to := "/"
 	if show := cleanShow(r.PostForm.Get("show")); show != showAll {
 		to += "?show=" + show
+	} else if plan := cleanPlan(r.PostForm.Get("plan")); plan != "" {
+		to += "?plan=" + plan
 	}
 	http.Redirect(w, r, to, http.StatusSeeOther)
 }

@@ -58,6 +58,9 @@ type pageView struct {
 	Version    uint64
 	Flash      *flash
 	Err        string // the board could not be read: say so instead of data
+	// Plan is the plan view (plan.go), shown instead of the tables; nil
+	// for the board's own views.
+	Plan *planView
 }
 
 // The forms' limits are the board's own (package actions), the same for
@@ -112,6 +115,7 @@ type actionView struct {
 	Ended        *moment
 	CanCancel    bool
 	CanReaddress bool
+	InPlan       bool // it waits for another action, or another waits for it: the plan view shows its plan
 }
 
 // For says whom the action is for.
@@ -174,10 +178,11 @@ type postForm struct {
 	Title, Body, To string
 }
 
-// view reads the board and builds what the page shows for show. The
-// version is read before the board, so an event stream that reports a
-// newer one means the board may have changed since.
-func (s *Server) view(ctx context.Context, sess *session, show string) *pageView {
+// view reads the board and builds what the page shows for show, or for
+// the plan of the action plan when it is not "". The version is read
+// before the board, so an event stream that reports a newer one means the
+// board may have changed since.
+func (s *Server) view(ctx context.Context, sess *session, show, plan string) *pageView {
 	v := &pageView{
 		Person:   termtext.Line(string(s.person)),
 		Location: termtext.Line(s.board.Location()),
@@ -192,6 +197,12 @@ func (s *Server) view(ctx context.Context, sess *session, show string) *pageView
 		var members []actions.MemberInfo
 		if members, err = s.board.Members(ctx); err == nil {
 			v.fill(time.Now(), records, members)
+		}
+	}
+	if err == nil && plan != "" {
+		v.Plan = s.planOf(ctx, plan)
+		for i := range v.Tabs {
+			v.Tabs[i].Current = false
 		}
 	}
 	if err != nil {
@@ -235,6 +246,10 @@ func (v *pageView) fill(now time.Time, records []actions.Record, members []actio
 			v.Active = append(v.Active, actionOf(now, r))
 		}
 	}
+	planned := inPlans(records)
+	for i := range v.Active {
+		v.Active[i].InPlan = planned[v.Active[i].ID]
+	}
 	v.Tabs = []tab{
 		{Key: showAll, Label: "All", Count: len(records)},
 		{Key: showOpen, Label: "Open", Count: open},
@@ -255,7 +270,9 @@ func (v *pageView) fill(now time.Time, records []actions.Record, members []actio
 			ended = ended[:limit]
 		}
 		for _, r := range ended {
-			v.Ended = append(v.Ended, actionOf(now, r))
+			a := actionOf(now, r)
+			a.InPlan = planned[r.ID]
+			v.Ended = append(v.Ended, a)
 		}
 	}
 
@@ -315,7 +332,7 @@ func actionOf(now time.Time, r actions.Record) actionView {
 		Record:       r,
 		Posted:       momentOf(now, r.PostedAt),
 		CanCancel:    !r.State.Ended(),
-		CanReaddress: r.State == actions.Open,
+		CanReaddress: r.State == actions.Open || r.State == actions.Blocked,
 	}
 	if r.EndedAt != nil {
 		m := momentOf(now, *r.EndedAt)

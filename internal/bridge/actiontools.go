@@ -64,17 +64,31 @@ func (t *tools) list(ctx context.Context, c *toolCall, in listIn) (listOut, erro
 // boundList turns a page into a list answer of at most maxListAnswer
 // bytes of JSON, cutting the texts of its records to an equal share.
 func boundList(page actions.Page) listOut {
-	out := listOut{Records: make([]listedRecord, len(page.Records)), Cursor: page.Cursor}
+	out := listOut{Cursor: page.Cursor}
+	out.Records = boundRecords(page.Records, func(recs []listedRecord) any {
+		o := out
+		o.Records = recs
+		return o
+	})
+	return out
+}
+
+// boundRecords returns recs as an answer lists them: wrap(records) makes
+// the answer, which must stay within maxListAnswer bytes of JSON (with
+// room for the guidance), so each record's long texts are cut to an equal
+// share until it does, or until every text is down to minListText.
+func boundRecords(recs []actions.Record, wrap func([]listedRecord) any) []listedRecord {
+	out := make([]listedRecord, len(recs))
 	share := maxListAnswer
 	for {
-		for i, r := range page.Records {
-			out.Records[i] = cutRecord(r, share)
+		for i, r := range recs {
+			out[i] = cutRecord(r, share)
 		}
-		raw, _ := json.Marshal(out)
+		raw, _ := json.Marshal(wrap(out))
 		if len(raw) <= maxListAnswer-1024 || share <= minListText { // room for the guidance
 			return out
 		}
-		share = max(minListText, min(share, maxListAnswer/max(1, len(page.Records)))/2)
+		share = max(minListText, min(share, maxListAnswer/max(1, len(recs)))/2)
 	}
 }
 
@@ -107,6 +121,9 @@ type postIn struct {
 	To    string `json:"to,omitempty" jsonschema:"Who may take it: omit it for anyone, an agent name (such as reviewer), or one identity (agent:reviewer#0491068b)."`
 	Title string `json:"title" jsonschema:"One line saying what to do."`
 	Body  string `json:"body" jsonschema:"Everything the taker needs to do it."`
+	// Plans (plantools.go).
+	After    afterIDs `json:"after,omitempty" jsonschema:"Ids of existing actions that must be done before this one can be taken, exactly as bee returned them. It stays blocked until every one is done, and is cancelled if one fails or is cancelled. For several new steps with an order, post them together with bee_post_plan."`
+	Priority priority `json:"priority,omitzero" jsonschema:"0 (most urgent) to 4; default 2. Of the open actions someone may take, the most urgent is taken first."`
 }
 
 // actionOut is what post, finish, release, fail and cancel answer.
@@ -120,7 +137,8 @@ func (t *tools) post(ctx context.Context, c *toolCall, in postIn) (actionOut, er
 	if err != nil {
 		return actionOut{}, err
 	}
-	rec, err := c.s.source.Post(ctx, actions.Agent(who), actions.Draft{To: in.To, Title: in.Title, Body: in.Body})
+	rec, err := c.s.source.Post(ctx, actions.Agent(who), actions.Draft{To: in.To, Title: in.Title, Body: in.Body,
+		After: in.After, Priority: in.Priority.ptr()})
 	if errors.Is(err, actions.ErrEmptyTitle) {
 		return actionOut{}, &argError{name: "title", msg: "must not be empty"}
 	}
@@ -128,11 +146,7 @@ func (t *tools) post(ctx context.Context, c *toolCall, in postIn) (actionOut, er
 		return actionOut{}, err
 	}
 	t.log.Info("action posted", logkey.Identity, who, logkey.ActionID, rec.ID)
-	next := fmt.Sprintf("Posted as %s. Go on with other work, or end your turn: bee wakes you when it ends. %s waits for it; %s calls it off.", rec.ID, ToolAwait, ToolCancel)
-	if cl := clients.FromRequest(c.req); !cl.Wakes {
-		next = cl.PostedNext(rec.ID)
-	}
-	return actionOut{Action: rec, Guidance: Guidance{Next: next}}, nil
+	return actionOut{Action: rec, Guidance: Guidance{Next: postedNext(clients.FromRequest(c.req), rec)}}, nil
 }
 
 // idIn is the arguments of a tool that takes only an action's id.

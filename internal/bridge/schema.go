@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"slices"
 	"strconv"
@@ -42,8 +43,43 @@ func typeSchemas() map[reflect.Type]*jsonschema.Schema {
 		// refuse an answer that carries it.
 		reflect.TypeFor[actions.State](): {
 			Type:        "string",
-			Description: "open, claimed, done, failed or cancelled",
+			Description: "open, blocked (waits for the actions in blockedBy), claimed, done, failed or cancelled",
 		},
+		// Plans (plantools.go).
+		reflect.TypeFor[priority](): {
+			Type:    "integer",
+			Minimum: jsonschema.Ptr(float64(actions.MinPriority)),
+			Maximum: jsonschema.Ptr(float64(actions.MaxPriority)),
+			Default: json.RawMessage(strconv.Itoa(actions.DefaultPriority)),
+		},
+		reflect.TypeFor[afterIDs](): {
+			Type:     "array",
+			Items:    &jsonschema.Schema{Type: "string", MinLength: jsonschema.Ptr(1)},
+			MaxItems: jsonschema.Ptr(actions.MaxAfter),
+		},
+		reflect.TypeFor[planEntries](): planEntriesSchema(),
+	}
+}
+
+// planEntriesSchema is the schema of bee_post_plan's steps.
+func planEntriesSchema() *jsonschema.Schema {
+	entry, err := jsonschema.For[planEntry](&jsonschema.ForOptions{})
+	if err != nil {
+		panic(fmt.Sprintf("bridge: plan entry schema: %v", err)) // the type is wrong
+	}
+	for name, p := range entry.Properties {
+		if !slices.Contains(entry.Required, name) {
+			allowNull(p)
+		}
+	}
+	entry.Properties["priority"].Minimum = jsonschema.Ptr(float64(actions.MinPriority))
+	entry.Properties["priority"].Maximum = jsonschema.Ptr(float64(actions.MaxPriority))
+	entry.Properties["key"].MaxLength = jsonschema.Ptr(actions.MaxKeyLen)
+	return &jsonschema.Schema{
+		Type:     "array",
+		Items:    entry,
+		MinItems: jsonschema.Ptr(1),
+		MaxItems: jsonschema.Ptr(actions.MaxPlan),
 	}
 }
 

@@ -25,6 +25,7 @@ const (
 	ToolFail    = "bee_fail_action"
 	ToolCancel  = "bee_cancel_action"
 	ToolAwait   = "bee_await_action"
+	ToolPlan    = "bee_post_plan"
 )
 
 // toolTable is every tool the bridge serves: what the model reads about
@@ -46,7 +47,9 @@ func toolTable() []toolDef {
 		define(&mcp.Tool{Name: ToolWhoami, Title: "Who am I on the board", Annotations: readOnly, Description: "Report this session's identity on the bee board (agent:<name>#<8 hex>), its agent name, " +
 			"the agent process (Claude Code, Codex CLI or Gemini CLI: claudePid) and session it belongs to, the client, and the action source."}, (*tools).whoami),
 		define(&mcp.Tool{Name: ToolPost, Title: "Post an action", Description: "Post a new action on the bee board for another agent or person to take. " +
-			"to is optional: omit it for anyone, give an agent name, or one identity. Returns {action, next}."}, (*tools).post),
+			"to is optional: omit it for anyone, give an agent name, or one identity. after names actions that must be done first (it stays blocked until then); " +
+			"priority is 0 (most urgent) to 4, default 2. For several steps that must happen in an order, use " + ToolPlan + " instead. Returns {action, next}."}, (*tools).post),
+		define(&mcp.Tool{Name: ToolPlan, Title: "Post a plan of actions", Description: planDescription()}, (*tools).postPlan),
 		define(&mcp.Tool{Name: ToolFinish, Title: "Finish an action", Annotations: &mcp.ToolAnnotations{IdempotentHint: false}, Description: "Mark an action you claimed (through " + ToolWait + ") as done, " +
 			"with an optional short result for its poster. Pass the id exactly as it was returned. Returns {action}."}, (*tools).finish),
 		define(&mcp.Tool{Name: ToolRelease, Title: "Release an action", Description: "Give back an action you claimed but will not finish, so another agent can take it. " +
@@ -74,8 +77,9 @@ func instructions() string {
 	return fmt.Sprintf(`bee connects this session to a shared action board. Other agents and people post actions there.
 To take work, call %[1]s: it claims the next action meant for you (waiting up to %[2]d s) and returns it. Do the action, then call %[3]s with its id and a short result. If someone else could do it, call %[4]s; if it cannot be done as asked, call %[5]s with the reason.
 To hand work to another agent, call %[6]s; %[7]s waits until it ends (done, failed or cancelled); %[8]s calls it off. %[9]s tells you your identity on the board.
+When the work has several steps that must happen in an order, post them all at once with %[10]s: bee opens each step when the steps it waits for are done, so you need not post, await and post again.
 An answer's next field says what to do now; when bee refuses a call, its error field says why.`,
-		ToolWait, def, ToolFinish, ToolRelease, ToolFail, ToolPost, ToolAwait, ToolCancel, ToolWhoami)
+		ToolWait, def, ToolFinish, ToolRelease, ToolFail, ToolPost, ToolAwait, ToolCancel, ToolWhoami, ToolPlan)
 }
 
 // ServerOptions configures NewServer. nil means defaults.
@@ -114,7 +118,7 @@ func NewServer(p *Pending, opts *ServerOptions) *mcp.Server {
 	})
 	// Each connection's model is told what waiting means under its client
 	// (how long a wait may last, whether bee can wake the session).
-	srv.AddReceivingMiddleware(clients.Middleware(clients.Tools{Wait: ToolWait, Await: ToolAwait, Post: ToolPost}))
+	srv.AddReceivingMiddleware(clients.Middleware(clients.Tools{Wait: ToolWait, Await: ToolAwait, Post: ToolPost, Plan: ToolPlan}))
 	for _, d := range toolTable() {
 		tool, h, err := d.bind(t)
 		if err != nil {

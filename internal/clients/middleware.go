@@ -10,13 +10,14 @@ import (
 // Tools names the bridge's tools whose descriptions depend on the client.
 type Tools struct {
 	Wait, Await, Post string
+	Plan              string // posts several actions at once: PlanNote
 }
 
 // Middleware returns receiving middleware for the bridge's MCP server that
 // tells each connection's model what waiting means under its client: it
 // appends Instructions to the handshake's instructions (initialize, and
-// server/discover for MCP 2026-07-28), and WaitNote, AwaitNote and
-// PostNote to the descriptions of the tools t names in tools/list. It
+// server/discover for MCP 2026-07-28), and WaitNote, AwaitNote, PostNote
+// and PlanNote to the descriptions of the tools t names in tools/list. It
 // never changes the server's own tools: a listed tool is copied before its
 // description is.
 func Middleware(t Tools) mcp.Middleware {
@@ -42,6 +43,8 @@ func Middleware(t Tools) mcp.Middleware {
 						note = c.AwaitNote()
 					case t.Post:
 						note = c.PostNote()
+					case t.Plan:
+						note = c.PlanNote()
 					default:
 						continue
 					}

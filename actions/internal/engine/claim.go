@@ -14,9 +14,10 @@ import (
 	"github.com/tractat-us/bee/internal/logkey"
 )
 
-// Next implements actions.Source. It waits for the oldest open action who
-// may take (addressed to anyone, to who's agent name, or to who), claims
-// it for who in one write transaction and returns it. Before claiming it
+// Next implements actions.Source. It waits for the most urgent open action
+// who may take (addressed to anyone, to who's agent name, or to who; the
+// lowest priority, the oldest first within one: see Want), claims it for
+// who in one write transaction and returns it. Before claiming it
 // puts back to open every claim whose holder's lease has run out.
 //
 // It returns within timeout: on timeout the page has no records (a non-nil
@@ -28,7 +29,7 @@ import (
 //
 // The cursor Next returns marks how far the posting order had reached.
 // Next checks after (actions.ErrBadCursor for a cursor this board did not
-// make) but always offers the oldest claimable action, even one posted
+// make) but always offers the first claimable action, even one posted
 // before after: a released or reclaimed action goes back to its place in
 // the order and must not be skipped.
 //

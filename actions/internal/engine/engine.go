@@ -37,6 +37,7 @@ import (
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/internal/logkey"
 )
 
 // Settings are the options every board takes, with the same meaning (see
@@ -140,10 +141,12 @@ func (e *Engine) Close() error { return e.cfg.Life.Close(e.s.Shutdown) }
 // done reports whether the board has closed.
 func (e *Engine) done() bool { return e.cfg.Life.Context().Err() != nil }
 
-// A txn is a store's transaction with the events it emitted.
+// A txn is a store's transaction with the events it emitted, and the
+// actions the ends in it opened or cancelled (see afterEnd), for the log.
 type txn struct {
 	Tx
-	events []Event
+	events            []Event
+	opened, cancelled []string
 }
 
 // emit queues e, once per transaction, to wake its waiters after the
@@ -167,6 +170,12 @@ func (e *Engine) write(ctx context.Context, op string, fn func(t *txn) error) er
 	if err != nil || t == nil {
 		return err
 	}
+	if len(t.opened) > 0 {
+		e.log.Info("actions opened: their prerequisites are done", logkey.ActionIDs, t.opened)
+	}
+	if len(t.cancelled) > 0 {
+		e.log.Info("actions cancelled: a prerequisite failed or was cancelled", logkey.ActionIDs, t.cancelled)
+	}
 	for _, ev := range t.events {
 		e.cfg.Hub.Fire(ev)
 		e.s.Tell(ev)
@@ -180,7 +189,9 @@ func (e *Engine) write(ctx context.Context, op string, fn func(t *txn) error) er
 func IsRefusal(err error) bool {
 	for _, s := range []error{actions.ErrUnknownAction, actions.ErrNotHeld, actions.ErrEnded, actions.ErrNotPoster,
 		actions.ErrNotOpen, actions.ErrNotLive, actions.ErrDeparted, actions.ErrClosed, actions.ErrEmptyTitle,
-		actions.ErrEmptyReason, actions.ErrBadPoster, actions.ErrBadRecipient, actions.ErrTooLong, actions.ErrBadText} {
+		actions.ErrEmptyReason, actions.ErrBadPoster, actions.ErrBadRecipient, actions.ErrTooLong, actions.ErrBadText,
+		actions.ErrPrerequisiteEnded, actions.ErrBadPlan, actions.ErrUnknownPrerequisite, actions.ErrTooManyPrerequisites,
+		actions.ErrBadPriority} {
 		if errors.Is(err, s) {
 			return true
 		}

@@ -21,44 +21,43 @@ func label(id string) string {
 	return actions.Quote(id)
 }
 
-// Post implements actions.Source: an open action from by, an identity or
-// a person ("user:<name>"), for d.To ("" for anyone, an agent name or a
-// live identity). It refuses what actions.CheckPost refuses, and an
-// identity that is not live (actions.ErrNotLive, naming the live
-// identities of its agent). Posting wakes the waiters that may take the
-// action, in every process.
+// Post implements actions.Source: an action from by, an identity or a
+// person ("user:<name>"), for d.To ("" for anyone, an agent name or a
+// live identity), at priority d.Priority (actions.DefaultPriority when
+// nil). It is blocked while one of d.After is not done, and open
+// otherwise. It refuses what actions.CheckPost, actions.CheckAfter and
+// actions.CheckPriority refuse, an identity that is not live
+// (actions.ErrNotLive, naming the live identities of its agent), and
+// prerequisites that name no action (actions.ErrUnknownAction) or failed
+// or were cancelled (actions.ErrPrerequisiteEnded), naming each. Posting
+// an open action wakes the waiters that may take it, in every process.
 func (e *Engine) Post(ctx context.Context, by actions.Poster, d actions.Draft) (actions.Record, error) {
 	who := identity.ID(by)
 	title, err := actions.CheckPost(who, d.To, d.Title, d.Body)
 	if err != nil {
 		return actions.Record{}, fmt.Errorf("post: %w", err)
 	}
+	after, prio, err := checkDraft(d)
+	if err != nil {
+		return actions.Record{}, fmt.Errorf("post: %w", err)
+	}
 	if err := e.checkLive(ctx, d.To); err != nil {
 		return actions.Record{}, fmt.Errorf("post: %w", err)
 	}
-	a := NewAction{To: d.To, From: string(who), Title: title, Body: d.Body, State: actions.Open}
+	a := NewAction{To: d.To, From: string(who), Title: title, Body: d.Body, Priority: prio, After: after}
 	var rec actions.Record
 	err = e.write(ctx, "post", func(t *txn) error {
-		var err error
-		rec, err = e.postTx(t, a)
+		recs, err := e.postTx(t, []NewAction{a})
+		if err == nil {
+			rec = recs[0]
+		}
 		return err
 	})
 	if err != nil {
 		return actions.Record{}, fmt.Errorf("post: %w", err)
 	}
-	e.log.Info("action posted", logkey.ActionID, rec.ID, logkey.From, rec.From, logkey.To, rec.To)
+	e.log.Info("action posted", logkey.ActionID, rec.ID, logkey.From, rec.From, logkey.To, rec.To, logkey.State, rec.State)
 	return rec, nil
-}
-
-// postTx adds a inside t and wakes those who may take it: the one place an
-// action is posted, where what decides its state before the insert (a
-// plan's prerequisites) and what a batch of posts shares belong.
-func (e *Engine) postTx(t *txn, a NewAction) (actions.Record, error) {
-	rec, err := t.Insert(a)
-	if err != nil || rec.State != actions.Open {
-		return rec, err
-	}
-	return rec, t.emit(ClaimableFor(rec))
 }
 
 // Get implements actions.Source: the action with the given id, or
@@ -205,22 +204,26 @@ func notHeld(op string, who identity.ID, cur actions.Record) error {
 // when holder is set; ok is false otherwise) and wakes whom that concerns.
 // It is the one place every end of an action passes (finish, fail,
 // cancel) and every claim its holder puts back: what must follow an end in
-// the same transaction (opening its dependents, releasing what it
-// reserved) belongs here.
+// the same transaction (opening its dependents or cancelling its waiters,
+// see afterEnd; releasing what it reserved) belongs here.
 func (e *Engine) changeTx(t *txn, seq int64, holder string, u Update) (_ actions.Record, ok bool, _ error) {
 	rec, ok, err := t.Update(seq, holder, u)
 	if err != nil || !ok {
 		return rec, ok, err
 	}
-	if u.State.Ended() {
-		return rec, true, t.emit(EndedFor(rec))
+	if !u.State.Ended() {
+		return rec, true, t.emit(ClaimableFor(rec))
 	}
-	return rec, true, t.emit(ClaimableFor(rec))
+	if err := t.emit(EndedFor(rec)); err != nil {
+		return rec, true, err
+	}
+	return rec, true, e.afterEnd(t, rec)
 }
 
-// Cancel implements actions.Source: an open or claimed action becomes
-// cancelled, with an optional reason, and its holder's next finish is
-// refused with that reason. by is a person or an identity of the agent
+// Cancel implements actions.Source: an open, blocked or claimed action
+// becomes cancelled, with an optional reason, and its holder's next finish
+// is refused with that reason; what waits for it is cancelled too (see
+// afterEnd). by is a person or an identity of the agent
 // that posted it (actions.ErrNotPoster otherwise). A poster that cancels
 // its own action has heard of it already; anyone else's cancel wakes the
 // poster's waiter.
@@ -247,9 +250,9 @@ func (e *Engine) Cancel(ctx context.Context, by actions.Poster, id, reason strin
 	return rec, nil
 }
 
-// Readdress implements actions.Board: an open action goes to to ("", an
-// agent name or a live identity), and the waiters that may now take it
-// wake, in every process. by is a person or an identity of the poster's
+// Readdress implements actions.Board: an open or blocked action goes to to
+// ("", an agent name or a live identity), and the waiters that may now
+// take an open one wake, in every process. by is a person or an identity of the poster's
 // agent.
 func (e *Engine) Readdress(ctx context.Context, by actions.Poster, id, to string) (actions.Record, error) {
 	who := identity.ID(by)
@@ -268,8 +271,8 @@ func (e *Engine) Readdress(ctx context.Context, by actions.Poster, id, to string
 				cur.ID, cur.Holder, actions.ErrNotOpen)
 		}
 		rec, err := t.Readdress(cur.Seq, to)
-		if err != nil {
-			return actions.Record{}, err
+		if err != nil || rec.State != actions.Open {
+			return rec, err // a blocked action wakes nobody until it opens
 		}
 		return rec, t.emit(ClaimableFor(rec))
 	})

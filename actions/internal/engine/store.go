@@ -81,6 +81,8 @@ type Reads interface {
 	// Members returns the live identities, oldest first, with what each
 	// holds (see actions.Board).
 	Members(ctx context.Context) ([]actions.MemberInfo, error)
+
+	PlanReads
 }
 
 // Local is what a store keeps of this process's own members and
@@ -108,8 +110,11 @@ type Tx interface {
 	// carry wake-ups to other processes (PostgreSQL's NOTIFY); it is sent
 	// at the commit and never on a rollback. Other stores do nothing.
 	Notify(e Event) error
-	// Insert adds a as a new action and returns it.
-	Insert(a NewAction) (actions.Record, error)
+	// Insert adds the actions of batch, in order (so that each has a
+	// higher seq than the ones before it), with their prerequisites, and
+	// returns them in that order. The records' After and BlockedBy are
+	// the engine's to fill.
+	Insert(batch []NewAction) ([]actions.Record, error)
 	// Action is the action seq, locked for update.
 	Action(seq int64) (actions.Record, error)
 	// Update writes u to the action seq, and returns it. With holder set,
@@ -152,6 +157,8 @@ type Tx interface {
 	// TellOutcome marks told, and returns, the outcome Untold finds for
 	// who; ok is false when there is none any more.
 	TellOutcome(who identity.ID) (_ actions.Record, ok bool, _ error)
+
+	PlanTx
 }
 
 // ForgetAfter is how long a member row outlives its lease before a Join
@@ -159,7 +166,8 @@ type Tx interface {
 const ForgetAfter = 7 * 24 * time.Hour
 
 // A Want says which open actions a claim for Who may take: those addressed
-// to anyone, to Who's agent name or to Who, not in Skip, oldest first.
+// to anyone, to Who's agent name or to Who, not in Skip, the most urgent
+// (lowest priority) first and, within a priority, the oldest first.
 // Each store builds its claim statements (Look's and Take's) from it in
 // one place, so that a rule of which and in what order is added once per
 // store.
@@ -203,10 +211,13 @@ type Claimant struct {
 	Expiry time.Time
 }
 
-// A NewAction is an action as Tx.Insert writes it.
+// A NewAction is an action as Tx.Insert writes it: State is Open or
+// Blocked (postTx decides), After what it waits for, in the order given.
 type NewAction struct {
 	To, From, Title, Body string
 	State                 actions.State
+	Priority              int
+	After                 []Prereq
 }
 
 // An Update is what Tx.Update writes to an action: State Open puts a claim
