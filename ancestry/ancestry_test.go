@@ -36,9 +36,9 @@ func TestMain(m *testing.M) {
 }
 
 // runAsClaude is the body of the helper that the real-process tests exec
-// under the name claude (or claude.exe): it runs the real test binary as a
-// child that prints ClaudePID, through prefix (a shell) when given, and
-// passes the child's stdout through.
+// under the name claude (or claude.exe, codex, node...): it runs the real
+// test binary as a child that prints AgentPID, through prefix (a shell)
+// when given, and passes the child's stdout through.
 func runAsClaude(prefix ...string) int {
 	exe, err := os.Executable() // the real file, so the child's comm is not claude
 	if err != nil {
@@ -63,7 +63,7 @@ func helperEnv(runAs string) []string {
 	return append(os.Environ(), runAsEnv+"="+runAs, "GORACE="+gorace)
 }
 
-// printed is what the "print" helper writes: ClaudePID's result.
+// printed is what the "print" helper writes: AgentPID's result.
 // ParentComm is the Comm that Chain gives the child's parent (the helper).
 type printed struct {
 	PID        int
@@ -73,7 +73,7 @@ type printed struct {
 }
 
 func runAsPrinter() int {
-	pid, ok, err := ClaudePID(context.Background())
+	pid, ok, err := AgentPID(context.Background())
 	out := printed{PID: pid, OK: ok}
 	if err != nil {
 		out.Err = err.Error()
@@ -88,6 +88,7 @@ func runAsPrinter() int {
 }
 
 func TestNearest(t *testing.T) {
+	gemini := []string{"node", "/usr/lib/node_modules/@google/gemini-cli/bundle/gemini.js"}
 	for _, tc := range []struct {
 		name   string
 		chain  []Proc
@@ -113,6 +114,33 @@ func TestNearest(t *testing.T) {
 		{name: "trailing space: claude ", chain: []Proc{{PID: 10, PPID: 1, Comm: "claude "}}},
 		{name: "path: /usr/bin/claude", chain: []Proc{{PID: 10, PPID: 1, Comm: "/usr/bin/claude"}}},
 		{name: "node", chain: []Proc{{PID: 10, PPID: 1, Comm: "node"}}},
+		// Codex CLI 0.171.0: bridge <- codex (native) <- node .../bin/codex;
+		// interactively the codex is the app-server daemon.
+		{name: "codex: the native binary, not its node launcher", chain: []Proc{
+			{PID: 30, PPID: 20, Comm: "codex"}, {PID: 20, PPID: 1, Comm: "node", Args: []string{"node", "/x/node_modules/.bin/codex", "exec"}},
+		}, wantID: 30, wantOK: true},
+		{name: "codex launcher alone", chain: []Proc{{PID: 20, PPID: 1, Comm: "node", Args: []string{"node", "/x/node_modules/@openai/codex/bin/codex.js"}}}, wantID: 20, wantOK: true},
+		// Gemini CLI 0.61.0: bridge <- node (relaunched) <- node (launcher),
+		// the same command line; the nearer one is the session's.
+		{name: "gemini: the relaunched node, not the launcher", chain: []Proc{
+			{PID: 30, PPID: 20, Comm: "node", Args: []string{"/usr/bin/node", "--max-old-space-size=12052", "/x/node_modules/.bin/gemini"}},
+			{PID: 20, PPID: 1, Comm: "node", Args: []string{"node", "/x/node_modules/.bin/gemini"}},
+		}, wantID: 30, wantOK: true},
+		{name: "gemini by its bundle", chain: []Proc{{PID: 30, PPID: 1, Comm: "node", Args: gemini}}, wantID: 30, wantOK: true},
+		{name: "gemini as a process title", chain: []Proc{{PID: 30, PPID: 1, Comm: "gemini"}}, wantID: 30, wantOK: true},
+		{name: "a node in between is not an agent", chain: []Proc{
+			{PID: 40, PPID: 30, Comm: "node", Args: []string{"node", "/opt/mcp-proxy/index.js"}},
+			{PID: 30, PPID: 1, Comm: "node", Args: gemini},
+		}, wantID: 30, wantOK: true},
+		{name: "claude inside gemini: nearest wins", chain: []Proc{
+			{PID: 40, PPID: 30, Comm: "claude"}, {PID: 30, PPID: 1, Comm: "node", Args: gemini},
+		}, wantID: 40, wantOK: true},
+		{name: "codex inside claude: nearest wins", chain: []Proc{
+			{PID: 40, PPID: 30, Comm: "codex"}, {PID: 30, PPID: 20, Comm: "bash"}, {PID: 20, PPID: 1, Comm: "claude"},
+		}, wantID: 40, wantOK: true},
+		{name: "codex-foo is not codex", chain: []Proc{{PID: 10, PPID: 1, Comm: "codex-foo"}}},
+		{name: "codex-code-mode-host is not codex", chain: []Proc{{PID: 10, PPID: 1, Comm: "codex-code-mode"}}},
+		{name: "Gemini is not gemini", chain: []Proc{{PID: 10, PPID: 1, Comm: "Gemini"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pid, ok := Nearest(tc.chain)
@@ -120,6 +148,49 @@ func TestNearest(t *testing.T) {
 			require.Equal(t, tc.wantID, pid)
 		})
 	}
+}
+
+func TestIdentify(t *testing.T) {
+	node := func(args ...string) Proc { return Proc{Comm: "node", Args: append([]string{"node"}, args...)} }
+	for _, tc := range []struct {
+		name string
+		p    Proc
+		want Client
+	}{
+		{name: "claude", p: Proc{Comm: "claude"}, want: Claude},
+		{name: "claude.exe", p: Proc{Comm: "claude.exe"}, want: Claude},
+		{name: "codex", p: Proc{Comm: "codex"}, want: Codex},
+		{name: "gemini", p: Proc{Comm: "gemini"}, want: Gemini},
+		{name: "bash", p: Proc{Comm: "bash"}},
+		{name: "node without a command line", p: Proc{Comm: "node"}},
+		{name: "node gemini bin link", p: node("/usr/local/bin/gemini"), want: Gemini},
+		{name: "node gemini bundle", p: node("/x/@google/gemini-cli/bundle/gemini.js"), want: Gemini},
+		{name: "node in the gemini package", p: node("/x/node_modules/@google/gemini-cli/dist/index.js"), want: Gemini},
+		{name: "node with options then gemini", p: node("--max-old-space-size=12052", "--no-warnings", "/x/.bin/gemini", "-p", "hi"), want: Gemini},
+		{name: "nodejs gemini", p: Proc{Comm: "nodejs", Args: []string{"nodejs", "/x/.bin/gemini"}}, want: Gemini},
+		{name: "node codex bin link", p: node("/x/.bin/codex", "exec"), want: Codex},
+		{name: "node codex.js", p: node("/x/@openai/codex/bin/codex.js"), want: Codex},
+		{name: "node another script", p: node("/srv/app/server.js")},
+		{name: "node a script named like a prompt", p: node("/srv/app/server.js", "gemini")},
+		{name: "node -r takes a value", p: node("-r", "/x/.bin/gemini", "/srv/app.js")},
+		{name: "node --require=x", p: node("--require=/x/hook.js", "/x/.bin/codex"), want: Codex},
+		{name: "node -e evaluates code", p: node("-e", "require('/x/.bin/gemini')")},
+		{name: "node reading stdin", p: node("-", "/x/.bin/gemini")},
+		{name: "node repl", p: node()},
+		{name: "a comm of node with gemini args is only read for node", p: Proc{Comm: "python3", Args: []string{"python3", "/x/.bin/gemini"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := Identify(tc.p)
+			require.Equal(t, tc.want != "", ok)
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestClient_OwnsSession(t *testing.T) {
+	require.True(t, Claude.OwnsSession())
+	require.True(t, Gemini.OwnsSession())
+	require.False(t, Codex.OwnsSession(), "one Codex app-server daemon serves every TUI session of a CODEX_HOME")
 }
 
 func TestChain_Self(t *testing.T) {
@@ -150,27 +221,34 @@ func TestChain_Cancelled(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 }
 
-// TestClaudePID_RealProcess execs the test binary under a Claude name and
-// checks that its child finds it with ClaudePID. This test process may
-// itself run under a real Claude; the helper is nearer, so it must win.
-func TestClaudePID_RealProcess(t *testing.T) {
+// TestAgentPID_RealProcess execs the test binary under an agent's name
+// and checks that its child finds it with AgentPID. This test process may
+// itself run under a real agent; the helper is nearer, so it must win.
+func TestAgentPID_RealProcess(t *testing.T) {
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		name   string
 		comm   string // the name the helper is executed as
 		runAs  string
-		parent string // the Comm of the child's parent
+		parent string   // the Comm of the child's parent
+		args   []string // the helper's arguments (a node's script)
 	}{
 		{name: "claude, direct child", comm: "claude", runAs: "claude", parent: "claude"},
 		{name: "claude, through sh -c", comm: "claude", runAs: "claude-via-sh", parent: "sh"},
 		{name: "claude.exe", comm: "claude.exe", runAs: "claude", parent: "claude.exe"},
+		{name: "codex", comm: "codex", runAs: "claude", parent: "codex"},
+		{name: "codex, through sh -c", comm: "codex", runAs: "claude-via-sh", parent: "sh"},
+		{name: "gemini's node", comm: "node", runAs: "claude", parent: "node",
+			args: []string{"--max-old-space-size=12052", "/x/node_modules/.bin/gemini"}},
+		{name: "gemini's node, through sh -c", comm: "node", runAs: "claude-via-sh", parent: "sh",
+			args: []string{"/x/node_modules/@google/gemini-cli/bundle/gemini.js"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			link := filepath.Join(t.TempDir(), tc.comm)
 			require.NoError(t, os.Symlink(exe, link))
 			var stdout, stderr bytes.Buffer
-			cmd := exec.CommandContext(t.Context(), link)
+			cmd := exec.CommandContext(t.Context(), link, tc.args...)
 			cmd.Env = helperEnv(tc.runAs)
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			require.NoError(t, cmd.Run(), "helper stderr: %s", stderr.String())
@@ -185,28 +263,31 @@ func TestClaudePID_RealProcess(t *testing.T) {
 	}
 }
 
-// TestClaudePID_NotClaude runs the same helper under names that are not
-// Claude names: the child must not find it (it may find a real Claude above
+// TestAgentPID_NotAgent runs the same helper under names that are not
+// agent names: the child must not find it (it may find a real agent above
 // this test, but never the helper). It also pins Comm to what ps shows: the
 // kernel keeps 15 bytes of a longer name, and Chain must not lengthen it
 // again from argv[0] as gopsutil's Name does.
-func TestClaudePID_NotClaude(t *testing.T) {
+func TestAgentPID_NotAgent(t *testing.T) {
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	for _, tc := range []struct {
-		file string // the name the helper is executed as
-		comm string // what ps -o comm= shows for it
+		file string   // the name the helper is executed as
+		comm string   // what ps -o comm= shows for it
+		args []string // its arguments
 	}{
 		{file: "Claude", comm: "Claude"},
 		{file: "claude-foo", comm: "claude-foo"},
 		{file: "claude code", comm: "claude code"},
 		{file: "claude-code-helper-long", comm: "claude-code-hel"},
+		{file: "codex-foo", comm: "codex-foo"},
+		{file: "node", comm: "node", args: []string{"/srv/mcp-proxy/index.js", "gemini"}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			link := filepath.Join(t.TempDir(), tc.file)
 			require.NoError(t, os.Symlink(exe, link))
 			var stdout, stderr bytes.Buffer
-			cmd := exec.CommandContext(t.Context(), link)
+			cmd := exec.CommandContext(t.Context(), link, tc.args...)
 			cmd.Env = helperEnv("claude")
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			require.NoError(t, cmd.Run(), "helper stderr: %s", stderr.String())

@@ -28,12 +28,12 @@ const (
 	EnvClaudeCode = "CLAUDECODE"
 )
 
-// A Rule says how the Claude process was found.
+// A Rule says how the agent process was found.
 type Rule string
 
 const (
-	// ByName: the nearest ancestor whose command name is claude or
-	// claude.exe (Nearest).
+	// ByName: the nearest ancestor Identify names a client (Nearest): by
+	// its command name, or a node by the script it runs.
 	ByName Rule = "command name"
 	// ByClaudePID: $CLAUDE_PID named an ancestor (hooks).
 	ByClaudePID Rule = "$" + EnvClaudePID
@@ -65,12 +65,14 @@ func BridgeHints(getenv func(string) string) Hints {
 	return Hints{ParentIsClaude: getenv(EnvClaudeCode) == "1"}
 }
 
-// A Found is the Claude process a rule found: its pid, its command name as
-// the chain has it, and the rule. A zero Found (PID 0) means none.
+// A Found is the agent process a rule found: its pid, its command name as
+// the chain has it, the client it is, and the rule. A zero Found (PID 0)
+// means none. The fallbacks find only Claude Code.
 type Found struct {
-	PID  int
-	Comm string
-	Rule Rule
+	PID    int
+	Comm   string
+	Client Client
+	Rule   Rule
 }
 
 // Pick applies the name rule to chain (ordered from the caller's parent
@@ -79,31 +81,31 @@ type Found struct {
 // false when none finds anything. Like Nearest it is pure.
 func Pick(chain []Proc, h Hints) (f Found, ok bool) {
 	for _, p := range chain {
-		if IsClaude(p.Comm) {
-			return Found{PID: p.PID, Comm: p.Comm, Rule: ByName}, true
+		if c, ok := Identify(p); ok {
+			return Found{PID: p.PID, Comm: p.Comm, Client: c, Rule: ByName}, true
 		}
 	}
 	if h.ClaudePID > 0 {
 		for _, p := range chain {
 			if p.PID == h.ClaudePID {
-				return Found{PID: p.PID, Comm: p.Comm, Rule: ByClaudePID}, true
+				return Found{PID: p.PID, Comm: p.Comm, Client: Claude, Rule: ByClaudePID}, true
 			}
 		}
 	}
 	if h.ParentIsClaude && len(chain) > 0 && chain[0].PID > 1 {
-		return Found{PID: chain[0].PID, Comm: chain[0].Comm, Rule: ByParent}, true
+		return Found{PID: chain[0].PID, Comm: chain[0].Comm, Client: Claude, Rule: ByParent}, true
 	}
 	return Found{}, false
 }
 
 // Find applies Pick to the Chain of the calling process. ok is false when
-// no rule finds a Claude process; err is non-nil only when the walk itself
+// no rule finds an agent process; err is non-nil only when the walk itself
 // failed.
 func Find(ctx context.Context, h Hints) (f Found, ok bool, err error) {
-	// The name rule takes the nearest claude by name over any fallback, so
+	// The name rule takes the nearest agent by name over any fallback, so
 	// the walk can end there; the fallbacks see the whole chain when no
-	// ancestor is named claude.
-	chain, err := chainUntil(ctx, os.Getpid(), func(p Proc) bool { return IsClaude(p.Comm) })
+	// ancestor is named an agent.
+	chain, err := chainUntil(ctx, os.Getpid(), func(p Proc) bool { _, ok := Identify(p); return ok })
 	if err != nil {
 		return Found{}, false, err
 	}
@@ -115,4 +117,10 @@ func Find(ctx context.Context, h Hints) (f Found, ok bool, err error) {
 func Comm(ctx context.Context, pid int) (string, error) {
 	p, err := procOf(ctx, pid)
 	return p.Comm, err
+}
+
+// Process reads process pid as Chain lists it (its command line only for
+// a Node.js interpreter), for Identify.
+func Process(ctx context.Context, pid int) (Proc, error) {
+	return procOf(ctx, pid)
 }

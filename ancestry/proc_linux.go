@@ -19,12 +19,35 @@ import (
 // also spares a bridge gopsutil's start-up work (each NewProcess reads the
 // process's start time, and the first one probes for virtualization),
 // which costs more than the walk itself.
+//
+// The command line is read too for a Node.js interpreter, and only then:
+// Identify needs it there, and every other process is told by its comm.
 func procOf(_ context.Context, pid int) (Proc, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	dir := "/proc/" + strconv.Itoa(pid)
+	b, err := os.ReadFile(dir + "/stat")
 	if err != nil {
 		return Proc{}, err
 	}
-	return parseStat(pid, string(b))
+	p, err := parseStat(pid, string(b))
+	if err != nil || !IsInterpreter(p.Comm) {
+		return p, err
+	}
+	cmdline, err := os.ReadFile(dir + "/cmdline")
+	if err != nil {
+		return Proc{}, err
+	}
+	p.Args = parseCmdline(cmdline)
+	return p, nil
+}
+
+// parseCmdline splits /proc/<pid>/cmdline, NUL-separated arguments with a
+// trailing NUL, into its arguments.
+func parseCmdline(b []byte) []string {
+	s := strings.TrimSuffix(string(b), "\x00")
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\x00")
 }
 
 // parseStat parses a /proc/<pid>/stat line: "pid (comm) state ppid ...".

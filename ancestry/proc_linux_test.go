@@ -64,3 +64,21 @@ func TestChainUntil_Stops(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, full[:1], upTo)
 }
+
+func TestParseCmdline(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   string
+		want []string
+	}{
+		{name: "empty (a zombie, a kernel thread)", in: "", want: nil},
+		{name: "one", in: "node\x00", want: []string{"node"}},
+		{name: "several", in: "/usr/bin/node\x00--max-old-space-size=12052\x00/x/.bin/gemini\x00", want: []string{"/usr/bin/node", "--max-old-space-size=12052", "/x/.bin/gemini"}},
+		{name: "an empty argument", in: "node\x00\x00x\x00", want: []string{"node", "", "x"}},
+		{name: "no trailing NUL (a rewritten title)", in: "node script", want: []string{"node script"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, parseCmdline([]byte(tc.in)))
+		})
+	}
+}

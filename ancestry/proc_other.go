@@ -14,7 +14,8 @@ import (
 // Process.Name, the nearest thing to `ps -o comm=` there is off Linux. For
 // names of 15 bytes or more gopsutil may substitute the executable's
 // basename, which can only matter for names longer than "claude.exe", so it
-// never changes the rule's outcome.
+// never changes the rule's outcome. A Node.js interpreter's command line
+// is read as well (Identify needs it).
 func procOf(ctx context.Context, pid int) (Proc, error) {
 	p, err := process.NewProcessWithContext(ctx, int32(pid))
 	if err != nil {
@@ -28,7 +29,13 @@ func procOf(ctx context.Context, pid int) (Proc, error) {
 	if err != nil {
 		return Proc{}, err
 	}
-	return Proc{PID: pid, PPID: int(ppid), Comm: comm}, nil
+	proc := Proc{PID: pid, PPID: int(ppid), Comm: comm}
+	if IsInterpreter(comm) {
+		if proc.Args, err = p.CmdlineSliceWithContext(ctx); err != nil {
+			return Proc{}, err
+		}
+	}
+	return proc, nil
 }
 
 // isGone reports whether err says the process does not exist (any more).

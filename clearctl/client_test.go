@@ -121,31 +121,6 @@ func TestRetire_BadArguments(t *testing.T) {
 	}
 }
 
-func TestStatusError_Error(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		err  StatusError
-		want string
-	}{
-		{StatusError{Code: 401}, "retire: bridge answered 401 Unauthorized"},
-		{StatusError{Code: 202, Body: `{"status":"running"}`}, `retire: bridge answered 202 Accepted: {"status":"running"}`},
-		{StatusError{Code: 500, Body: `{"error":"x"}`}, `retire: bridge answered 500 Internal Server Error: {"error":"x"}`},
-	} {
-		require.Equal(t, tc.want, tc.err.Error())
-	}
-}
-
-func TestErrorText(t *testing.T) {
-	t.Parallel()
-	require.Equal(t, `{"error":"a b"}`, errorText([]byte("  {\"error\":\"a\n b\"}\n")))
-	require.Equal(t, "a\uFFFDb", errorText([]byte("a\xffb")))
-
-	long := errorText([]byte(strings.Repeat("é", maxStatusBodyBytes)))
-	require.True(t, strings.HasSuffix(long, "…"))
-	require.LessOrEqual(t, len(long), maxStatusBodyBytes+len("…"))
-	require.Equal(t, strings.Repeat("é", maxStatusBodyBytes/2)+"…", long, "cut on a rune boundary")
-}
-
 // TestServer_Loopback_Raw sends requests the Go client would never send, over
 // the wire, to check what net/http answers before the handler runs, and
 // that every answer, refusals included, ends its connection although each

@@ -18,12 +18,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tractat-us/bee/clearctl/wire"
 	"github.com/tractat-us/bee/internal/logkey"
 	"github.com/tractat-us/bee/internal/loopback"
 )
 
 const (
-	retirePath = "/retire"
+	retirePath = wire.RetirePath
 
 	// shutdownTimeout bounds Close's graceful shutdown of the HTTP server;
 	// after it, open connections are closed outright. Short, because the
@@ -58,6 +59,16 @@ type Options struct {
 	// Waker serves POST /wait-for-work. If nil, that route is not served
 	// (404), as on a bridge without wake on work.
 	Waker Waker
+
+	// PathChecker serves POST /check-paths, the edit and commit guards'
+	// question. If nil, that route is not served (404), as on a bridge
+	// without reservations.
+	PathChecker PathChecker
+
+	// CheckWithin bounds how long POST /check-paths waits for the
+	// PathChecker before it answers 503. If zero or negative,
+	// DefaultCheckWithin.
+	CheckWithin time.Duration
 }
 
 // A Server serves POST /retire on a loopback port. Create it with New, then
@@ -66,7 +77,9 @@ type Server struct {
 	// Fixed at creation.
 	tokenSum     [sha256.Size]byte // SHA-256 of the token; the token itself is not kept
 	retirer      Retirer
-	waker        Waker // nil: no /wait-for-work
+	waker        Waker       // nil: no /wait-for-work
+	checker      PathChecker // nil: no /check-paths
+	checkWithin  time.Duration
 	logger       *slog.Logger
 	answerWithin time.Duration
 	handler      http.Handler     // the whole request path: Origin/Host guard, mux, auth, body, retire
@@ -90,11 +103,13 @@ type Server struct {
 	// still queued when Close is called gives up instead of waiting its turn.
 	turn chan struct{}
 
-	// retires counts running retire goroutines, and waits the
-	// /wait-for-work handlers inside a Waker; Close waits for both. Add
-	// happens only under mu while !closed, so never after Close's Wait.
+	// retires counts running retire goroutines, waits the /wait-for-work
+	// handlers inside a Waker, and checks the PathChecker calls; Close
+	// waits for all three. Add happens only under mu while !closed, so
+	// never after Close's Wait.
 	retires sync.WaitGroup
 	waits   sync.WaitGroup
+	checks  sync.WaitGroup
 	// running counts them too, for tests to read.
 	running atomic.Int32
 
@@ -127,11 +142,16 @@ func New(token string, r Retirer, opts *Options) *Server {
 	if o.AnswerWithin <= 0 {
 		o.AnswerWithin = DefaultAnswerWithin
 	}
+	if o.CheckWithin <= 0 {
+		o.CheckWithin = DefaultCheckWithin
+	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	s := &Server{
 		tokenSum:     sha256.Sum256([]byte(token)),
 		retirer:      r,
 		waker:        o.Waker,
+		checker:      o.PathChecker,
+		checkWithin:  o.CheckWithin,
 		logger:       o.Logger,
 		answerWithin: o.AnswerWithin,
 		ctx:          ctx,
@@ -142,6 +162,9 @@ func New(token string, r Retirer, opts *Options) *Server {
 	mux.HandleFunc("POST "+retirePath, s.handleRetire)
 	if s.waker != nil {
 		mux.HandleFunc("POST "+waitPath, s.handleWait)
+	}
+	if s.checker != nil {
+		mux.HandleFunc("POST "+checkPathsPath, s.handleCheckPaths)
 	}
 	s.handler = s.guard(mux)
 	s.http = loopback.New(s.handler, &loopback.Options{
@@ -186,15 +209,17 @@ func (s *Server) Start() error {
 // After Close it still returns the port the Server had.
 func (s *Server) Port() int { return s.http.Port() }
 
-// Close ends the Server: it stops new retires and waits from starting,
-// cancels the lifetime context (so running and queued retires see it done,
-// handlers waiting on a retire answer 503 at once, and every pending
-// /wait-for-work is answered {"wake":false,"reason":"shutting down"} at
-// once), shuts the HTTP server down (waiting up to 100 ms for answers in
-// flight, then closing connections outright), and waits for the serving
-// goroutine, every retire goroutine and every Waker call to end. It therefore
-// returns only once the Retirer and the Waker have returned: see Retirer and
-// Waker. A retire arriving meanwhile gets 503, a waiter "shutting down".
+// Close ends the Server: it stops new retires, waits and checks from
+// starting, cancels the lifetime context (so running and queued retires see
+// it done, handlers waiting on a retire or a check answer 503 at once, and
+// every pending /wait-for-work is answered
+// {"wake":false,"reason":"shutting down"} at once), shuts the HTTP server
+// down (waiting up to 100 ms for answers in flight, then closing
+// connections outright), and waits for the serving goroutine, every retire
+// goroutine and every Waker and PathChecker call to end. It therefore
+// returns only once the Retirer, the Waker and the PathChecker have
+// returned: see Retirer, Waker and PathChecker. A retire or check arriving
+// meanwhile gets 503, a waiter "shutting down".
 //
 // Close may be called more than once, concurrently, and without Start; every
 // call returns after the first has finished, with its result. After Close,
@@ -220,14 +245,16 @@ func (s *Server) close() error {
 	}
 	s.retires.Wait()
 	s.waits.Wait()
+	s.checks.Wait()
 	s.logger.Info("clearctl closed")
 	return err
 }
 
 // guard refuses browsers and DNS rebinding (403) before anything else, and
-// answers 404 for every path but /retire and /wait-for-work themselves. The
-// exact-path check keeps ServeMux from redirecting a non-canonical path such
-// as /x/../retire: a control endpoint has no business redirecting.
+// answers 404 for every path but /retire, /wait-for-work and /check-paths
+// themselves (the last two only when served). The exact-path check keeps
+// ServeMux from redirecting a non-canonical path such as /x/../retire: a
+// control endpoint has no business redirecting.
 func (s *Server) guard(mux http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if reason := s.refusal(r); reason != "" {
@@ -235,12 +262,25 @@ func (s *Server) guard(mux http.Handler) http.Handler {
 			w.WriteHeader(http.StatusForbidden)
 			return
 		}
-		if r.URL.Path != retirePath && (r.URL.Path != waitPath || s.waker == nil) {
+		if !s.serves(r.URL.Path) {
 			http.NotFound(w, r)
 			return
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// serves reports whether path is one of the Server's routes.
+func (s *Server) serves(path string) bool {
+	switch path {
+	case retirePath:
+		return true
+	case waitPath:
+		return s.waker != nil
+	case checkPathsPath:
+		return s.checker != nil
+	}
+	return false
 }
 
 // refusal returns why r must be refused with 403, or "" if it may go on:

@@ -4,7 +4,8 @@
 // release), driven by a scripted fake of the Anthropic Messages API on
 // 127.0.0.1: headless `claude -p`, interactive sessions in tmux (with /clear,
 // Esc and /exit), the npm package's native binary run directly, and the
-// plugin at the repository root.
+// plugin at the repository root. It proves the same of the pinned Codex CLI
+// and Gemini CLI, each against a fake of its own model API (ModelAPI).
 //
 // Run it with `scripts/e2e-setup && go test -tags e2e ./e2e/`. The suite
 // fails (it never skips) when the CLI or tmux is missing or the CLI is not
@@ -78,6 +79,9 @@ func setup() error {
 	if claudeExe, err = filepath.EvalSymlinks(claudeBin); err != nil {
 		return err
 	}
+	if err := setupOtherClients(); err != nil {
+		return err
+	}
 	if _, err := exec.LookPath("tmux"); err != nil {
 		return fmt.Errorf("tmux not found on PATH (run scripts/e2e-setup): %v", err)
 	}
@@ -93,7 +97,8 @@ func setup() error {
 	if err := buildBee(); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "e2e: claude %s (%s), native %s, bee binaries in %s\n", claudeVersion, claudeBin, claudeExe, binDir)
+	fmt.Fprintf(os.Stderr, "e2e: claude %s (%s), native %s, codex %s (%s), gemini %s (%s), bee binaries in %s\n",
+		claudeVersion, claudeBin, claudeExe, codexVersion, codexBin, geminiVersion, geminiBin, binDir)
 	return nil
 }
 

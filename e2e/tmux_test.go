@@ -34,8 +34,15 @@ func (e *Env) StartTmuxNamed(name, exe string, args ...string) *Tmux {
 	if name != "" {
 		sock = "tmux-" + name + ".sock"
 	}
+	return e.startTmux(sock, exe, append([]string{"--debug-file", e.DebugLog}, args...)...)
+}
+
+// startTmux starts `exe args...` in a detached tmux session of the server
+// on socket sock (a name under the test's root).
+func (e *Env) startTmux(sock, exe string, args ...string) *Tmux {
+	e.t.Helper()
 	x := &Tmux{e: e, sock: filepath.Join(e.Root, sock)}
-	quoted := []string{"exec", shq(exe), "--debug-file", shq(e.DebugLog)}
+	quoted := []string{"exec", shq(exe)}
 	for _, a := range args {
 		quoted = append(quoted, shq(a))
 	}

@@ -1,14 +1,25 @@
 // Package hooks owns bee's Claude Code hooks: the configuration that
 // installs them (hooks.json, the plugin convention, see [ConfigJSON] and
-// [ConfigFor]) and the logic of bee-hook, which is two hooks in one binary:
+// [ConfigFor]) and the logic of bee-hook, which is four hooks in one
+// binary:
 //
 //   - the SessionStart hook that tells a session's bridge to retire its
 //     identity when the user types /clear ([Run]);
 //   - the wake-on-work waiter, an asyncRewake hook on Stop and SessionStart
 //     that long-polls the bridge and wakes the idle session when there is
-//     work for it ([Wait]).
+//     work for it ([Wait]);
+//   - the edit guard, a PreToolUse hook on the file tools that denies an
+//     edit of a file another live identity has reserved ([Guard]);
+//   - git's pre-commit hook, which refuses a commit that changes a path
+//     another live identity holds exclusively ([PreCommit]).
 //
-// Both promise what a hook must: they never write stdout (Claude Code adds a
+// The guards decide only on the bridge's (or bee's) word, and let the work
+// through, saying so, whenever it cannot be had: they never block a
+// person's work because bee is down, slow or confused. The guard returns
+// its denial for the caller to print on stdout (the one thing a PreToolUse
+// hook says there); it writes nothing itself.
+//
+// Run and Wait promise what a hook must: they never write stdout (Claude Code adds a
 // SessionStart hook's stdout to the conversation), they always return
 // normally, even if something they call panics, and what they return for
 // stderr is at most one line that never holds the run file's token. Both
@@ -33,10 +44,9 @@ import (
 	"os"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/tractat-us/bee/ancestry"
-	"github.com/tractat-us/bee/clearctl"
+	"github.com/tractat-us/bee/clearctl/wire"
 	"github.com/tractat-us/bee/internal/liveness"
 	"github.com/tractat-us/bee/internal/sockowner"
 	"github.com/tractat-us/bee/internal/textcut"
@@ -67,10 +77,11 @@ const (
 
 // ConfigFor returns the hook configuration that runs bee-hook as command
 // (shell words for /bin/sh -c, quoted as needed): the /clear hook on
-// SessionStart with matcher "clear", and the wake-on-work waiter
+// SessionStart with matcher "clear"; the wake-on-work waiter
 // (command --wait-for-work, asyncRewake, timeout HookTimeout) on Stop and
 // on SessionStart with no matcher, so that a fresh session nobody has typed
-// into can be woken too.
+// into can be woken too; and the edit guard (command --guard, timeout
+// GuardHookTimeout) on PreToolUse with matcher GuardMatcher.
 func ConfigFor(command string) string {
 	type hook struct {
 		Type          string `json:"type"`
@@ -96,16 +107,29 @@ func ConfigFor(command string) string {
 		Hooks struct {
 			SessionStart []matcher `json:"SessionStart"`
 			Stop         []matcher `json:"Stop"`
+			PreToolUse   []matcher `json:"PreToolUse"`
 		} `json:"hooks"`
 	}{}
 	cfg.Hooks.SessionStart = []matcher{{Matcher: "clear", Hooks: []hook{{Type: "command", Command: command}}}, waiter}
 	cfg.Hooks.Stop = []matcher{waiter}
+	cfg.Hooks.PreToolUse = []matcher{{Matcher: GuardMatcher, Hooks: []hook{{
+		Type:    "command",
+		Command: command + " --guard",
+		Timeout: GuardHookTimeout,
+	}}}}
+	return indentedJSON(cfg)
+}
+
+// indentedJSON is v as indented JSON with a trailing newline, "<" and ">"
+// left as they are (shell commands hold them). v is plain structs of
+// strings, which always encode.
+func indentedJSON(v any) string {
 	var b strings.Builder
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(cfg); err != nil {
-		panic(err) // plain structs of strings always encode
+	if err := enc.Encode(v); err != nil {
+		panic(err)
 	}
 	return b.String()
 }
@@ -148,8 +172,8 @@ type Config struct {
 	Timeout time.Duration
 	// MaxInput bounds the input in bytes. 0 means DefaultMaxInput.
 	MaxInput int64
-	// Retire asks the bridge to retire. nil means clearctl.Retire.
-	Retire func(ctx context.Context, port int, token string, req clearctl.RetireRequest) (clearctl.RetireResponse, error)
+	// Retire asks the bridge to retire. nil means wire.Retire.
+	Retire func(ctx context.Context, port int, token string, req wire.RetireRequest) (wire.RetireResponse, error)
 	// Alive reports whether the bridge process pid is alive. nil means
 	// liveness.Alive: a signal 0 check, where EPERM (alive, but someone
 	// else's) counts as alive.
@@ -185,7 +209,7 @@ func Run(ctx context.Context, cfg Config, stdin io.Reader) (outcome string) {
 		cfg.MaxInput = DefaultMaxInput
 	}
 	if cfg.Retire == nil {
-		cfg.Retire = clearctl.Retire
+		cfg.Retire = wire.Retire
 	}
 	if cfg.Alive == nil {
 		cfg.Alive = liveness.Alive
@@ -196,27 +220,15 @@ func Run(ctx context.Context, cfg Config, stdin io.Reader) (outcome string) {
 	if cfg.Listener == nil {
 		cfg.Listener = sockowner.Check
 	}
-	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
-	defer cancel()
-
-	done := make(chan string, 1)
-	go func() {
-		defer func() {
-			if r := recover(); r != nil {
-				done <- fmt.Sprintf("bee-hook: internal error: %v", r)
+	outcome = bounded(ctx, cfg.Timeout,
+		func(ctx context.Context) string { return handle(ctx, cfg, stdin) },
+		func(cause error) string {
+			if errors.Is(cause, context.DeadlineExceeded) {
+				return fmt.Sprintf("bee-hook: gave up after %s", cfg.Timeout)
 			}
-		}()
-		done <- handle(ctx, cfg, stdin)
-	}()
-	select {
-	case outcome = <-done:
-	case <-ctx.Done():
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			outcome = fmt.Sprintf("bee-hook: gave up after %s", cfg.Timeout)
-		} else {
-			outcome = fmt.Sprintf("bee-hook: stopped: %v", context.Cause(ctx))
-		}
-	}
+			return fmt.Sprintf("bee-hook: stopped: %v", cause)
+		},
+		func(p any) string { return fmt.Sprintf("bee-hook: internal error: %v", p) })
 	return oneLine(outcome)
 }
 
@@ -259,7 +271,14 @@ func handle(ctx context.Context, cfg Config, stdin io.Reader) string {
 
 	e, err := runfile.Read(dir, claudePID)
 	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Sprintf("bee-hook: no bridge registered for claude pid %d in %s; nothing to retire", claudePID, dir)
+		msg := fmt.Sprintf("bee-hook: no bridge registered for claude pid %d in %s; nothing to retire", claudePID, dir)
+		if p, err := ancestry.Process(ctx, claudePID); err == nil {
+			if c, ok := ancestry.Identify(p); ok && !c.OwnsSession() {
+				// Codex starts a new thread's bridge itself (see ancestry).
+				msg += " (under Codex CLI each thread gets a bridge of its own, so a new thread has a new identity already)"
+			}
+		}
+		return msg
 	}
 	if err != nil {
 		return "bee-hook: " + err.Error() + "; remove it if no bridge is running"
@@ -284,11 +303,11 @@ func retire(ctx context.Context, cfg Config, dir string, claudePID int, e runfil
 	if err := cfg.Listener(e.PID, e.Port); err != nil && !errors.Is(err, errors.ErrUnsupported) {
 		return fmt.Sprintf("bee-hook: not sending the token to port %d: %v; the bridge (pid %d) may be restarting, or another process holds its port", e.Port, err, e.PID)
 	}
-	resp, err := cfg.Retire(ctx, e.Port, e.Token, clearctl.RetireRequest{
+	resp, err := cfg.Retire(ctx, e.Port, e.Token, wire.RetireRequest{
 		SessionID:      in.SessionID,
 		TranscriptPath: in.TranscriptPath,
 	})
-	var se *clearctl.StatusError
+	var se *wire.StatusError
 	switch {
 	case err == nil:
 		return fmt.Sprintf("bee-hook: retired %s -> %s", resp.Retired, resp.Current)
@@ -332,12 +351,5 @@ func scrub(s, token string) string {
 // oneLine makes s a single printable line of at most maxOutcome bytes:
 // valid UTF-8, control characters (newlines among them) as spaces.
 func oneLine(s string) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
-			return ' '
-		}
-		return r
-	}, s)
-	return textcut.Bytes(s, maxOutcome)
+	return textcut.Bytes(flatten(s), maxOutcome)
 }

@@ -132,6 +132,9 @@ func TestConfigJSON(t *testing.T) {
 	require.Equal(t, map[string][]matcher{
 		"SessionStart": {{Matcher: "clear", Hooks: []command{{Type: "command", Command: "'/opt/my bee/bee-hook'"}}}, waiter},
 		"Stop":         {waiter},
+		"PreToolUse": {{Matcher: "Edit|Write|MultiEdit|NotebookEdit", Hooks: []command{{
+			Type: "command", Command: "'/opt/my bee/bee-hook' --guard", Timeout: 10,
+		}}}},
 	}, cfg.Hooks)
 }
 

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tractat-us/bee/clearctl"
+	"github.com/tractat-us/bee/clearctl/wire"
 	"github.com/tractat-us/bee/internal/liveness"
 	"github.com/tractat-us/bee/internal/sockowner"
 	"github.com/tractat-us/bee/runfile"
@@ -76,8 +76,8 @@ type WaitConfig struct {
 	// PID is this waiter's process id, for the bridge's log; 0 means
 	// os.Getpid().
 	PID int
-	// WaitForWork long-polls a bridge; nil means clearctl.WaitForWork.
-	WaitForWork func(ctx context.Context, port int, token string, req clearctl.WaitRequest) (clearctl.WaitResponse, error)
+	// WaitForWork long-polls a bridge; nil means wire.WaitForWork.
+	WaitForWork func(ctx context.Context, port int, token string, req wire.WaitRequest) (wire.WaitResponse, error)
 	// Alive reports whether a process is alive; nil means liveness.Alive.
 	Alive func(pid int) bool
 	// Listener checks that the bridge process pid is the one listening on
@@ -124,7 +124,7 @@ func Wait(ctx context.Context, cfg WaitConfig, stdin io.Reader) (res WaitResult)
 		cfg.PID = os.Getpid()
 	}
 	if cfg.WaitForWork == nil {
-		cfg.WaitForWork = clearctl.WaitForWork
+		cfg.WaitForWork = wire.WaitForWork
 	}
 	if cfg.Alive == nil {
 		cfg.Alive = liveness.Alive
@@ -181,21 +181,21 @@ func wait(ctx context.Context, cfg WaitConfig, stdin io.Reader) WaitResult {
 			return WaitResult{Line: msg}
 		}
 		rearm := max(int((cfg.RearmAfter - time.Since(start)).Seconds()), 1)
-		resp, err := cfg.WaitForWork(ctx, e.Port, e.Token, clearctl.WaitRequest{
+		resp, err := cfg.WaitForWork(ctx, e.Port, e.Token, wire.WaitRequest{
 			PID:           cfg.PID,
 			SessionID:     in.SessionID,
 			HookEventName: in.HookEventName,
 			RearmSeconds:  rearm,
 		})
-		se, isStatus := errors.AsType[*clearctl.StatusError](err)
+		se, isStatus := errors.AsType[*wire.StatusError](err)
 		switch {
 		case ctx.Err() != nil:
 			return WaitResult{Line: "bee-hook: waiter stopped: " + context.Cause(ctx).Error()}
 		case err == nil && resp.Wake:
 			return WaitResult{Code: ExitWake, Line: resp.Line}
-		case err == nil && resp.Reason == clearctl.ReasonShuttingDown,
-			errors.Is(err, clearctl.ErrConnectionLost),
-			errors.Is(err, clearctl.ErrNotListening),
+		case err == nil && resp.Reason == wire.ReasonShuttingDown,
+			errors.Is(err, wire.ErrConnectionLost),
+			errors.Is(err, wire.ErrNotListening),
 			isStatus && se.Code == 401:
 			// The bridge went away (a /mcp reconnect, or the session is
 			// ending), or the run file changed under us: look for its

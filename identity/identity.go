@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // An ID is one agent identity, for example agent:cleartest#0491068b.
@@ -27,9 +28,14 @@ const MaxNameLen = 64
 // FallbackName is the agent name used when none can be derived.
 const FallbackName = "agent"
 
+// The patterns are compiled at first use, not at start-up: bee-hook links
+// this package and starts on every edit (the PreToolUse guard), and most of
+// its runs never look at an identity.
 var (
-	nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
-	idRE   = regexp.MustCompile(`^agent:([A-Za-z0-9][A-Za-z0-9._-]*)#([0-9a-f]{8})$`)
+	nameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`) })
+	idRE   = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^agent:([A-Za-z0-9][A-Za-z0-9._-]*)#([0-9a-f]{8})$`)
+	})
 )
 
 // ErrBadName is returned (wrapped) for an agent name that is empty, too
@@ -48,7 +54,7 @@ func CheckName(name string) error {
 	if len(name) > MaxNameLen {
 		return fmt.Errorf("%w %q: longer than %d characters", ErrBadName, name, MaxNameLen)
 	}
-	if !nameRE.MatchString(name) {
+	if !nameRE().MatchString(name) {
 		return fmt.Errorf("%w %q: use letters, digits, '.', '_' and '-', starting with a letter or digit", ErrBadName, name)
 	}
 	return nil
@@ -93,7 +99,7 @@ func Mint(name string) (ID, error) {
 
 // Parse checks that s is a well-formed identity and returns it.
 func Parse(s string) (ID, error) {
-	if !idRE.MatchString(s) {
+	if !idRE().MatchString(s) {
 		return "", fmt.Errorf("%w %q: want agent:<name>#<8 lowercase hex>", ErrBadID, s)
 	}
 	return ID(s), nil
@@ -101,12 +107,12 @@ func Parse(s string) (ID, error) {
 
 // IsID reports whether s has the form of an identity (as opposed to a bare
 // agent name).
-func IsID(s string) bool { return idRE.MatchString(s) }
+func IsID(s string) bool { return idRE().MatchString(s) }
 
 // Agent returns the agent name the identity carries, or "" when id is not
 // well formed.
 func (id ID) Agent() string {
-	m := idRE.FindStringSubmatch(string(id))
+	m := idRE().FindStringSubmatch(string(id))
 	if m == nil {
 		return ""
 	}

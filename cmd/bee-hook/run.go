@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -31,12 +32,23 @@ Claude Code runs it with the hook input on stdin; it prints nothing on
 stdout, at most one line on stderr, and always exits 0, except the waiter's
 wake, which exits 2.
 
+With --guard it is the edit guard (a PreToolUse hook on Edit, Write,
+MultiEdit and NotebookEdit): it asks the session's bridge whether another
+live identity has reserved the file, and denies the call if so, printing
+Claude Code's decision on stdout. With --pre-commit it is git's pre-commit
+hook: it refuses (exit 1) a commit that changes a path another live
+identity holds exclusively. Both let the work go ahead, saying so on
+stderr, whenever bee cannot tell.
+
 Examples:
   echo '{"source":"clear"}' | bee-hook              retire this session's bridge
   echo '{"source":"clear"}' | bee-hook --claude-pid 4242
                                                     retire the bridge of claude pid 4242
   bee-hook --list                                   show the registered bridges
   bee-hook --print-config                           print the hooks block for settings.json
+  bee-hook --print-config --client codex            print the block for ~/.codex/config.toml
+  bee-hook --print-config --client gemini           print the blocks for ~/.gemini/settings.json
+  bee-hook --pre-commit                             check the staged paths (git runs this)
 
 The run directory is $BEE_RUN_DIR, else ~/.bee/run.
 
@@ -66,10 +78,13 @@ func runWith(ctx context.Context, base hooks.Config, wbase hooks.WaitConfig, arg
 		timeout     = fs.Duration("timeout", hooks.DefaultTimeout, "give up after this `duration`")
 		list        = fs.Bool("list", false, "list the registered bridges on stdout (claude pid, bridge pid, alive or stale, port) and exit")
 		printConfig = fs.Bool("print-config", false, "print the hooks block that installs bee-hook (this binary, by its absolute path) on stdout and exit")
+		client      = fs.String("client", "claude", "with --print-config: the `client` to print it for: claude (settings.json hooks), codex (config.toml) or gemini (settings.json)")
 		waitForWork = fs.Bool("wait-for-work", false, "be the wake-on-work waiter: wait for work for the idle session and exit 2 with one line naming it")
 		bridgeIn    = fs.Duration("bridge-within", hooks.DefaultBridgeWithin, "waiter: how long to wait for a live bridge's run file (at start, and after a /mcp reconnect)")
 		rearmAfter  = fs.Duration("rearm-after", hooks.DefaultRearmAfter, "waiter: wake the session to re-arm after this `duration`, before Claude Code's hook timeout")
 		showVersion = fs.Bool("version", false, "print the version on stdout and exit")
+		guard       = fs.Bool("guard", false, "be the edit guard, a PreToolUse hook: deny a file edit another live identity's reservation holds")
+		preCommit   = fs.Bool("pre-commit", false, "be git's pre-commit hook: refuse (exit 1) a commit that changes a path another live identity holds exclusively")
 	)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -91,6 +106,10 @@ func runWith(ctx context.Context, base hooks.Config, wbase hooks.WaitConfig, arg
 		return usageError(stderr, "--bridge-within must be positive, not %s", *bridgeIn)
 	case *rearmAfter <= 0:
 		return usageError(stderr, "--rearm-after must be positive, not %s", *rearmAfter)
+	case countTrue(*guard, *preCommit, *waitForWork) > 1:
+		return usageError(stderr, "--guard, --pre-commit and --wait-for-work are different hooks: give one")
+	case *client != "claude" && *client != "codex" && *client != "gemini":
+		return usageError(stderr, "--client must be claude, codex or gemini, not %q", *client)
 	}
 
 	switch {
@@ -100,10 +119,17 @@ func runWith(ctx context.Context, base hooks.Config, wbase hooks.WaitConfig, arg
 	case *printConfig:
 		exe, err := os.Executable()
 		if err != nil {
-			fmt.Fprintf(stderr, "bee-hook: cannot find this binary's path (%v); printing the config with bare bee-hook, which needs bee-hook on Claude Code's PATH\n", err)
+			fmt.Fprintf(stderr, "bee-hook: cannot find this binary's path (%v); printing the config with bare bee-hook, which needs bee-hook on the client's PATH\n", err)
 			exe = "bee-hook"
 		}
-		fmt.Fprint(stdout, hooks.ConfigFor(shellQuote(exe)))
+		switch *client {
+		case "codex":
+			fmt.Fprint(stdout, hooks.CodexConfig(bridgeBeside(exe, stderr)))
+		case "gemini":
+			fmt.Fprint(stdout, hooks.GeminiConfig(bridgeBeside(exe, stderr), shellQuote(exe)))
+		default:
+			fmt.Fprint(stdout, hooks.ConfigFor(shellQuote(exe)))
+		}
 		return 0
 	case *list:
 		alive := base.Alive
@@ -116,6 +142,16 @@ func runWith(ctx context.Context, base hooks.Config, wbase hooks.WaitConfig, arg
 		return 0
 	}
 
+	if *preCommit || *guard {
+		hc := hookConfig{
+			bridge:  hooks.Bridge{RunDir: *runDir, ClaudePID: *claudePID, Alive: base.Alive, Listener: base.Listener},
+			timeout: flagged(fs, "timeout", *timeout),
+		}
+		if *preCommit {
+			return runPreCommit(ctx, hc, stderr)
+		}
+		return runGuard(ctx, hc, stdin, stdout, stderr)
+	}
 	if f, ok := stdin.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
 		fmt.Fprintln(stderr, `bee-hook: stdin is a terminal, not a SessionStart input; try: echo '{"source":"clear"}' | bee-hook (or bee-hook --help)`)
 		return 0
@@ -144,6 +180,18 @@ func runWith(ctx context.Context, base hooks.Config, wbase hooks.WaitConfig, arg
 		fmt.Fprintln(stderr, out)
 	}
 	return 0
+}
+
+// bridgeBeside is the path of the bee-mcp installed next to bee-hook exe
+// (go install puts both in one folder), or bare bee-mcp, said on stderr,
+// when there is none.
+func bridgeBeside(exe string, stderr io.Writer) string {
+	p := filepath.Join(filepath.Dir(exe), "bee-mcp")
+	if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+		return p
+	}
+	fmt.Fprintf(stderr, "bee-hook: no bee-mcp next to %s; printing the config with bare bee-mcp, which needs bee-mcp on the client's PATH\n", exe)
+	return "bee-mcp"
 }
 
 // shellQuote quotes s as one word for /bin/sh, which runs hook commands.
@@ -179,17 +227,23 @@ func listBridges(dir string, alive func(int) bool, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "run directory %s\n", termtext.Line(dir))
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLAUDE PID\tBRIDGE PID\tBRIDGE\tPORT\t")
+	fmt.Fprintln(tw, "AGENT PID\tCLIENT\tBRIDGE PID\tBRIDGE\tPORT\t")
 	for _, f := range files {
+		client := "-"
+		if p, err := ancestry.Process(context.Background(), f.ClaudePID); err == nil {
+			if c, ok := ancestry.Identify(p); ok {
+				client = string(c)
+			}
+		}
 		if f.Err != nil {
-			fmt.Fprintf(tw, "%d\t-\tunreadable\t-\t%s\n", f.ClaudePID, termtext.Line(f.Err.Error()))
+			fmt.Fprintf(tw, "%d\t%s\t-\tunreadable\t-\t%s\n", f.ClaudePID, client, termtext.Line(f.Err.Error()))
 			continue
 		}
 		state := "alive"
 		if !alive(f.Entry.PID) {
 			state = "stale"
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t\n", f.ClaudePID, f.Entry.PID, state, f.Entry.Port)
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%d\t\n", f.ClaudePID, client, f.Entry.PID, state, f.Entry.Port)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -200,10 +254,14 @@ func listBridges(dir string, alive func(int) bool, stdout io.Writer) error {
 		if f.Err != nil || !alive(f.Entry.PID) {
 			continue
 		}
-		comm, err := ancestry.Comm(context.Background(), f.ClaudePID)
-		if err != nil || ancestry.IsClaude(comm) {
+		p, err := ancestry.Process(context.Background(), f.ClaudePID)
+		if err != nil {
 			continue
 		}
+		if _, ok := ancestry.Identify(p); ok {
+			continue
+		}
+		comm := p.Comm
 		if chain, err := ancestry.Chain(context.Background(), f.Entry.PID); err != nil || len(chain) == 0 || chain[0].PID != f.ClaudePID {
 			continue // not the bridge's parent: not a claude the bridge found
 		}

@@ -35,6 +35,10 @@ func TestMain(m *testing.M) {
 		main()
 	case "claude-parent":
 		os.Exit(runAsClaudeParent())
+	case "claude-command":
+		os.Exit(runAsClaudeCommand())
+	case "claude-bench":
+		os.Exit(runAsClaudeBench())
 	default:
 		fmt.Fprintf(os.Stderr, "unknown %s=%q\n", runAsEnv, os.Getenv(runAsEnv))
 		os.Exit(2)
@@ -197,10 +201,10 @@ func TestRun_List(t *testing.T) {
 	lines := strings.Split(strings.TrimSuffix(stdout.String(), "\n"), "\n")
 	require.Len(t, lines, 5, stdout.String())
 	require.Equal(t, "run directory "+dir, lines[0])
-	require.Regexp(t, `^CLAUDE PID +BRIDGE PID +BRIDGE +PORT *$`, lines[1])
-	require.Regexp(t, `^5 +- +unreadable +- +run file .*5\.json: read: malformed run file`, lines[2])
-	require.Regexp(t, fmt.Sprintf(`^20 +%d +stale +40020 *$`, dead.Process.Pid), lines[3])
-	require.Regexp(t, fmt.Sprintf(`^300 +%d +alive +40300 *$`, os.Getpid()), lines[4])
+	require.Regexp(t, `^AGENT PID +CLIENT +BRIDGE PID +BRIDGE +PORT *$`, lines[1])
+	require.Regexp(t, `^5 +\S+ +- +unreadable +- +run file .*5\.json: read: malformed run file`, lines[2])
+	require.Regexp(t, fmt.Sprintf(`^20 +\S+ +%d +stale +40020 *$`, dead.Process.Pid), lines[3])
+	require.Regexp(t, fmt.Sprintf(`^300 +\S+ +%d +alive +40300 *$`, os.Getpid()), lines[4])
 	require.NotContains(t, stdout.String(), tokA)
 	require.NotContains(t, stdout.String(), tokB)
 	require.FileExists(t, runfile.Path(dir, 20), "--list removes nothing")
@@ -339,7 +343,7 @@ func TestRun_ListEscapesNames(t *testing.T) {
 	require.NotContains(t, out, "\a")
 	require.NotContains(t, out, "\u202e")
 	require.Contains(t, out, `run\x1b]0;pwned\x07\x1b[2J\u202e`)
-	require.Regexp(t, `(?m)^5 +- +unreadable +- +run file .*run\\x1b\]0;pwned.*5\.json: read: malformed run file`, out)
+	require.Regexp(t, `(?m)^5 +\S+ +- +unreadable +- +run file .*run\\x1b\]0;pwned.*5\.json: read: malformed run file`, out)
 }
 
 // runAsClaudeParent is a claude under another name with a bridge child (a

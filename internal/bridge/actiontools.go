@@ -9,6 +9,7 @@ import (
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/internal/clients"
 	"github.com/tractat-us/bee/internal/logkey"
 	"github.com/tractat-us/bee/internal/textcut"
 )
@@ -96,7 +97,9 @@ type whoamiOut struct {
 }
 
 func (t *tools) whoami(_ context.Context, c *toolCall, _ struct{}) (whoamiOut, error) {
-	return whoamiOut{Whoami: c.s.Whoami()}, nil
+	w := c.s.Whoami()
+	w.Client = clients.FromRequest(c.req).String()
+	return whoamiOut{Whoami: w}, nil
 }
 
 // postIn is bee_post_action's arguments.
@@ -126,6 +129,9 @@ func (t *tools) post(ctx context.Context, c *toolCall, in postIn) (actionOut, er
 	}
 	t.log.Info("action posted", logkey.Identity, who, logkey.ActionID, rec.ID)
 	next := fmt.Sprintf("Posted as %s. Go on with other work, or end your turn: bee wakes you when it ends. %s waits for it; %s calls it off.", rec.ID, ToolAwait, ToolCancel)
+	if cl := clients.FromRequest(c.req); !cl.Wakes {
+		next = cl.PostedNext(rec.ID)
+	}
 	return actionOut{Action: rec, Guidance: Guidance{Next: next}}, nil
 }
 

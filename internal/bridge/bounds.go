@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tractat-us/bee/internal/clients"
 )
 
 // WaitBounds are the bounds of the tools that wait (bee_wait_action,
@@ -20,12 +22,15 @@ var DefaultWaitBounds = WaitBounds{Default: 45 * time.Second, Max: 60 * time.Sec
 
 // boundsFor returns the wait bounds of one call. It is the one place they
 // are decided: the argument check, a call's deadline and the refusal's
-// words all ask it. It returns DefaultWaitBounds for every client today;
-// a client with a shorter tool timeout of its own (Codex gives up on a
-// call after 60 s) needs a lower Max, decided here from the client the
-// handshake names (req.Session.InitializeParams). The input schema and the
-// descriptions in tools/list say DefaultWaitBounds.
-func boundsFor(*mcp.CallToolRequest) WaitBounds { return DefaultWaitBounds }
+// words all ask it. They are DefaultWaitBounds cut to what the client the
+// handshake names allows (clients.Client.Cap): under Codex CLI at most
+// 50 s, below its tool-call timeout. The input schema says
+// DefaultWaitBounds; the descriptions in tools/list add the client's
+// bound (clients.Middleware).
+func boundsFor(req *mcp.CallToolRequest) WaitBounds {
+	c := clients.FromRequest(req)
+	return WaitBounds{Default: c.Cap(DefaultWaitBounds.Default), Max: c.Cap(DefaultWaitBounds.Max)}
+}
 
 // seconds returns b's bounds in whole seconds.
 func (b WaitBounds) seconds() (def, max int) {

@@ -203,6 +203,9 @@ type Whoami struct {
 	PID            int    `json:"pid"`
 	Retired        int    `json:"retired"` // identities this bridge has retired so far
 	Since          string `json:"since"`   // when the bridge started, RFC 3339
+	// Client is the MCP client on this connection and its version, as its
+	// handshake named it ("Codex CLI 0.171.0"); set by bee_whoami.
+	Client string `json:"client,omitempty"`
 }
 
 // Whoami reports the session as bee_whoami shows it.

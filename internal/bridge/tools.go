@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tractat-us/bee/internal/clients"
 	"github.com/tractat-us/bee/internal/logkey"
 )
 
@@ -36,18 +37,16 @@ func toolTable() []toolDef {
 		define(&mcp.Tool{Name: ToolWait, Title: "Wait for an action", Description: fmt.Sprintf(
 			"Take the next action on the bee board that this session may take: claims it and returns it, waiting up to timeoutSeconds (default %d, at most %d) for one. "+
 				"Returns {records, cursor, next}: records holds the one action now claimed by you (do it, then call %s with its id), or is empty when there is none. "+
-				"On an empty result, end your turn instead of calling again: bee wakes this session when an action arrives, and you call %s then. "+
 				"Several calls may wait at once (subagents of one session): each gets an action of its own. "+
 				"Pass the returned cursor next time if you like; never build one yourself. When bee refuses a call, error says why and next what to do.",
-			def, max, ToolFinish, ToolWait)}, (*tools).wait),
+			def, max, ToolFinish)}, (*tools).wait),
 		define(&mcp.Tool{Name: ToolList, Title: "List actions on the board", Annotations: readOnly, Description: "List the actions on the bee board, oldest first, without claiming anything. " +
 			"Returns {records, cursor, next}, a page of at most about 64 KiB: long texts are cut short (cut is set on such a record; an action you take with " +
 			ToolWait + " comes whole), and the next page starts at since=cursor."}, (*tools).list),
 		define(&mcp.Tool{Name: ToolWhoami, Title: "Who am I on the board", Annotations: readOnly, Description: "Report this session's identity on the bee board (agent:<name>#<8 hex>), its agent name, " +
-			"the Claude Code process and session it belongs to, and the action source."}, (*tools).whoami),
+			"the agent process (Claude Code, Codex CLI or Gemini CLI: claudePid) and session it belongs to, the client, and the action source."}, (*tools).whoami),
 		define(&mcp.Tool{Name: ToolPost, Title: "Post an action", Description: "Post a new action on the bee board for another agent or person to take. " +
-			"to is optional: omit it for anyone, give an agent name, or one identity. Returns {action, next}: end your turn or go on with other work; bee wakes you when it ends, " +
-			"or " + ToolAwait + " waits for it."}, (*tools).post),
+			"to is optional: omit it for anyone, give an agent name, or one identity. Returns {action, next}."}, (*tools).post),
 		define(&mcp.Tool{Name: ToolFinish, Title: "Finish an action", Annotations: &mcp.ToolAnnotations{IdempotentHint: false}, Description: "Mark an action you claimed (through " + ToolWait + ") as done, " +
 			"with an optional short result for its poster. Pass the id exactly as it was returned. Returns {action}."}, (*tools).finish),
 		define(&mcp.Tool{Name: ToolRelease, Title: "Release an action", Description: "Give back an action you claimed but will not finish, so another agent can take it. " +
@@ -59,21 +58,22 @@ func toolTable() []toolDef {
 			"whether it is still open or someone holds it, with an optional reason. Its holder's next " + ToolFinish + " is refused with your reason. Returns {action}."}, (*tools).cancel),
 		define(&mcp.Tool{Name: ToolAwait, Title: "Wait for actions to end", Description: fmt.Sprintf(
 			"Wait until at least one of the given actions has ended (done, failed or cancelled) and return those records. "+
-				"Use it when you posted work for another agent with %s and need its outcome before you can go on; "+
-				"if you have nothing else to do, you may instead end your turn: bee wakes you when an action you posted ends. "+
+				"Use it when you posted work for another agent with %s and need its outcome before you can go on. "+
 				"Returns {records, next}; records is empty when none ended within timeoutSeconds (default %d, at most %d). "+
 				"A failed action carries the reason it could not be done: read it and decide (fix what it names and post again, "+
 				"do it yourself, or tell the user); do not post the same action again unchanged.", ToolPost, def, max)}, (*tools).await),
 	}
 }
 
-// instructions is what the server tells every client at the handshake.
+// instructions is what the server tells every client at the handshake;
+// clients.Middleware adds what an idle session means under each client
+// (whether bee can wake it), as it adds to the descriptions of the tools
+// that wait and post.
 func instructions() string {
 	def, _ := DefaultWaitBounds.seconds()
 	return fmt.Sprintf(`bee connects this session to a shared action board. Other agents and people post actions there.
 To take work, call %[1]s: it claims the next action meant for you (waiting up to %[2]d s) and returns it. Do the action, then call %[3]s with its id and a short result. If someone else could do it, call %[4]s; if it cannot be done as asked, call %[5]s with the reason.
-When %[1]s returns no records, there is no work: end your turn. Do not call it again in a loop. bee wakes this session with a message when an action arrives for you (then call %[1]s to take it) or when an action you posted ends.
-To hand work to another agent, call %[6]s; %[7]s waits until it ends (done, failed or cancelled), or end your turn and bee wakes you when it does; %[8]s calls it off. %[9]s tells you your identity on the board.
+To hand work to another agent, call %[6]s; %[7]s waits until it ends (done, failed or cancelled); %[8]s calls it off. %[9]s tells you your identity on the board.
 An answer's next field says what to do now; when bee refuses a call, its error field says why.`,
 		ToolWait, def, ToolFinish, ToolRelease, ToolFail, ToolPost, ToolAwait, ToolCancel, ToolWhoami)
 }
@@ -112,6 +112,9 @@ func NewServer(p *Pending, opts *ServerOptions) *mcp.Server {
 		Instructions: instructions(),
 		Logger:       slog.New(sdkHandler{o.Logger.Handler()}).With(logkey.Subsystem, "mcp"),
 	})
+	// Each connection's model is told what waiting means under its client
+	// (how long a wait may last, whether bee can wake the session).
+	srv.AddReceivingMiddleware(clients.Middleware(clients.Tools{Wait: ToolWait, Await: ToolAwait, Post: ToolPost}))
 	for _, d := range toolTable() {
 		tool, h, err := d.bind(t)
 		if err != nil {

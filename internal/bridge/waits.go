@@ -11,6 +11,7 @@ import (
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/internal/clients"
 	"github.com/tractat-us/bee/internal/logkey"
 )
 
@@ -83,6 +84,9 @@ func (t *tools) wait(ctx context.Context, c *toolCall, in waitIn) (waitOut, erro
 	out := waitOut{Records: page.Records, Cursor: page.Cursor}
 	if len(page.Records) == 0 {
 		out.Next = emptyWaitNext
+		if cl := clients.FromRequest(c.req); !cl.Wakes {
+			out.Next = cl.EmptyWaitNext()
+		}
 		return out, nil
 	}
 	for _, r := range page.Records {
@@ -241,6 +245,9 @@ func (t *tools) await(ctx context.Context, c *toolCall, in awaitIn) (awaitOut, e
 	out := awaitOut{Records: recs}
 	if len(recs) == 0 {
 		out.Next = fmt.Sprintf("None of them ended within %.0f s. Call %s again, or end your turn: bee wakes you when one ends.", timeout.Seconds(), ToolAwait)
+		if cl := clients.FromRequest(c.req); !cl.Wakes {
+			out.Next = cl.EmptyAwaitNext(int(timeout.Round(time.Second) / time.Second))
+		}
 	} else {
 		out.Next = "Read how each ended (state, result, reason). A failed one says why it could not be done: fix what it names and post again, " +
 			"do it yourself, or tell the user; do not post the same action again unchanged."

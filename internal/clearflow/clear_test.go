@@ -27,7 +27,9 @@ import (
 // bin holds the binaries built for this package's tests.
 var bin string
 
-func TestMain(m *testing.M) { bridgetest.Main(m, &bin, standInClaude, versionedClaude) }
+func TestMain(m *testing.M) {
+	bridgetest.Main(m, &bin, standInClaude, versionedClaude, standInCodex, standInGemini)
+}
 
 // versionedClaude is the stand-in claude's other command name.
 const versionedClaude = "claude-2.1.328"
@@ -207,6 +209,9 @@ func startAs(t testing.TB, source, name string) *session {
 	s.answer(&hello)
 	s.bridgePID = hello.BridgePid
 	s.mcp.Initialize()
+	if name == standInCodex {
+		return s // no run file under Codex: see clients_test.go
+	}
 	// The bridge writes its run file while it answers the handshake, as
 	// under Claude Code, where /clear comes long after: a hook run before
 	// the file is there would find no bridge.

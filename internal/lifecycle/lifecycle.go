@@ -198,8 +198,9 @@ func start(ctx context.Context, cfg Config) (*running, error) {
 	return r, nil
 }
 
-// findClaude finds the Claude process above the bridge, says how, and
-// reports whether there is one.
+// findClaude finds the agent process (Claude Code, Codex CLI, Gemini CLI)
+// above the bridge, says how, and reports whether the bridge should open
+// its control channel for it: there is one, and it serves one session.
 func (r *running) findClaude(ctx context.Context) bool {
 	claude, found, err := ancestry.Find(ctx, ancestry.BridgeHints(os.Getenv))
 	if err != nil {
@@ -215,6 +216,15 @@ func (r *running) findClaude(ctx context.Context) bool {
 	}
 	r.claudePID = claude.PID
 	r.log = r.log.With(logkey.ClaudePID, claude.PID)
+	if !claude.Client.OwnsSession() {
+		// A run file keyed by a process that serves several sessions would
+		// let one session's hook reach another's bridge. Codex starts a
+		// bridge per session (thread) and ends it when the thread unloads,
+		// so nothing is lost.
+		r.log.Info("the agent process serves several sessions (Codex CLI's app-server); serving without the control channel",
+			logkey.Comm, claude.Comm)
+		return false
+	}
 	return true
 }
 

@@ -3,8 +3,10 @@
 // bridge and never to whatever else has come to listen on its recorded port
 // (the bridge died, and another user's process took the port).
 //
-// On Linux, [Check] reads /proc/net/tcp and /proc/net/tcp6 for the sockets
-// listening on the port and /proc/<pid>/fd for the process's sockets. It
+// On Linux, [Check] asks the kernel's socket diagnostics (netlink
+// sock_diag, as `ss -l` does; /proc/net/tcp and /proc/net/tcp6 when those
+// cannot be had) for the sockets listening on the port, and reads
+// /proc/<pid>/fd for the process's sockets. It
 // can only read the descriptors of the caller's own processes (or any, as
 // root), which is what it is for. Elsewhere it cannot tell and returns
 // [errors.ErrUnsupported]. A listener can change between Check and a

@@ -26,16 +26,12 @@ func Check(pid, port int) error {
 	if pid < 1 || port < 1 || port > 65535 {
 		return fmt.Errorf("sockowner: bad pid %d or port %d", pid, port)
 	}
-	var inodes []string
-	for _, table := range []string{"net/tcp", "net/tcp6"} {
-		found, err := listeners(filepath.Join(procRoot, table), port)
-		if errors.Is(err, fs.ErrNotExist) && table == "net/tcp6" {
-			continue // no IPv6 on this machine
-		}
-		if err != nil {
-			return fmt.Errorf("sockowner: %w", err)
-		}
-		inodes = append(inodes, found...)
+	inodes, err := listenersDiag(port)
+	if errors.Is(err, errDiagUnavailable) {
+		inodes, err = listenersProc(port)
+	}
+	if err != nil {
+		return fmt.Errorf("sockowner: %w", err)
 	}
 	if len(inodes) == 0 {
 		return fmt.Errorf("port %d: %w", port, ErrNotListening)
@@ -52,6 +48,23 @@ func Check(pid, port int) error {
 	return nil
 }
 
+// listenersProc returns the inodes of the TCP sockets (IPv4 and IPv6)
+// listening on port, from /proc/net/tcp and /proc/net/tcp6.
+func listenersProc(port int) ([]string, error) {
+	var inodes []string
+	for _, table := range []string{"net/tcp", "net/tcp6"} {
+		found, err := listeners(filepath.Join(procRoot, table), port)
+		if errors.Is(err, fs.ErrNotExist) && table == "net/tcp6" {
+			continue // no IPv6 on this machine
+		}
+		if err != nil {
+			return nil, err
+		}
+		inodes = append(inodes, found...)
+	}
+	return inodes, nil
+}
+
 // listeners returns the inodes of the sockets in the /proc/net/tcp-style
 // table at path that listen on port.
 func listeners(path string, port int) ([]string, error) {
@@ -62,7 +75,8 @@ func listeners(path string, port int) ([]string, error) {
 	defer f.Close()
 	want := fmt.Sprintf(":%04X", port)
 	var inodes []string
-	sc := bufio.NewScanner(f)
+	// Large reads: the kernel walks the table again for every read.
+	sc := bufio.NewScanner(bufio.NewReaderSize(f, 64<<10))
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
 	first := true
 	for sc.Scan() {

@@ -87,16 +87,68 @@ func TestListeners(t *testing.T) {
 	require.Equal(t, []string{"333"}, got)
 }
 
-// BenchmarkCheck is what the check adds to a /clear: one read of
-// /proc/net/tcp{,6} and of the bridge's descriptors.
+// The socket diagnostics and /proc/net/tcp agree on who listens where:
+// IPv4 and IPv6 listeners on one port, none on a closed one, and an
+// established connection's sockets are not listeners.
+func TestListenersDiag_AgreesWithProc(t *testing.T) {
+	port := listen(t, "tcp4", "127.0.0.1:0")
+	ports := []int{port}
+	if ln6, err := net.Listen("tcp6", "[::1]:"+strconv.Itoa(port)); err == nil {
+		t.Cleanup(func() { ln6.Close() })
+	}
+	c, err := net.Dial("tcp4", "127.0.0.1:"+strconv.Itoa(port))
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	ports = append(ports, c.LocalAddr().(*net.TCPAddr).Port) // a port with a socket, but no listener
+
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	require.NoError(t, err)
+	closed := ln.Addr().(*net.TCPAddr).Port
+	require.NoError(t, ln.Close())
+	ports = append(ports, closed)
+
+	for _, p := range ports {
+		diag, err := listenersDiag(p)
+		require.NoError(t, err)
+		proc, err := listenersProc(p)
+		require.NoError(t, err)
+		require.ElementsMatch(t, proc, diag, "port %d", p)
+	}
+	diag, err := listenersDiag(port)
+	require.NoError(t, err)
+	require.NotEmpty(t, diag)
+}
+
+// BenchmarkCheck is what the check adds to a hook: the listeners from the
+// socket diagnostics (what Check uses) beside /proc/net/tcp{,6} (its
+// fallback), on however many sockets this machine has, and the whole
+// Check, the bridge's descriptors included.
+//
+//	go test -run '^$' -bench Check ./internal/sockowner/
 func BenchmarkCheck(b *testing.B) {
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	require.NoError(b, err)
 	defer ln.Close()
 	port := ln.Addr().(*net.TCPAddr).Port
-	for b.Loop() {
-		if err := Check(os.Getpid(), port); err != nil {
-			b.Fatal(err)
+	b.Run("diag", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := listenersDiag(port); err != nil {
+				b.Fatal(err)
+			}
 		}
-	}
+	})
+	b.Run("proc", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := listenersProc(port); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Check", func(b *testing.B) {
+		for b.Loop() {
+			if err := Check(os.Getpid(), port); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
