@@ -83,7 +83,9 @@ func reservedSQL(s engine.Scope) (string, []any) {
 	if len(s.Under) > 0 {
 		// "p/..." sorts from "p/" up to, not including, "p0" ('0' follows
 		// '/'), byte by byte as SQLite compares text.
-		q += ` UNION SELECT ` + heldCols + ` FROM json_each(?3) u, reservations r
+		// CROSS JOIN keeps u the outer loop, so that each of its values is
+		// a range of the index.
+		q += ` UNION SELECT ` + heldCols + ` FROM json_each(?3) u CROSS JOIN reservations r
 			WHERE r.repo = ?1 AND r.prefix >= u.value || '/' AND r.prefix < u.value || '0'`
 		args = append(args, jsonList(s.Under))
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tractat-us/bee/actions"
@@ -176,6 +177,10 @@ func (e *Engine) Reserve(ctx context.Context, who actions.Poster, r actions.Rese
 		}
 		e.dropGone(ctx, gone)
 	}
+	var gone goneHolders
+	if errors.As(err, &gone) {
+		return actions.Reservation{}, fmt.Errorf("reserve: the holders %s are gone but could not be departed; try again", strings.Join(gone, ", "))
+	}
 	if err != nil {
 		return actions.Reservation{}, fmt.Errorf("reserve: %w", err)
 	}
@@ -277,10 +282,11 @@ func (e *Engine) conflictsTx(t *txn, repo, holder string, pats []pathglob.Patter
 	return &actions.ReservedError{Repo: repo, Conflicts: group(hits), At: e.cfg.Clock.Now()}
 }
 
-// dropGone departs, each in the transaction that confirms it, the holders
-// found no longer live (their process died, or their lease ran out): a
-// reservation never outlives its holder. A failure is logged; the reap or
-// the lease will.
+// dropGone departs, in the transaction that confirms it, the holders found
+// no longer live (their process died, their lease ran out, or their
+// member row is gone): a reservation never outlives its holder. Departing
+// one that departed already only drops what it still held. A failure is
+// logged; the reap or the lease will.
 func (e *Engine) dropGone(ctx context.Context, holders []string) {
 	var dead []identity.ID
 	err := e.write(ctx, "depart gone holders", func(t *txn) error {
@@ -294,7 +300,7 @@ func (e *Engine) dropGone(ctx context.Context, holders []string) {
 			if err != nil {
 				return err
 			}
-			if life.ID == "" || life.Departed || life.Live {
+			if life.Live {
 				continue
 			}
 			if _, _, err := e.departTx(t, id); err != nil {
