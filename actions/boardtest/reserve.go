@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/pathglob"
 	"github.com/tractat-us/bee/identity"
 )
 
@@ -36,8 +37,11 @@ func init() {
 		testCase{"ActionHeldBackThenClaimed", testActionHeldBackThenClaimed},
 		testCase{"ActionHeldBackAcrossProcesses", testActionHeldBackAcrossProcesses},
 		testCase{"ActionPathsRefused", testActionPathsRefused},
+		testCase{"ReserveRaceAcrossProcesses", testReserveRaceAcrossProcesses},
+		testCase{"ReservationsNeverOverlapUnderChurn", testReservationsNeverOverlapUnderChurn},
 	)
 	sharedRoles["reserver"] = roleReserver
+	sharedRoles["churn"] = roleChurn
 }
 
 // The repositories the cases reserve in.
@@ -301,8 +305,11 @@ func testReservationsEndWithDepart(t *testing.T, open Opener) {
 	reserve(t, b, actions.Agent(a), repoA, "src/**")
 	reserve(t, b, actions.Agent(a), repoB, "docs")
 	rc := reserve(t, b, actions.Agent(c), repoA, "cmd")
+	job := postPaths(t, b, "job", "src/x.go")
+	nothingFor(t, b, c)
 	require.NoError(t, b.Depart(t.Context(), a))
 	require.Equal(t, []string{rc.ID}, ids(reservations(t, b, "")))
+	require.Equal(t, job.ID, next(t, b, c).ID, "no longer held back")
 	reserve(t, b, actions.Agent(c), repoA, "src/main.go")
 }
 
@@ -477,8 +484,17 @@ func testActionPathsReservedByClaim(t *testing.T, open Opener) {
 func testActionHeldBackThenClaimed(t *testing.T, open Opener) {
 	b := open(t, "", Options{})
 	a, c := joinLive(t, b, "a"), joinLive(t, b, "c")
-	ra := reserve(t, b, actions.Agent(a), repoA, "src/**")
 	job := postPaths(t, b, "fix the parser", "src/parse/*.go")
+	head, err := b.Head(t.Context())
+	require.NoError(t, err)
+	ra := reserve(t, b, actions.Agent(a), repoA, "src/**")
+	ch, err := b.Changes(t.Context(), head, time.Second)
+	require.NoError(t, err)
+	require.Len(t, ch.Records, 1, "Changes reports an action held back")
+	require.Equal(t, []actions.HeldBack{{Reservation: ra.ID, Holder: string(a), Pattern: "src/**"}}, ch.Records[0].HeldBackBy)
+	_, ok, err := b.Notice(t.Context(), c, nil, 50*time.Millisecond)
+	require.NoError(t, err)
+	require.False(t, ok, "Notice does not hand a held-back action out")
 	got, err := b.Get(t.Context(), job.ID)
 	require.NoError(t, err)
 	require.Equal(t, []actions.HeldBack{{Reservation: ra.ID, Holder: string(a), Pattern: "src/**"}}, got.HeldBackBy)
@@ -574,6 +590,144 @@ func roleReserver(ctx context.Context, b actions.Board, out *Out, cmds <-chan st
 		default:
 			return errors.New("unknown command " + cmd)
 		}
+	}
+	return b.Depart(context.WithoutCancel(ctx), who)
+}
+
+// Reserving the same paths from several processes at once grants them to
+// exactly one.
+func testReserveRaceAcrossProcesses(t *testing.T, open Opener) {
+	b := open(t, "", Options{})
+	const n = 4
+	procs := make([]*Proc, n)
+	for i := range procs {
+		procs[i] = StartProc(t, "reserver", b.Location())
+	}
+	for _, p := range procs {
+		p.Expect("ready ", 20*time.Second)
+	}
+	for _, p := range procs {
+		p.Send("reserve " + repoA + " src/auth/**")
+	}
+	granted := 0
+	for _, p := range procs {
+		line := p.Expect("", 20*time.Second)
+		switch {
+		case strings.HasPrefix(line, "reserved "):
+			granted++
+		case strings.Contains(line, "paths are reserved"):
+		default:
+			t.Fatalf("unexpected answer %q", line)
+		}
+	}
+	require.Equal(t, 1, granted)
+	require.Len(t, reservations(t, b, repoA), 1)
+	for _, p := range procs {
+		p.Finish(20 * time.Second)
+	}
+	require.Empty(t, reservations(t, b, repoA), "each departed")
+}
+
+// Processes reserving, releasing and claiming actions with overlapping
+// paths as fast as they can never leave two holders with overlapping
+// reservations, one of them exclusive, at any moment this process looks.
+func testReservationsNeverOverlapUnderChurn(t *testing.T, open Opener) {
+	b := open(t, "", Options{})
+	const n = 3
+	procs := make([]*Proc, n)
+	for i := range procs {
+		procs[i] = StartProc(t, "churn", b.Location(), EnvMS+"=1500")
+	}
+	for _, p := range procs {
+		p.Expect("ready", 20*time.Second)
+	}
+	for i := range 30 {
+		postPaths(t, b, fmt.Sprintf("job %d", i), churnPatterns[i%len(churnPatterns)])
+	}
+	for _, p := range procs {
+		p.Send("go")
+	}
+	deadline := time.Now().Add(1500 * time.Millisecond)
+	looks := 0
+	for time.Now().Before(deadline) {
+		requireNoOverlap(t, reservations(t, b, repoA))
+		looks++
+	}
+	grants := 0
+	for _, p := range procs {
+		var g, c int
+		_, err := fmt.Sscanf(p.Expect("count ", 30*time.Second), "count %d %d", &g, &c)
+		require.NoError(t, err)
+		grants += g + c
+		p.Finish(20 * time.Second)
+	}
+	require.Positive(t, grants, "the processes reserved and claimed")
+	t.Logf("%d looks, %d grants and claims", looks, grants)
+}
+
+// churnPatterns overlap one another in every way the rule knows.
+var churnPatterns = []string{"src/**", "src/a/**", "src/a/x.go", "src/*/x.go", "src/b", "docs"}
+
+func requireNoOverlap(t *testing.T, rs []actions.Reservation) {
+	t.Helper()
+	for i, r := range rs {
+		for _, q := range rs[i+1:] {
+			if r.Holder == q.Holder || !(r.Exclusive || q.Exclusive) {
+				continue
+			}
+			for _, p := range r.Patterns {
+				for _, o := range q.Patterns {
+					pp, po := pathglob.MustParse(p), pathglob.MustParse(o)
+					if w, ok := pathglob.Overlap(pp, po); ok {
+						t.Fatalf("%s of %s and %s of %s both hold %s", p, r.Holder, o, q.Holder, w)
+					}
+				}
+			}
+		}
+	}
+}
+
+// roleChurn joins one identity, reports "ready", waits for "go", then for
+// EnvMS reserves (exclusive or shared, in turn) and releases the patterns
+// of churnPatterns, and claims and finishes the actions it may take, as
+// fast as it can; it reports "count <grants> <claims>" and departs when
+// its stdin closes.
+func roleChurn(ctx context.Context, b actions.Board, out *Out, cmds <-chan string) error {
+	who, err := joinNew(ctx, b, "churn")
+	if err != nil {
+		return err
+	}
+	out.Say("ready")
+	if cmd := <-cmds; cmd != "go" {
+		return fmt.Errorf("want go, got %q", cmd)
+	}
+	grants, claims := 0, 0
+	end := time.Now().Add(EnvMillis(EnvMS))
+	for i := 0; time.Now().Before(end); i++ {
+		_, err := b.Reserve(ctx, actions.Agent(who), actions.ReserveRequest{Repo: repoA,
+			Patterns: []string{churnPatterns[i%len(churnPatterns)]}, Shared: i%3 == 0})
+		switch {
+		case err == nil:
+			grants++
+		case !errors.Is(err, actions.ErrReserved):
+			return err
+		}
+		p, err := b.Next(ctx, who, "", 0)
+		if err != nil {
+			return err
+		}
+		for _, r := range p.Records {
+			claims++
+			if _, err := b.Finish(ctx, who, r.ID, ""); err != nil {
+				return err
+			}
+		}
+		if _, err := b.ReleasePaths(ctx, actions.Agent(who), repoA, nil); err != nil {
+			return err
+		}
+	}
+	out.Say("count %d %d", grants, claims)
+	for range cmds {
 	}
 	return b.Depart(context.WithoutCancel(ctx), who)
 }

@@ -269,6 +269,13 @@ func poolConfig(location, loc string, password *string, o Options) (*pgxpool.Con
 	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "bee"
 	}
+	// The board's statements are short; JIT compiling one costs far more
+	// than running it, and a plan the claim costs high on purpose (see
+	// ptx.Take) would be compiled, seconds on a busy machine, while it
+	// holds a repository's lock.
+	if _, ok := cfg.ConnConfig.RuntimeParams["jit"]; !ok {
+		cfg.ConnConfig.RuntimeParams["jit"] = "off"
+	}
 	cfg.MaxConns = int32(o.MaxConns)
 	cfg.MinConns = 0
 	cfg.MaxConnIdleTime = 5 * time.Minute

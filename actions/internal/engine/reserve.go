@@ -156,14 +156,14 @@ func checkReserve(who actions.Poster, r actions.ReserveRequest) (reserveReq, err
 
 // Reserve implements actions.Source: r is granted to who whole, in one
 // write transaction, or refused whole with an *actions.ReservedError.
-// Holders whose process died, or whose lease ran out, are departed first
-// (their reservations with them), so they never stand in the way.
+// Holders in the way whose process died, or whose lease ran out, are
+// departed (their reservations with them) and the grant tried again, so
+// they never stand in the way.
 func (e *Engine) Reserve(ctx context.Context, who actions.Poster, r actions.ReserveRequest) (actions.Reservation, error) {
 	q, err := checkReserve(who, r)
 	if err != nil {
 		return actions.Reservation{}, fmt.Errorf("reserve: %w", err)
 	}
-	e.reap(ctx)
 	var res actions.Reservation
 	for range 3 {
 		var gone goneHolders
