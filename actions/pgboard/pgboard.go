@@ -38,6 +38,10 @@
 //     older one, under an advisory lock, and refuses a newer one with what
 //     to do.
 //   - The URL's password never appears in an error, a log or Location.
+//   - Reservations as on the embedded board; the transactions that decide
+//     on one repository's reservations are serialized by a transaction
+//     advisory lock on its name, so no two holders ever hold overlapping
+//     reservations one of which is exclusive.
 //
 // The board does not delete finished actions, and keeps its tables (all
 // named bee_*) in the first schema of the role's search_path: give the URL
@@ -165,7 +169,8 @@ type Options struct {
 // A Board is an open PostgreSQL board. Its methods are safe for concurrent use.
 // They are actions.Board's (Name, Join, Depart, Next, Notice, Await, List,
 // ListFiltered, Get, Post, Finish, Fail, Release, Cancel, Readdress,
-// SetWaiter, Members, Head, Changes and Close; see actions.Source and
+// SetWaiter, Reserve, ReleasePaths, Reservations, Conflicts, Members,
+// Head, Changes and Close; see actions.Source and
 // actions.Board for what each promises), served by the board engine
 // (actions/internal/engine) over this database's store, and Created and Location.
 type Board struct {
