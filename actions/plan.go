@@ -95,6 +95,7 @@ type PlanStep struct {
 	Body     string
 	Priority int
 	Paths    []pathglob.Pattern // normalised, each once; nil when none
+	Repo     string             // the repository of Paths, as given (a board refuses Paths without one: CheckRepo)
 	// AfterKeys are the keys of the prerequisites within the plan, each
 	// once; every one of them comes earlier in CheckPlan's order.
 	AfterKeys []string
@@ -230,6 +231,7 @@ func CheckPlan(who identity.ID, entries []PlanEntry) ([]PlanStep, error) {
 			if s.Paths, err = pathglob.ParseAll(e.Paths); err != nil {
 				probs.add(i, e.Key, fmt.Errorf("paths: %w", err))
 			}
+			s.Repo = e.Repo
 		}
 		clear(seen)
 		for _, a := range e.After {

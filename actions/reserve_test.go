@@ -82,3 +82,13 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// A plan's entries carry their repository to the board with their paths.
+func TestCheckPlan_Paths(t *testing.T) {
+	steps, err := CheckPlan("agent:lead#0000000a", []PlanEntry{{Key: "k", Title: "t", Repo: "r", Paths: []string{"./src/"}}})
+	require.NoError(t, err)
+	require.Equal(t, "r", steps[0].Repo)
+	require.Equal(t, "src", steps[0].Paths[0].String())
+	_, err = CheckPlan("agent:lead#0000000a", []PlanEntry{{Key: "k", Title: "t", Repo: "r", Paths: []string{"../x"}}})
+	require.ErrorIs(t, err, ErrBadPattern)
+}
