@@ -80,6 +80,9 @@ type PlanEntry struct {
 	Priority *int `json:"priority,omitempty"`
 	// Paths are the path patterns the action will change (pathglob).
 	Paths []string `json:"paths,omitempty"`
+	// Repo is the repository Paths are in (see Draft.Repo): a bridge sets
+	// it to its session's own repository.
+	Repo string `json:"repo,omitempty"`
 }
 
 // A PlanStep is an accepted entry, checked and normalised, ready for a
@@ -92,6 +95,7 @@ type PlanStep struct {
 	Body     string
 	Priority int
 	Paths    []pathglob.Pattern // normalised, each once; nil when none
+	Repo     string             // the repository of Paths, as given (CheckPaths accepted it)
 	// AfterKeys are the keys of the prerequisites within the plan, each
 	// once; every one of them comes earlier in CheckPlan's order.
 	AfterKeys []string
@@ -223,10 +227,10 @@ func CheckPlan(who identity.ID, entries []PlanEntry) ([]PlanStep, error) {
 		if s.Priority, err = CheckPriority(e.Priority); err != nil {
 			probs.add(i, e.Key, err)
 		}
-		if len(e.Paths) > 0 {
-			if s.Paths, err = pathglob.ParseAll(e.Paths); err != nil {
-				probs.add(i, e.Key, fmt.Errorf("paths: %w", err))
-			}
+		if s.Paths, err = CheckPaths(e.Repo, e.Paths); err != nil {
+			probs.add(i, e.Key, err)
+		} else if s.Paths != nil {
+			s.Repo = e.Repo
 		}
 		clear(seen)
 		for _, a := range e.After {

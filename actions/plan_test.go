@@ -55,7 +55,7 @@ func TestCheckPlan_Orders(t *testing.T) {
 
 func TestCheckPlan_Normalises(t *testing.T) {
 	steps, err := actions.CheckPlan(poster, []actions.PlanEntry{
-		{Key: "a", Title: "  first  ", Body: "b", To: "reviewer", Priority: prio(0), Paths: []string{"./src/auth/", "src/auth", "docs/*.md"}},
+		{Key: "a", Title: "  first  ", Body: "b", To: "reviewer", Priority: prio(0), Repo: "r", Paths: []string{"./src/auth/", "src/auth", "docs/*.md"}},
 		{Key: "b", Title: "second", After: []string{"a", "a", "a-1", "a-1"}},
 	})
 	require.NoError(t, err)
@@ -73,7 +73,7 @@ func TestPlanEntry_JSON(t *testing.T) {
 	var plan []actions.PlanEntry
 	require.NoError(t, json.Unmarshal([]byte(`[
 		{"key": "a", "title": "A", "priority": 0},
-		{"key": "b", "title": "B", "after": ["a", "a-4"], "paths": ["src/**"]}
+		{"key": "b", "title": "B", "after": ["a", "a-4"], "repo": "r", "paths": ["src/**"]}
 	]`), &plan))
 	require.NotNil(t, plan[0].Priority)
 	require.Equal(t, 0, *plan[0].Priority)
@@ -81,6 +81,7 @@ func TestPlanEntry_JSON(t *testing.T) {
 	steps, err := actions.CheckPlan(poster, plan)
 	require.NoError(t, err)
 	require.Equal(t, []int{0, 2}, []int{steps[0].Priority, steps[1].Priority})
+	require.Equal(t, "r", steps[1].Repo)
 }
 
 // refusal checks that err is a *PlanError wrapping ErrBadPlan and want,
@@ -144,7 +145,8 @@ func TestCheckPlan_Refuses(t *testing.T) {
 		{"two-line title", poster, []actions.PlanEntry{{Key: "a", Title: "x\ny"}}, actions.ErrBadText, []string{"one line"}},
 		{"body too long", poster, []actions.PlanEntry{{Key: "a", Title: "t", Body: strings.Repeat("b", actions.MaxBodyLen+1)}}, actions.ErrTooLong, []string{"body"}},
 		{"bad recipient", poster, []actions.PlanEntry{{Key: "a", Title: "t", To: "agent:nope"}}, actions.ErrBadRecipient, []string{"agent:nope"}},
-		{"bad path", poster, []actions.PlanEntry{{Key: "a", Title: "t", Paths: []string{"../x"}}}, pathglob.ErrBadPattern, []string{"paths", `"../x"`}},
+		{"bad path", poster, []actions.PlanEntry{{Key: "a", Title: "t", Repo: "r", Paths: []string{"../x"}}}, pathglob.ErrBadPattern, []string{"paths", `"../x"`}},
+		{"paths without a repository", poster, []actions.PlanEntry{{Key: "a", Title: "t", Paths: []string{"src"}}}, actions.ErrBadRepo, []string{`key "a"`, "no repository named"}},
 		{"bad poster", "nobody", []actions.PlanEntry{entry("a")}, actions.ErrBadPoster, []string{`poster "nobody"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -37,6 +37,11 @@
 //     [Options.BusyTimeout] with ErrLocked, naming the process that holds
 //     the lock and for how long (a holder stopped with Ctrl-Z, say), and
 //     Close never waits for another process.
+//   - Reservations (see actions.Source) are granted whole or refused whole,
+//     and end in the same transaction as their holder's departure, the
+//     reap of its dead process, an explicit release or the end of the
+//     action they serve. Writes are serialized, so no two holders ever
+//     hold overlapping reservations one of which is exclusive.
 //   - A file that is not a usable board (not a database, cut short, emptied,
 //     damaged, or written by a newer bee) is refused with an error that
 //     names it and says what to do. The board never silently starts over
@@ -241,7 +246,8 @@ type Options struct {
 // A Board is an open board file. Its methods are safe for concurrent use.
 // They are actions.Board's (Name, Join, Depart, Next, Notice, Await, List,
 // ListFiltered, Get, Post, Finish, Fail, Release, Cancel, Readdress,
-// SetWaiter, Members, Head, Changes and Close; see actions.Source and
+// SetWaiter, Reserve, ReleasePaths, Reservations, Conflicts, Members,
+// Head, Changes and Close; see actions.Source and
 // actions.Board for what each promises), served by the board engine
 // (actions/internal/engine) over this file's store, and Path, Created and Location.
 type Board struct {

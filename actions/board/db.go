@@ -18,7 +18,7 @@ import (
 // actions (unaliased: the subqueries name it): the last two are the
 // action's prerequisites as given and, while it is blocked, those not yet
 // done, each a comma-separated list of seqs or NULL (see prereqCols).
-const recordCols = `seq, to_whom, from_whom, title, body, state, holder, result, reason, ended_by, posted_at, claimed_at, done_at, ` +
+const recordCols = `seq, to_whom, from_whom, title, body, state, holder, result, reason, ended_by, posted_at, claimed_at, done_at, repo, paths, ` +
 	prereqCols
 
 // prereqCols read what an action waits for: two index lookups per row
@@ -43,17 +43,21 @@ func noRows(err error) error {
 	return err
 }
 
-func scanRecord(s scanner, extra ...any) (actions.Record, error) {
+func scanRecord(s scanner, extra ...any) (_ actions.Record, err error) {
 	var (
 		r                  actions.Record
 		state              string
 		posted             int64
 		claimedAt, endedAt sql.NullInt64
+		paths              string
 		after, blockedBy   sql.NullString
 	)
 	dest := append([]any{&r.Seq, &r.To, &r.From, &r.Title, &r.Body, &state, &r.Holder, &r.Result, &r.Reason, &r.EndedBy,
-		&posted, &claimedAt, &endedAt, &r.Priority, &after, &blockedBy}, extra...)
+		&posted, &claimedAt, &endedAt, &r.Repo, &paths, &r.Priority, &after, &blockedBy}, extra...)
 	if err := s.Scan(dest...); err != nil {
+		return actions.Record{}, err
+	}
+	if r.Paths, err = decodePaths(paths); err != nil {
 		return actions.Record{}, err
 	}
 	r.ID = position.ActionID(r.Seq)

@@ -150,7 +150,9 @@ UPDATE sqlite_schema SET sql = replace(replace(sql,
 		'CHECK (state <> ''open'' OR holder = '''')',
 		'CHECK (state NOT IN (''open'', ''blocked'') OR holder = '''')')
 	WHERE type = 'table' AND name = 'actions';
-PRAGMA writable_schema = OFF;
+-- RESET, not OFF: the connection rereads the schema, or a later ALTER TABLE
+-- of the same run (migration 4's) edits the old text at the new offsets.
+PRAGMA writable_schema = RESET;
 DROP INDEX actions_open;
 CREATE INDEX actions_open ON actions (to_whom, priority, seq) WHERE state = 'open';
 CREATE INDEX actions_blocked ON actions (to_whom) WHERE state = 'blocked';
@@ -162,6 +164,7 @@ CREATE TABLE prerequisites (
 ) WITHOUT ROWID;
 CREATE INDEX prerequisites_pre ON prerequisites (pre, seq);
 `,
+	4: reservationsMigration,
 }
 
 // schemaVersion is the version this bee writes.

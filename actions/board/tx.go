@@ -27,9 +27,9 @@ func (t wtx) Insert(batch []engine.NewAction) ([]actions.Record, error) {
 	now := t.b.nowMS()
 	recs := make([]actions.Record, 0, len(batch))
 	for _, a := range batch {
-		rec, err := scanRecord(t.row(`INSERT INTO actions (to_whom, from_whom, title, body, state, priority, posted_at, rev)
-			VALUES (?, ?, ?, ?, ?, ?, ?, `+nextRev+`) RETURNING `+recordCols,
-			a.To, a.From, a.Title, a.Body, string(a.State), a.Priority, now))
+		rec, err := scanRecord(t.row(`INSERT INTO actions (to_whom, from_whom, title, body, state, priority, posted_at, rev, repo, paths, held_by)
+			VALUES (?, ?, ?, ?, ?, ?, ?, `+nextRev+`, ?, ?, ?) RETURNING `+recordCols,
+			a.To, a.From, a.Title, a.Body, string(a.State), a.Priority, now, a.Repo, encodePaths(a.Paths), a.HeldBy))
 		if err != nil {
 			return nil, err
 		}
@@ -99,13 +99,15 @@ func (t wtx) Readdress(seq int64, to string) (actions.Record, error) {
 // claimant may take, and in what order (see engine.Want): the seq of the
 // most urgent open action (oldest first within a priority) addressed to
 // anyone, to the agent named by the parameter agent or to the identity
-// who, not in the JSON array skip, or NULL. Three walks of actions_open
-// (to_whom, priority, seq) that stop at their first row, each giving its
-// (priority, seq) as one number so that the three need no sort: "IN (...)
-// ORDER BY priority, seq LIMIT 1" would sort every open action instead.
+// who, not held back from who (its held_by is empty or who), not in the
+// JSON array skip, or NULL. Three walks of actions_open (to_whom,
+// priority, seq) that stop at their first row, each giving its (priority,
+// seq) as one number so that the three need no sort: "IN (...) ORDER BY
+// priority, seq LIMIT 1" would sort every open action instead.
 func oldestFor(who, agent, skip string) string {
 	walk := func(to string) string {
 		return `(SELECT priority * ` + seqSpan + ` + seq FROM actions WHERE state = 'open' AND to_whom = ` + to +
+			` AND held_by IN ('', ` + who + `)` +
 			` AND seq NOT IN (SELECT value FROM json_each(` + skip + `)) ORDER BY priority, seq LIMIT 1)`
 	}
 	return `SELECT min(s) % ` + seqSpan + ` FROM (SELECT ` + walk("''") + ` AS s UNION ALL SELECT ` + walk(agent) +

@@ -44,6 +44,10 @@
 //     the database since it opened it writes nothing and refuses every
 //     later call (ErrNewerSchema).
 //   - The URL's password never appears in an error, a log or Location.
+//   - Reservations as on the embedded board; the transactions that decide
+//     on one repository's reservations are serialized by a transaction
+//     advisory lock on its name, so no two holders ever hold overlapping
+//     reservations one of which is exclusive.
 //
 // The board does not delete finished actions, and keeps its tables (all
 // named bee_*) in the first schema of the role's search_path: give the URL
@@ -182,7 +186,8 @@ type Options struct {
 // A Board is an open PostgreSQL board. Its methods are safe for concurrent use.
 // They are actions.Board's (Name, Join, Depart, Next, Notice, Await, List,
 // ListFiltered, Get, Post, Finish, Fail, Release, Cancel, Readdress,
-// SetWaiter, Members, Head, Changes and Close; see actions.Source and
+// SetWaiter, Reserve, ReleasePaths, Reservations, Conflicts, Members,
+// Head, Changes and Close; see actions.Source and
 // actions.Board for what each promises), served by the board engine
 // (actions/internal/engine) over this database's store, and Created and Location.
 type Board struct {
@@ -291,6 +296,13 @@ func poolConfig(location, loc string, password *string, o Options) (*pgxpool.Con
 	}
 	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "bee"
+	}
+	// The board's statements are short; JIT compiling one costs far more
+	// than running it, and a plan the claim costs high on purpose (see
+	// ptx.Take) would be compiled, seconds on a busy machine, while it
+	// holds a repository's lock.
+	if _, ok := cfg.ConnConfig.RuntimeParams["jit"]; !ok {
+		cfg.ConnConfig.RuntimeParams["jit"] = "off"
 	}
 	cfg.MaxConns = int32(o.MaxConns)
 	cfg.MinConns = 0

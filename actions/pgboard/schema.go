@@ -108,6 +108,7 @@ CREATE TABLE bee_prerequisites (
 );
 CREATE INDEX bee_prerequisites_pre ON bee_prerequisites (pre, seq);
 `,
+	3: reservationsMigration,
 }
 
 // schemaVersion is the version this bee writes.

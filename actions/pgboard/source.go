@@ -22,7 +22,7 @@ var recordCols = recordColsOf("bee_actions")
 // keys: a correlated subquery rather than a join, which the planner might
 // hash over every action) on the page's own statement.
 func recordColsOf(alias string) string {
-	cols := strings.Split(`seq, to_whom, from_whom, title, body, state, holder, result, reason, ended_by, posted_at, claimed_at, ended_at, priority`, ", ")
+	cols := strings.Split(`seq, to_whom, from_whom, title, body, state, holder, result, reason, ended_by, posted_at, claimed_at, ended_at, repo, paths, priority`, ", ")
 	for i, c := range cols {
 		cols[i] = alias + "." + c
 	}
@@ -45,9 +45,12 @@ func scanRecord(row pgx.Row, extra ...any) (actions.Record, error) {
 		after, blockedBy   []int64
 	)
 	dest := append([]any{&r.Seq, &r.To, &r.From, &r.Title, &r.Body, &state, &r.Holder, &r.Result, &r.Reason, &r.EndedBy,
-		&posted, &claimedAt, &endedAt, &priority, &after, &blockedBy}, extra...)
+		&posted, &claimedAt, &endedAt, &r.Repo, &r.Paths, &priority, &after, &blockedBy}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return actions.Record{}, err
+	}
+	if len(r.Paths) == 0 {
+		r.Paths = nil
 	}
 	r.ID = position.ActionID(r.Seq)
 	r.Priority = int(priority)

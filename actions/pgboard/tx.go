@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -34,20 +35,22 @@ func (t ptx) Notify(e engine.Event) error { return t.b.notify(t.ctx, t.tx, e) }
 // Insert implements engine.Tx: one statement for every action, then one
 // for every edge.
 func (t ptx) Insert(batch []engine.NewAction) ([]actions.Record, error) {
-	cols := make([][]string, 5)
+	cols := make([][]string, 7)
 	prios := make([]int16, len(batch))
+	paths := make([]string, len(batch)) // each action's paths as a text[] literal
 	for i, a := range batch {
-		for j, v := range []string{a.To, a.From, a.Title, a.Body, string(a.State)} {
+		for j, v := range []string{a.To, a.From, a.Title, a.Body, string(a.State), a.Repo, a.HeldBy} {
 			cols[j] = append(cols[j], v)
 		}
 		prios[i] = int16(a.Priority)
+		paths[i] = textArray(a.Paths)
 	}
 	// The rows are inserted, and their seqs drawn, in the order of n.
-	recs, err := collect(t.tx.Query(t.ctx, `INSERT INTO bee_actions (to_whom, from_whom, title, body, state, priority, posted_at, rev)
-		SELECT n.to_whom, n.from_whom, n.title, n.body, n.state, n.priority, `+nowSQL("$7")+`, `+xid+`
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::smallint[])
-			WITH ORDINALITY AS n (to_whom, from_whom, title, body, state, priority, i)
-		ORDER BY n.i RETURNING `+recordCols, cols[0], cols[1], cols[2], cols[3], cols[4], prios, t.b.now()))
+	recs, err := collect(t.tx.Query(t.ctx, `INSERT INTO bee_actions (to_whom, from_whom, title, body, state, priority, posted_at, rev, repo, paths, held_by)
+		SELECT n.to_whom, n.from_whom, n.title, n.body, n.state, n.priority, `+nowSQL("$7")+`, `+xid+`, n.repo, n.paths::text[], n.held_by
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::smallint[], $8::text[], $9::text[], $10::text[])
+			WITH ORDINALITY AS n (to_whom, from_whom, title, body, state, priority, repo, paths, held_by, i)
+		ORDER BY n.i RETURNING `+recordCols, cols[0], cols[1], cols[2], cols[3], cols[4], prios, t.b.now(), cols[5], paths, cols[6]))
 	if err != nil {
 		return nil, err
 	}
@@ -55,6 +58,24 @@ func (t ptx) Insert(batch []engine.NewAction) ([]actions.Record, error) {
 		return nil, fmt.Errorf("insert: %d actions came back of %d, not in the order given", len(recs), len(batch))
 	}
 	return recs, t.addPrerequisites(batch, recs)
+}
+
+// textArray is ss as a PostgreSQL text[] literal: unnest cannot take an
+// array of arrays of differing lengths, so each action's paths travel as
+// one text that the insert casts back.
+func textArray(ss []string) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, s := range ss {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('"')
+		b.WriteString(strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s))
+		b.WriteByte('"')
+	}
+	b.WriteByte('}')
+	return b.String()
 }
 
 // Action implements engine.Tx.

@@ -21,6 +21,11 @@
 //     committed) is given back before the call returns.
 //   - Errors name the action or cursor a caller gave, quoted within
 //     actions.QuoteMax bytes.
+//   - Reservations are decided here, in Go, over the store's rows (see
+//     reserve.go): conflicts by pathglob.Overlap, the guard's Conflicts by
+//     pathglob.Match after an index lookup, what holds an action with
+//     paths back (hold.go), and their end with their holder (departTx),
+//     their release, and the end of the action they serve (changeTx).
 //
 // It does not open, migrate or lock storage, carry wake-ups between
 // processes, or judge whether a process lives: its Store does.

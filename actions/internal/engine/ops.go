@@ -29,8 +29,11 @@ func label(id string) string {
 // actions.CheckPriority refuse, an identity that is not live
 // (actions.ErrNotLive, naming the live identities of its agent), and
 // prerequisites that name no action (actions.ErrUnknownAction) or failed
-// or were cancelled (actions.ErrPrerequisiteEnded), naming each. Posting
-// an open action wakes the waiters that may take it, in every process.
+// or were cancelled (actions.ErrPrerequisiteEnded), naming each, and
+// paths actions.CheckPaths refuses. An action with paths (d.Repo,
+// d.Paths) is held back while they overlap another's reservation (see
+// hold.go). Posting an open action wakes the waiters that may take it, in
+// every process.
 func (e *Engine) Post(ctx context.Context, by actions.Poster, d actions.Draft) (actions.Record, error) {
 	who := identity.ID(by)
 	title, err := actions.CheckPost(who, d.To, d.Title, d.Body)
@@ -44,7 +47,14 @@ func (e *Engine) Post(ctx context.Context, by actions.Poster, d actions.Draft) (
 	if err := e.checkLive(ctx, d.To); err != nil {
 		return actions.Record{}, fmt.Errorf("post: %w", err)
 	}
+	pats, err := actions.CheckPaths(d.Repo, d.Paths)
+	if err != nil {
+		return actions.Record{}, fmt.Errorf("post: %w", err)
+	}
 	a := NewAction{To: d.To, From: string(who), Title: title, Body: d.Body, Priority: prio, After: after}
+	if pats != nil {
+		a.Repo, a.Paths = d.Repo, patternTexts(pats)
+	}
 	var rec actions.Record
 	err = e.write(ctx, "post", func(t *txn) error {
 		recs, err := e.postTx(t, []NewAction{a})
@@ -211,6 +221,9 @@ func (e *Engine) changeTx(t *txn, seq int64, holder string, u Update) (_ actions
 	if err != nil || !ok {
 		return rec, ok, err
 	}
+	if err := e.endServedTx(t, rec); err != nil {
+		return rec, ok, err
+	}
 	if !u.State.Ended() {
 		return rec, true, t.emit(ClaimableFor(rec))
 	}
@@ -273,6 +286,9 @@ func (e *Engine) Readdress(ctx context.Context, by actions.Poster, id, to string
 		rec, err := t.Readdress(cur.Seq, to)
 		if err != nil || rec.State != actions.Open {
 			return rec, err // a blocked action wakes nobody until it opens
+		}
+		if err := e.readdressedTx(t, rec); err != nil {
+			return actions.Record{}, err
 		}
 		return rec, t.emit(ClaimableFor(rec))
 	})

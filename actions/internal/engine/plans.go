@@ -101,8 +101,10 @@ func checkDraft(d actions.Draft) ([]Prereq, int, error) {
 }
 
 // postTx inserts batch inside t, each action blocked while one of its
-// prerequisites is not done and open otherwise, fills what the records
-// wait for, and wakes those who may take the open ones. It refuses the
+// prerequisites is not done and open otherwise (and held back while its
+// paths overlap another's reservation), fills what the records wait for,
+// and wakes those who may take the open ones: the one place actions are
+// posted. It refuses the
 // whole batch, with a *prereqRefusal naming each entry's unknown and
 // ended prerequisites, before writing anything.
 func (e *Engine) postTx(t *txn, batch []NewAction) ([]actions.Record, error) {
@@ -123,6 +125,14 @@ func (e *Engine) postTx(t *txn, batch []NewAction) ([]actions.Record, error) {
 	if len(refusal.entries) > 0 {
 		return nil, &refusal
 	}
+	for i := range batch {
+		if batch[i].State != actions.Open {
+			continue // what holds a blocked action back is decided as it opens (openedTx)
+		}
+		if err := e.holdNewTx(t, &batch[i]); err != nil {
+			return nil, err
+		}
+	}
 	recs, err := t.Insert(batch)
 	if err != nil {
 		return nil, err
@@ -130,7 +140,7 @@ func (e *Engine) postTx(t *txn, batch []NewAction) ([]actions.Record, error) {
 	for i := range recs {
 		fillPrereqs(&recs[i], batch[i].After, recs, byseq)
 		if recs[i].State == actions.Open {
-			if err := t.emit(ClaimableFor(recs[i])); err != nil {
+			if err := e.wakeOpen(t, recs[i].To, batch[i].HeldBy); err != nil {
 				return nil, err
 			}
 		}
@@ -269,7 +279,7 @@ func (e *Engine) openAfter(t *txn, rec actions.Record) error {
 		return err
 	}
 	for _, r := range opened {
-		if err := t.emit(ClaimableFor(r)); err != nil {
+		if err := e.openedTx(t, r); err != nil {
 			return err
 		}
 		t.opened = append(t.opened, r.ID)
@@ -351,7 +361,7 @@ func cut(s string, n int) string {
 // (actions.ErrUnknownAction) and a prerequisite that failed or was
 // cancelled (actions.ErrPrerequisiteEnded). It returns the records in
 // the plan's order with the key→id map, and wakes those who may take the
-// open ones. Entries' paths are not kept yet.
+// open ones. Entries carry paths as a post's do.
 func (e *Engine) PostPlan(ctx context.Context, by actions.Poster, plan []actions.PlanEntry) (actions.PostedPlan, error) {
 	who := identity.ID(by)
 	steps, err := actions.CheckPlan(who, plan)
@@ -390,6 +400,9 @@ func planBatch(who identity.ID, plan []actions.PlanEntry, steps []actions.PlanSt
 	batch := make([]NewAction, len(steps))
 	for k, s := range steps {
 		a := NewAction{To: s.To, From: string(who), Title: s.Title, Body: s.Body, Priority: s.Priority}
+		if s.Paths != nil {
+			a.Repo, a.Paths = s.Repo, patternTexts(s.Paths)
+		}
 		seen := make(map[string]bool, len(plan[s.Index].After))
 		for _, item := range plan[s.Index].After {
 			if seen[item] {
