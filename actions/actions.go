@@ -56,7 +56,7 @@ type ListFilter struct {
 func (f ListFilter) CheckStates() error {
 	for _, s := range f.States {
 		if !s.Known() {
-			return fmt.Errorf("unknown state %q (open, claimed, done, failed or cancelled)", string(s))
+			return fmt.Errorf("unknown state %s (open, claimed, done, failed or cancelled)", Quote(string(s)))
 		}
 	}
 	return nil
@@ -71,11 +71,23 @@ type Record struct {
 	From  string `json:"from"` // who posted it
 	Title string `json:"title"`
 	Body  string `json:"body,omitempty"`
-	State State  `json:"state"`
+	// Repo is the repository Paths are in (see package repo), "" when the
+	// action carries no paths.
+	Repo string `json:"repo,omitempty"`
+	// Paths are the path patterns the action will change (package
+	// pathglob): claiming it reserves them, exclusive, for the claimant
+	// until the action ends or is released.
+	Paths []string `json:"paths,omitempty"`
+	State State    `json:"state"`
 	// Holder is the identity holding the claim while State is Claimed, and
 	// the one that held it last once the action has ended ("" when it was
 	// cancelled before anyone claimed it).
 	Holder string `json:"holder,omitempty"`
+	// HeldBackBy says, while the action is open, which reservations of
+	// other holders overlap its paths: while there are any, only their
+	// holder (when there is one, and it is an identity) may claim it, and
+	// it wakes nobody else.
+	HeldBackBy []HeldBack `json:"heldBackBy,omitempty"`
 	// HolderGone is set on a claimed action whose holder has gone without a
 	// word (its process died): the claim goes back to open at the next
 	// write, and every view shows it meanwhile.
@@ -256,6 +268,35 @@ type Source interface {
 	// SetWaiter records whether who's session has a wake-on-work waiter
 	// armed, for people to see (MemberInfo.WaiterSince).
 	SetWaiter(ctx context.Context, who identity.ID, armed bool) error
+
+	// Reserve grants r to who whole, or refuses it whole with
+	// ErrReserved (a *ReservedError) naming each conflicting holder, its
+	// patterns, reason, age and action. who is a live identity
+	// (ErrNotLive, ErrDeparted otherwise) or a person. It refuses a
+	// repository CheckRepo refuses, patterns pathglob.ParseAll refuses
+	// (ErrBadPattern, naming each), a reason CheckReason refuses, and an
+	// r.Action who does not hold (ErrUnknownAction, ErrNotHeld, ErrEnded).
+	Reserve(ctx context.Context, who Poster, r ReserveRequest) (Reservation, error)
+
+	// ReleasePaths drops who's patterns in repo (all of who's reservations
+	// in repo when patterns is empty; every repo when repo is also empty)
+	// and returns what it dropped: the reservations that lost patterns,
+	// each with the patterns it lost. Patterns are compared normalised
+	// (pathglob.Parse); one who does not hold is not an error. It refuses
+	// patterns pathglob.Parse refuses (ErrBadPattern).
+	ReleasePaths(ctx context.Context, who Poster, repo string, patterns []string) ([]Reservation, error)
+
+	// Reservations lists the live reservations of repo ("" for every
+	// repo), oldest first. A reservation whose holder has died is gone
+	// (reaped first).
+	Reservations(ctx context.Context, repo string) ([]Reservation, error)
+
+	// Conflicts returns the live exclusive reservations held by anyone
+	// other than who in repo that match any of paths (clean repo-relative
+	// file paths, not patterns), oldest first, each with only those of
+	// its patterns that match: the guard's question. It is an index
+	// lookup, not a scan of the repository's reservations.
+	Conflicts(ctx context.Context, who Poster, repo string, paths []string) ([]Reservation, error)
 
 	// Close ends the source's background work (lease renewal, watchers).
 	// Close may be called more than once.

@@ -29,7 +29,7 @@ func (NoActions) Depart(context.Context, identity.ID) error { return nil }
 
 func checkNoneCursor(c Cursor) error {
 	if c != "" && c != StartCursor {
-		return fmt.Errorf("%w: %q", ErrBadCursor, string(c))
+		return fmt.Errorf("%w: %s", ErrBadCursor, Quote(string(c)))
 	}
 	return nil
 }
@@ -64,28 +64,28 @@ func (NoActions) Post(context.Context, Poster, Draft) (Record, error) {
 
 // Finish implements Source; no action exists, so it returns ErrUnknownAction.
 func (NoActions) Finish(_ context.Context, _ identity.ID, id, _ string) (Record, error) {
-	return Record{}, fmt.Errorf("finish %q: %w", id, ErrUnknownAction)
+	return Record{}, fmt.Errorf("finish %s: %w", Quote(id), ErrUnknownAction)
 }
 
 // Fail implements Source; no action exists, so it returns ErrUnknownAction.
 func (NoActions) Fail(_ context.Context, _ identity.ID, id, _ string) (Record, error) {
-	return Record{}, fmt.Errorf("fail %q: %w", id, ErrUnknownAction)
+	return Record{}, fmt.Errorf("fail %s: %w", Quote(id), ErrUnknownAction)
 }
 
 // Cancel implements Source; no action exists, so it returns ErrUnknownAction.
 func (NoActions) Cancel(_ context.Context, _ Poster, id, _ string) (Record, error) {
-	return Record{}, fmt.Errorf("cancel %q: %w", id, ErrUnknownAction)
+	return Record{}, fmt.Errorf("cancel %s: %w", Quote(id), ErrUnknownAction)
 }
 
 // Get implements Source; no action exists, so it returns ErrUnknownAction.
 func (NoActions) Get(_ context.Context, id string) (Record, error) {
-	return Record{}, fmt.Errorf("action %q: %w", id, ErrUnknownAction)
+	return Record{}, fmt.Errorf("action %s: %w", Quote(id), ErrUnknownAction)
 }
 
 // Await implements Source: no action exists, so any id is ErrUnknownAction.
 func (NoActions) Await(_ context.Context, _ Poster, ids []string, _ time.Duration) ([]Record, error) {
 	if len(ids) > 0 {
-		return nil, fmt.Errorf("await %q: %w", ids[0], ErrUnknownAction)
+		return nil, fmt.Errorf("await %s: %w", Quote(ids[0]), ErrUnknownAction)
 	}
 	return []Record{}, nil
 }
@@ -107,7 +107,7 @@ func (NoActions) SetWaiter(context.Context, identity.ID, bool) error { return ni
 
 // Release implements Source; no action exists, so it returns ErrUnknownAction.
 func (NoActions) Release(_ context.Context, _ identity.ID, id string) (Record, error) {
-	return Record{}, fmt.Errorf("release %q: %w", id, ErrUnknownAction)
+	return Record{}, fmt.Errorf("release %s: %w", Quote(id), ErrUnknownAction)
 }
 
 // Close implements Source.

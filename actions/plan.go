@@ -80,6 +80,9 @@ type PlanEntry struct {
 	Priority *int `json:"priority,omitempty"`
 	// Paths are the path patterns the action will change (pathglob).
 	Paths []string `json:"paths,omitempty"`
+	// Repo is the repository Paths are in (see Draft.Repo): a bridge sets
+	// it to its session's own repository.
+	Repo string `json:"repo,omitempty"`
 }
 
 // A PlanStep is an accepted entry, checked and normalised, ready for a

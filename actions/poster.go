@@ -58,5 +58,10 @@ func (p Poster) String() string { return string(p) }
 type Draft struct {
 	To    string
 	Title string
+	// Repo and Paths are the repository and the path patterns the action
+	// will change: a Draft with Paths needs a Repo, and Post refuses what
+	// CheckPaths refuses (ErrBadRepo, ErrBadPattern naming each pattern).
+	Repo  string
+	Paths []string
 	Body  string
 }

@@ -3,6 +3,7 @@ package actions
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -50,6 +51,24 @@ func User(name string) (Poster, error) {
 	return Poster(UserPrefix + name), nil
 }
 
+// QuoteMax bounds what Quote keeps of a caller's argument, in bytes.
+const QuoteMax = 64
+
+// Quote returns s quoted as %q quotes it, cut after QuoteMax bytes (at a
+// character's boundary) with the count of the bytes left out: what an error
+// says of a cursor, an id or another argument a caller gave, so that a huge
+// one is never echoed whole.
+func Quote(s string) string {
+	if len(s) <= QuoteMax {
+		return strconv.Quote(s)
+	}
+	cut := QuoteMax
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes more)", strconv.Quote(s[:cut]), len(s)-cut)
+}
+
 // IsUser reports whether who is a person ("user:<name>").
 func IsUser(who string) bool { return strings.HasPrefix(who, UserPrefix) }
 
@@ -59,7 +78,7 @@ func CheckPoster(who identity.ID) error {
 	if Poster(who).Kind() != NotAPoster {
 		return nil
 	}
-	return fmt.Errorf("poster %q is neither an identity (agent:<name>#<8 hex>) nor a person (%s<name>): %w", string(who), UserPrefix, ErrBadPoster)
+	return fmt.Errorf("poster %s is neither an identity (agent:<name>#<8 hex>) nor a person (%s<name>): %w", Quote(string(who)), UserPrefix, ErrBadPoster)
 }
 
 // CheckRecipient accepts "", an agent name or an identity, and returns
@@ -70,10 +89,10 @@ func CheckRecipient(to string) error {
 	}
 	if strings.HasPrefix(to, identity.Prefix) {
 		_, err := identity.Parse(to)
-		return fmt.Errorf("to %q: %w: %w", to, ErrBadRecipient, err)
+		return fmt.Errorf("to %s: %w: %w", Quote(to), ErrBadRecipient, err)
 	}
 	if err := identity.CheckName(to); err != nil {
-		return fmt.Errorf("to %q is neither empty (anyone), an agent name nor an identity (agent:<name>#<8 hex>): %w: %w", to, ErrBadRecipient, err)
+		return fmt.Errorf("to %s is neither empty (anyone), an agent name nor an identity (agent:<name>#<8 hex>): %w: %w", Quote(to), ErrBadRecipient, err)
 	}
 	return nil
 }

@@ -31,6 +31,10 @@ type Source struct {
 	NoticeFunc  func(ctx context.Context, who identity.ID, skip []string, timeout time.Duration) (actions.Notice, bool, error)
 	WaiterFunc  func(ctx context.Context, who identity.ID, armed bool) error
 
+	// ReserveFuncs holds the func fields of Reserve, ReleasePaths,
+	// Reservations and Conflicts.
+	ReserveFuncs
+
 	mu       sync.Mutex
 	joined   []actions.Member
 	departed []identity.ID

@@ -50,12 +50,12 @@
 //
 // Next to the database at path live SQLite's own path-wal and path-shm, the
 // write lock path-lock, the file path-watching that Boards running
-// [Board.Wait] hold a shared lock on, and the directory path-notify holding
+// Changes hold a shared lock on, and the directory path-notify holding
 // the files whose changes wake waiters: "wake" (an action may have become
 // claimable by anyone) and "wake-<agent>" (by that agent), "ended" and
 // "ended-<agent>" (an action posted by that agent ended; "ended-~people"
 // for a person's), and "change" (an action changed in another way; only
-// Wait cares, and only Boards running Wait are told). Deleting or replacing
+// Changes cares, and only Boards running Changes are told). Deleting or replacing
 // the notify files or directory is harmless. The lock file also holds a
 // short text record: who took the lock last and when, which
 // database file the -wal and -shm files belong to, and a file found
@@ -91,9 +91,17 @@
 //
 // # Who may post
 //
-// Post takes the poster as an identity.ID. Agents post as their identity;
-// people post as "user:<name>" (see [User]), which the board accepts as a
-// poster but never as a claimant.
+// Post takes the poster as an actions.Poster. Agents post as their
+// identity; people post as "user:<name>" (see actions.User), which the
+// board accepts as a poster but never as a claimant.
+//
+// # The engine
+//
+// What a board does whatever its storage (the waits of Next, Notice,
+// Changes and Await, the rules of each call, reaping dead members) is the
+// engine's (actions/internal/engine), shared with the PostgreSQL board;
+// this package holds the file's SQL, its write lock, its notify files and
+// the renewal of its members' leases.
 package board
 
 import (
@@ -109,6 +117,7 @@ import (
 	"time"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/internal/engine"
 	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/internal/logkey"
 
@@ -126,19 +135,10 @@ const (
 	DefaultPageSize    = 100
 )
 
-// Bounds on what an action may carry.
-const (
-	MaxTitleLen  = actions.MaxTitleLen  // characters, after trimming
-	MaxBodyLen   = actions.MaxBodyLen   // bytes
-	MaxResultLen = actions.MaxResultLen // bytes
-)
-
 // Errors the board returns besides the actions sentinels, wrapped with the
-// detail that names the file, the identity or the field. Those every board
-// shares are the actions package's own (actions.ErrTooLong, say).
+// detail that names the file. Those every board shares are the actions
+// package's own (actions.ErrClosed, actions.ErrTooLong, say).
 var (
-	// ErrClosed: the Board was closed.
-	ErrClosed = actions.ErrClosed
 	// ErrLocked: another process held the board's lock for longer than
 	// Options.BusyTimeout (the error names it when it can be told), or
 	// still holds the files of a board file that was moved away. Errors
@@ -156,33 +156,7 @@ var (
 	ErrReplaced = errors.New("board file was moved, deleted or replaced")
 	// ErrNewerSchema: the file was written by a newer bee.
 	ErrNewerSchema = errors.New("board file is from a newer bee")
-	// ErrDeparted: the identity has departed; Next refuses to claim for it
-	// so that a stale caller cannot take work for an identity nobody speaks
-	// for any more. Join it again to take work under it.
-	ErrDeparted = actions.ErrDeparted
-	// ErrBadRecipient: Post's to is neither "", an agent name nor an
-	// identity.
-	ErrBadRecipient = actions.ErrBadRecipient
-	// ErrBadPoster: Post's who is neither an identity nor a user.
-	ErrBadPoster = actions.ErrBadPoster
-	// ErrTooLong: a title, body or result is over its bound.
-	ErrTooLong = actions.ErrTooLong
-	// ErrBadText: a title, body or result is not valid UTF-8, or a title
-	// holds a line break.
-	ErrBadText = actions.ErrBadText
 )
-
-// UserPrefix starts the poster name of a person, as in "user:alice".
-const UserPrefix = actions.UserPrefix
-
-// User returns the poster name for a person called name ("user:<name>"); the
-// name follows the rules of an agent name (identity.CheckName).
-func User(name string) (identity.ID, error) {
-	if err := identity.CheckName(name); err != nil {
-		return "", fmt.Errorf("user name: %w", err)
-	}
-	return identity.ID(UserPrefix + name), nil
-}
 
 // DefaultPath returns the board's path: $BEE_BOARD when set, else
 // ~/.bee/board.db. It fails only when $BEE_BOARD is unset and the home
@@ -225,7 +199,7 @@ type Options struct {
 	// holding the board's lock before it fails with ErrLocked. Zero means
 	// DefaultBusyTimeout (5 s).
 	BusyTimeout time.Duration
-	// PageSize bounds the records of one List or Wait page. Zero means
+	// PageSize bounds the records of one List or Changes page. Zero means
 	// DefaultPageSize (100). A page also stops once its text passes 1 MiB.
 	PageSize int
 	// Clock is the board's time for leases, renewals and every time it
@@ -239,8 +213,8 @@ type Options struct {
 	// context: a test cancels the context here to reach the moment a claim
 	// has committed but nobody will receive it.
 	afterClaim func(actions.Record)
-	// beforeSleep runs each time a Next (or an Await), having found nothing,
-	// is about to sleep: a test waits for it to know the next wake-up must come
+	// beforeSleep runs each time a Next (or a Notice or an Await), having
+	// found nothing, is about to sleep: a test waits for it to know the next wake-up must come
 	// through the notifier.
 	beforeSleep func()
 	// noWriteLock leaves writers to SQLite's busy handler instead of the
@@ -252,9 +226,14 @@ type Options struct {
 }
 
 // A Board is an open board file. Its methods are safe for concurrent use.
-// It implements actions.Source; Get, Members, Head and Wait serve people
-// (cmd/bee).
+// They are actions.Board's (Name, Join, Depart, Next, Notice, Await, List,
+// ListFiltered, Get, Post, Finish, Fail, Release, Cancel, Readdress,
+// SetWaiter, Members, Head, Changes and Close; see actions.Source and
+// actions.Board for what each promises), served by the board engine
+// (actions/internal/engine) over this file's store, and Path, Created and Location.
 type Board struct {
+	*engineCore
+
 	// Fixed at Open.
 	path   string
 	opts   Options
@@ -270,6 +249,7 @@ type Board struct {
 	fwatch *fileWatch   // nil when the file cannot be watched
 	writes atomic.Int64 // writes committed, for checkpoint
 	file   fileID       // the database file, bound by admit before any query
+	hub    *engine.Hub  // the local waiters
 
 	// broken, once set, is the answer of every call: the file was found
 	// damaged (ErrCorrupt) or replaced (ErrReplaced).
@@ -280,15 +260,14 @@ type Board struct {
 
 	created bool // see Created
 
-	// ctx is the Board's lifetime: cancelled by Close, it ends renewals and
-	// aborts their writes. Close is the only exception to "ctx comes first".
-	ctx    context.Context
-	cancel context.CancelFunc
-	g      group // every goroutine the Board starts
+	// life is the Board's lifetime, ended by Close; ctx is its context,
+	// which ends renewals and aborts their writes. Close is the only
+	// exception to "ctx comes first".
+	life *engine.Life
+	ctx  context.Context
 
-	mu       sync.Mutex // guards renewals, hot and held
+	mu       sync.Mutex // guards renewals and held
 	renewals map[identity.ID]*renewal
-	hot      map[identity.ID]hot // identities that claimed a moment ago
 	// held counts, per identity, the claims made through this Board and
 	// not finished or released through it since. A lease matters only
 	// while its member holds a claim, so renewals write only then: an idle
@@ -296,12 +275,14 @@ type Board struct {
 	// reclaimed or departed elsewhere), which costs a renewal, never a
 	// claim.
 	held map[identity.ID]int
-
-	closeOnce sync.Once
-	closeErr  error
 }
 
-var _ actions.Source = (*Board)(nil)
+// engineCore is the engine a Board embeds, under a name that keeps the
+// field unexported while its methods (the actions.Board API) are the
+// Board's.
+type engineCore = engine.Engine
+
+var _ actions.Board = (*Board)(nil)
 
 // Open opens the board at path, creating it (and its directory, mode 0700)
 // when missing, and migrating an older schema. It refuses, with an error
@@ -314,30 +295,15 @@ func Open(path string, opts *Options) (_ *Board, err error) {
 	if opts != nil {
 		o = *opts
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	if o.Lease <= 0 {
-		o.Lease = DefaultLease
-	}
-	if o.Renew <= 0 {
-		o.Renew = o.Lease / 3
-	}
-	if o.Renew > o.Lease/2 {
-		return nil, fmt.Errorf("open board: renew interval %v must be at most half the lease %v", o.Renew, o.Lease)
-	}
-	if o.SafetyPoll <= 0 {
-		o.SafetyPoll = DefaultSafetyPoll
-	}
 	if o.BusyTimeout <= 0 {
 		o.BusyTimeout = DefaultBusyTimeout
 	}
-	if o.PageSize <= 0 {
-		o.PageSize = DefaultPageSize
+	set, err := engine.Settings{Logger: o.Logger, Lease: o.Lease, Renew: o.Renew, SafetyPoll: o.SafetyPoll, PageSize: o.PageSize, Clock: o.Clock}.
+		Filled(engine.Defaults{Lease: DefaultLease, SafetyPoll: DefaultSafetyPoll, PageSize: DefaultPageSize})
+	if err != nil {
+		return nil, err
 	}
-	if o.Clock == nil {
-		o.Clock = actions.WallClock()
-	}
+	o.Logger, o.Lease, o.Renew, o.SafetyPoll, o.PageSize, o.Clock = set.Logger, set.Lease, set.Renew, set.SafetyPoll, set.PageSize, set.Clock
 	if path == "" {
 		return nil, errors.New("open board: empty path")
 	}
@@ -351,49 +317,65 @@ func Open(path string, opts *Options) (_ *Board, err error) {
 	if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
 		return nil, dirErr(abs) // before a lock file appears next to it
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	b := newBoard(abs, o, set)
+	// Deferred first, so it runs last: a stop that the file watcher began
+	// meanwhile closes the Board only once Open is done with its fields.
+	defer close(b.opened)
+	if err := b.open(); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// newBoard makes the Board of the file abs, its engine included, before
+// anything is opened.
+func newBoard(abs string, o Options, set engine.Settings) *Board {
 	b := &Board{
 		path:     abs,
 		opts:     o,
 		clock:    o.Clock,
 		log:      o.Logger.With(logkey.Source, "board", logkey.Path, abs),
-		ctx:      ctx,
-		cancel:   cancel,
+		life:     engine.NewLife(),
 		renewals: make(map[identity.ID]*renewal),
-		hot:      make(map[identity.ID]hot),
 		held:     make(map[identity.ID]int),
 		opened:   make(chan struct{}),
 	}
-	// Deferred first, so it runs last: a stop that the file watcher began
-	// meanwhile closes the Board only once Open is done with its fields.
-	defer close(b.opened)
-	defer func() {
-		if err != nil {
-			b.Close()
+	b.ctx = b.life.Context()
+	b.hub = engine.NewHub(func(e engine.Event) {
+		if e.Kind == engine.Changed {
+			b.notify.watch()
 		}
-	}()
+	}, false)
+	b.engineCore = engine.New(engine.Config{Settings: set, Log: b.log, Life: b.life, Hub: b.hub,
+		OnceBound: o.BusyTimeout, HotClaims: true, AfterClaim: o.afterClaim, BeforeSleep: o.beforeSleep}, (*store)(b))
+	return b
+}
 
-	if b.lock, err = openWriteLock(abs+"-lock", o.noWriteLock); err != nil {
-		return nil, fmt.Errorf("open board %s: %w", abs, err)
+// open opens the Board's files: the write lock, the database (admitted,
+// set up and migrated), the watch on the file and the notifier.
+func (b *Board) open() (err error) {
+	if b.lock, err = openWriteLock(b.path+"-lock", b.opts.noWriteLock); err != nil {
+		return fmt.Errorf("open board %s: %w", b.path, err)
 	}
-	b.lock.holding = o.holdingLock
+	b.lock.holding = b.opts.holdingLock
 	release, err := b.admit()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if release != nil {
-		// Runs before closeAll, which waits for the lock.
+		// Runs before Close, which waits for the lock.
 		defer func() {
 			if release != nil {
 				release()
 			}
 		}()
 	}
-	if b.db, err = openDB(abs, o.BusyTimeout); err != nil {
-		return nil, fmt.Errorf("open board %s: %w", abs, err)
+	if b.db, err = openDB(b.path, b.opts.BusyTimeout); err != nil {
+		return fmt.Errorf("open board %s: %w", b.path, err)
 	}
-	if b.wconn, err = b.db.Conn(ctx); err != nil {
-		return nil, b.dbErr("connect", err)
+	if b.wconn, err = b.db.Conn(b.ctx); err != nil {
+		return b.dbErr("connect", err)
 	}
 	if release != nil {
 		// The first connection has written a new file's header.
@@ -401,28 +383,34 @@ func Open(path string, opts *Options) (_ *Board, err error) {
 		release()
 		release = nil
 	}
-	// See begin: the write connection waits for SQLite's lock only when
-	// a write cannot begin at once.
-	if _, err = b.wconn.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
-		return nil, b.dbErr("connect", err)
+	if err := b.setUp(); err != nil {
+		return err
 	}
-	// See checkpoint: no checkpoints inside commits.
-	if _, err = b.wconn.ExecContext(ctx, "PRAGMA wal_autocheckpoint = 0"); err != nil {
-		return nil, b.dbErr("connect", err)
-	}
-	b.wstmts.prepare = b.wconn.PrepareContext
-	b.rstmts.prepare = b.db.PrepareContext
-	if err := b.migrate(); err != nil {
-		return nil, err
-	}
-	if b.fwatch, err = watchFile(abs, func() { _ = b.checkFile() }, &b.g); err != nil {
+	if b.fwatch, err = watchFile(b.path, func() { _ = b.checkFile() }, b.life); err != nil {
 		// Each call still checks the file; only an idle Board notices late.
 		b.log.Warn("cannot watch the board file; a move or delete shows at the next call", logkey.Err, err)
 	}
-	if b.notify, err = newNotifier(abs+"-notify", abs+"-watching", b.log, &b.g); err != nil {
-		return nil, fmt.Errorf("open board %s: %w", abs, err)
+	if b.notify, err = newNotifier(b.path+"-notify", b.path+"-watching", b.log, b.hub, b.life); err != nil {
+		return fmt.Errorf("open board %s: %w", b.path, err)
 	}
-	return b, nil
+	return nil
+}
+
+// setUp sets the write connection up, prepares the statement caches and
+// migrates the schema.
+func (b *Board) setUp() error {
+	// See begin: the write connection waits for SQLite's lock only when
+	// a write cannot begin at once.
+	if _, err := b.wconn.ExecContext(b.ctx, "PRAGMA busy_timeout = 0"); err != nil {
+		return b.dbErr("connect", err)
+	}
+	// See checkpoint: no checkpoints inside commits.
+	if _, err := b.wconn.ExecContext(b.ctx, "PRAGMA wal_autocheckpoint = 0"); err != nil {
+		return b.dbErr("connect", err)
+	}
+	b.wstmts.prepare = b.wconn.PrepareContext
+	b.rstmts.prepare = b.db.PrepareContext
+	return b.migrate()
 }
 
 // Path returns the absolute path of the board's database file.
@@ -434,50 +422,8 @@ func (b *Board) Path() string { return b.path }
 // mistyped path does not pass unnoticed as an empty board.
 func (b *Board) Created() bool { return b.created }
 
-// Name implements actions.Source.
-func (b *Board) Name() string { return "board" }
-
-// Close stops the Board's background work (lease renewals, the watcher) and
-// closes the database. It does not depart the joined members: a member that
-// is not departed keeps its claims until its lease runs out, so a bridge
-// calls Depart on a clean end and then Close. Calls in progress return
-// ErrClosed. Close may be called more than once; later calls return the
-// first call's result.
-//
-// Close never waits for another process: a write of this process in
-// progress ends with its transaction, and a lock request queued in the
-// kernel is left to give the lock back once granted.
-func (b *Board) Close() error {
-	b.closeOnce.Do(func() { b.closeErr = b.closeAll() })
-	return b.closeErr
-}
-
-func (b *Board) closeAll() error {
-	b.cancel()
-	var errs []error
-	if b.notify != nil {
-		errs = append(errs, b.notify.close())
-	}
-	if b.fwatch != nil {
-		errs = append(errs, b.fwatch.close())
-	}
-	b.g.Wait()
-	if b.lock != nil {
-		// Waits for a write in progress; no write starts afterwards.
-		errs = append(errs, b.lock.close())
-	}
-	errs = append(errs, b.wstmts.close(), b.rstmts.close())
-	if b.wconn != nil {
-		errs = append(errs, b.wconn.Close())
-	}
-	if b.db != nil {
-		errs = append(errs, b.db.Close())
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("close board %s: %w", b.path, err)
-	}
-	return nil
-}
+// Location implements actions.Board: the database file's absolute path.
+func (b *Board) Location() string { return b.path }
 
 // closed returns the error every call returns from now on, or nil: the
 // damage or replacement that stopped the Board, or ErrClosed, wrapped with
@@ -488,7 +434,7 @@ func (b *Board) closed() error {
 		return *err
 	}
 	if b.ctx.Err() != nil {
-		return fmt.Errorf("board %s: %w", b.path, ErrClosed)
+		return fmt.Errorf("board %s: %w", b.path, actions.ErrClosed)
 	}
 	// The watch reports moves at once; this check is for what it cannot
 	// see (the directory moved, say), and need not cost a stat per call.

@@ -224,15 +224,9 @@ func TestBoard_NextCancelledAtClaimGivesBack(t *testing.T) {
 
 func TestBoard_CloseEndsWaiters(t *testing.T) {
 	t.Parallel()
-	b, err := Open(filepath.Join(t.TempDir(), "board.db"), nil)
+	hook, sleeping := sleepSignal()
+	b, err := Open(filepath.Join(t.TempDir(), "board.db"), &Options{beforeSleep: hook})
 	require.NoError(t, err)
-	sleeping := make(chan struct{}, 1)
-	b.opts.beforeSleep = func() {
-		select {
-		case sleeping <- struct{}{}:
-		default:
-		}
-	}
 	errc := make(chan error, 1)
 	go func() {
 		_, err := b.Next(t.Context(), mint(t, "w"), "", time.Minute)
@@ -242,7 +236,7 @@ func TestBoard_CloseEndsWaiters(t *testing.T) {
 	require.NoError(t, b.Close())
 	select {
 	case err := <-errc:
-		require.ErrorIs(t, err, ErrClosed)
+		require.ErrorIs(t, err, actions.ErrClosed)
 	case <-time.After(5 * time.Second):
 		t.Fatal("Next did not return when the board closed")
 	}

@@ -13,38 +13,6 @@ import (
 	"github.com/tractat-us/bee/actions/internal/wakeup"
 )
 
-// A group tracks the goroutines a Board starts, so that Close can wait for
-// every one of them. Once Wait has begun it starts no more.
-type group struct {
-	mu   sync.Mutex
-	shut bool
-	wg   sync.WaitGroup
-}
-
-// Go runs f in a new goroutine and reports true, or reports false without
-// running f once Wait has begun.
-func (g *group) Go(f func()) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.shut {
-		return false
-	}
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		f()
-	}()
-	return true
-}
-
-// Wait stops new goroutines from starting and waits for the running ones.
-func (g *group) Wait() {
-	g.mu.Lock()
-	g.shut = true
-	g.mu.Unlock()
-	g.wg.Wait()
-}
-
 // errLockClosed: the lock was closed while a caller waited for it.
 var errLockClosed = errors.New("write lock closed")
 
@@ -192,7 +160,7 @@ func (l *writeLock) acquire(ctx context.Context) (release func(), err error) {
 // queue waits in the kernel's queue for the lock file, then hands the lock
 // to the caller waiting for it, or gives it back at once when nobody waits
 // any more. It is the one goroutine of a writeLock not tracked by the
-// Board's group, because nothing can end it early: it ends when the kernel
+// Board's Life, because nothing can end it early: it ends when the kernel
 // answers, that is when the process holding the lock lets go or dies, even
 // after the Board has closed (it then closes the lock file, which close
 // left to it).

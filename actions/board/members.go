@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,23 +11,14 @@ import (
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/internal/position"
-	"github.com/tractat-us/bee/actions/internal/wakeup"
 	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/internal/liveness"
 	"github.com/tractat-us/bee/internal/logkey"
 )
 
-// forgetAfter is how long a member row outlives its lease before a Join
-// deletes it. Until then a departed identity stays refused by Next. An
-// idle member renews once every idleRenew, so a live one is never
-// forgotten.
-const (
-	forgetAfter = 7 * 24 * time.Hour
-	idleRenew   = 24 * time.Hour
-)
-
-// A MemberInfo is a live identity as Members reports it.
-type MemberInfo = actions.MemberInfo
+// idleRenew is how often an idle member renews its lease: well within
+// engine.ForgetAfter, so that a live one is never forgotten.
+const idleRenew = 24 * time.Hour
 
 // A renewal is the lease-renewing goroutine of one member, ended by closing
 // stop (Depart) or by the Board's Close.
@@ -36,119 +26,13 @@ type renewal struct {
 	stop chan struct{}
 }
 
-// Join implements actions.Source: the member's identity is live, with a
-// lease this Board renews every Options.Renew while the member holds a
-// claim made through it (daily otherwise), until Depart or Close. Joining
-// again updates the member's pids and session and, after a Depart, makes
-// the identity live again. m.ID must be an identity.
-func (b *Board) Join(ctx context.Context, m actions.Member) error {
-	if _, err := identity.Parse(string(m.ID)); err != nil {
-		return fmt.Errorf("join: %w", err)
-	}
-	err := b.write(ctx, "join", func(t wtx) error {
-		now := b.nowMS()
-		// Forget long-gone members, but never one that holds a claim: every
-		// claim's holder keeps its row, so its lease can be judged.
-		if _, err := t.exec(`DELETE FROM members WHERE lease_until < ? AND identity <> ?
-			AND NOT EXISTS (SELECT 1 FROM actions WHERE state = 'claimed' AND holder = members.identity)`,
-			now-forgetAfter.Milliseconds(), string(m.ID)); err != nil {
-			return err
-		}
-		_, err := t.exec(`INSERT INTO members (identity, agent, pid, claude_pid, session_id, joined_at, renewed_at, lease_until)
-			VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7)
-			ON CONFLICT (identity) DO UPDATE SET pid = ?3, claude_pid = ?4, session_id = ?5, renewed_at = ?6,
-				lease_until = ?7, departed_at = NULL`,
-			string(m.ID), m.ID.Agent(), m.PID, m.ClaudePID, m.SessionID, now, now+b.opts.Lease.Milliseconds())
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("join %s: %w", m.ID, err)
-	}
-	b.startRenewal(m)
-	b.log.Info("member joined", logkey.Identity, string(m.ID), logkey.ClaudePID, m.ClaudePID, logkey.SessionID, m.SessionID)
-	return nil
-}
-
-// Depart implements actions.Source. In one transaction the claims who
-// holds go back to open, the open actions addressed to who exactly are
-// re-addressed to who's agent name (so the agent's next identity receives
-// them), and who is marked departed, so that a late Next for it is refused
-// with ErrDeparted. Waiters in every process wake when anything went back.
-// It is fast (one short write transaction) and idempotent; departing an
-// identity that never joined records it as departed.
-func (b *Board) Depart(ctx context.Context, who identity.ID) error {
-	if _, err := identity.Parse(string(who)); err != nil {
-		return fmt.Errorf("depart: %w", err)
-	}
-	start := time.Now()
-	b.stopRenewal(who)
-	var released, readdressed []string
-	err := b.write(ctx, "depart", func(t wtx) error {
-		var err error
-		released, readdressed, err = departTx(t, who, b.nowMS())
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("depart %s: %w", who, err)
-	}
-	if len(released) > 0 || len(readdressed) > 0 {
-		b.notify.touch(evClaimable, wakeup.Everyone)
-	}
-	b.log.Info("member departed", logkey.Identity, string(who), "released", released, "readdressed", readdressed,
-		logkey.Elapsed, time.Since(start))
-	return nil
-}
-
-// departTx departs who inside a write transaction: its claims go back to
-// open, the open actions addressed to it exactly go to its agent name, and
-// it is marked departed (a member row is made for an identity that never
-// joined). It returns the ids released and re-addressed.
-func departTx(t wtx, who identity.ID, now int64) (released, readdressed []string, err error) {
-	var rev int64
-	if err = t.row(`SELECT ` + nextRev).Scan(&rev); err != nil {
-		return nil, nil, err
-	}
-	if released, err = collectIDs(t.rows(`UPDATE actions SET state = 'open', holder = '', claimed_at = NULL, rev = ?
-		WHERE state = 'claimed' AND holder = ? RETURNING seq`, rev, string(who))); err != nil {
-		return nil, nil, err
-	}
-	if readdressed, err = collectIDs(t.rows(`UPDATE actions SET to_whom = ?, rev = ?
-		WHERE state = 'open' AND to_whom = ? RETURNING seq`, who.Agent(), rev, string(who))); err != nil {
-		return nil, nil, err
-	}
-	_, err = t.exec(`INSERT INTO members (identity, agent, pid, joined_at, renewed_at, lease_until, departed_at)
-		VALUES (?1, ?2, 0, ?3, ?3, ?3, ?3)
-		ON CONFLICT (identity) DO UPDATE SET lease_until = min(lease_until, ?3), departed_at = coalesce(departed_at, ?3),
-			waiter_at = NULL`,
-		string(who), who.Agent(), now)
-	return released, readdressed, err
-}
-
-// collectIDs turns the seqs a query returns into action ids.
-func collectIDs(rows *sql.Rows, err error) ([]string, error) {
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var seq int64
-		if err := rows.Scan(&seq); err != nil {
-			return nil, err
-		}
-		ids = append(ids, position.ActionID(seq))
-	}
-	return ids, rows.Err()
-}
-
-// Members implements actions.Board: the live identities (joined, not
+// Members implements engine.Store: the live identities (joined, not
 // departed, and either within their lease or with their process still
 // running: a member renews its lease only while it holds a claim), oldest
-// first, with the actions each holds and whether its waiter is armed. A
-// member whose process has died departs first (see reap).
-func (b *Board) Members(ctx context.Context) ([]MemberInfo, error) {
-	b.reap(ctx)
-	members := []MemberInfo{}
+// first, with the actions each holds and whether its waiter is armed.
+func (s *store) Members(ctx context.Context) ([]actions.MemberInfo, error) {
+	b := s.b()
+	members := []actions.MemberInfo{}
 	err := b.read(ctx, "members", func(ctx context.Context) error {
 		rows, err := b.rows(ctx, `SELECT m.identity, m.agent, m.pid, m.claude_pid, m.session_id, m.joined_at, m.renewed_at, m.lease_until,
 				(SELECT group_concat(a.seq) FROM actions a WHERE a.state = 'claimed' AND a.holder = m.identity), m.waiter_at
@@ -160,7 +44,7 @@ func (b *Board) Members(ctx context.Context) ([]MemberInfo, error) {
 		defer rows.Close()
 		for rows.Next() {
 			var (
-				mi                        MemberInfo
+				mi                        actions.MemberInfo
 				id                        string
 				joined, renewed, leaseEnd int64
 				held                      sql.NullString
@@ -184,7 +68,7 @@ func (b *Board) Members(ctx context.Context) ([]MemberInfo, error) {
 		return rows.Err()
 	})
 	if err != nil {
-		return nil, fmt.Errorf("members: %w", err)
+		return nil, err
 	}
 	return members, nil
 }
@@ -220,7 +104,7 @@ func (b *Board) startRenewal(m actions.Member) {
 	// The first tick is armed here, not in the goroutine: a Join has
 	// its renewal scheduled by the time it returns.
 	t := b.clock.NewTimer(b.opts.Renew)
-	if b.g.Go(func() { b.renew(r, m, t) }) {
+	if b.life.Go(func() { b.renew(r, m, t) }) {
 		b.renewals[m.ID] = r
 	} else {
 		t.Stop()
@@ -233,7 +117,6 @@ func (b *Board) startRenewal(m actions.Member) {
 func (b *Board) stopRenewal(who identity.ID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	delete(b.hot, who)
 	delete(b.held, who)
 	if r, ok := b.renewals[who]; ok {
 		close(r.stop)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"github.com/tractat-us/bee/actions/internal/engine"
 	"github.com/tractat-us/bee/actions/internal/wakeup"
 	"github.com/tractat-us/bee/internal/logkey"
 	"golang.org/x/sys/unix"
@@ -28,19 +29,6 @@ const (
 	changeFile = "change" // an action changed in another way (claimed)
 )
 
-// An event says what a commit changed, and so whom it wakes.
-type event int
-
-const (
-	// evChanged: an action changed in a way only Wait cares about (a claim).
-	evChanged event = iota
-	// evClaimable: an action may have become claimable (posted, released,
-	// reclaimed, re-addressed).
-	evClaimable
-	// evEnded: an action ended; its poster's waiters and Await care.
-	evEnded
-)
-
 // A notifier carries wake-ups between processes. A writer touches a file in
 // the notify directory after its commit; each Board watches the directory
 // with one fsnotify watcher and fans each event out to the local waiters it
@@ -56,12 +44,12 @@ const (
 // can make work claimable for many (a reclaim, a departure) touch the
 // file for everyone.
 //
-// Claims and finishes matter only to Wait (bee watch), and touching a file
+// Claims and finishes matter only to Changes (bee watch), and touching a file
 // at every claim would wake the watcher of every process. So a Board that
-// runs Wait holds a shared flock on the watching file (path-watching, next
+// runs Changes holds a shared flock on the watching file (path-watching, next
 // to the database) for its lifetime, and a writer touches the change file
 // only when its probe for an exclusive lock on it fails. (A watching file
-// deleted and made again splits the two; Wait then falls back to its safety
+// deleted and made again splits the two; Changes then falls back to its safety
 // poll.) The watching file lives outside the notify directory because an
 // open file inside it would keep a removed directory from reporting its
 // removal.
@@ -73,15 +61,12 @@ type notifier struct {
 	probe        *os.File // the watching file, for writers' probes
 
 	watchOnce sync.Once
-	watching  *os.File // held share-locked once this Board runs Wait
+	watching  *os.File // held share-locked once this Board runs Changes
 
-	mu     sync.Mutex     // guards wake, ended and change
-	wake   *wakeup.Signal // an action may have become claimable
-	ended  *wakeup.Signal // an action has ended
-	change chan struct{}  // closed on any change, claimable or not
+	hub *engine.Hub // the local waiters
 }
 
-func newNotifier(dir, watchingPath string, log *slog.Logger, g *group) (*notifier, error) {
+func newNotifier(dir, watchingPath string, log *slog.Logger, hub *engine.Hub, life *engine.Life) (*notifier, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("notify directory: %w", err)
 	}
@@ -104,11 +89,9 @@ func newNotifier(dir, watchingPath string, log *slog.Logger, g *group) (*notifie
 		log:          log,
 		w:            w,
 		probe:        probe,
-		wake:         wakeup.NewSignal(),
-		ended:        wakeup.NewSignal(),
-		change:       make(chan struct{}),
+		hub:          hub,
 	}
-	if !g.Go(n.run) {
+	if !life.Go(n.run) {
 		_ = w.Close()
 		_ = probe.Close()
 		return nil, errLockClosed
@@ -116,7 +99,7 @@ func newNotifier(dir, watchingPath string, log *slog.Logger, g *group) (*notifie
 	return n, nil
 }
 
-// run turns the watcher's events into broadcasts until the watcher closes.
+// run turns the watcher's events into wake-ups of the hub until the watcher closes.
 func (n *notifier) run() {
 	for {
 		select {
@@ -126,17 +109,17 @@ func (n *notifier) run() {
 			}
 			if ev.Name == n.dir && ev.Has(fsnotify.Remove|fsnotify.Rename) {
 				n.rewatch()
-				n.broadcastAll()
+				n.hub.FireAll()
 				continue
 			}
 			base, key, _ := strings.Cut(filepath.Base(ev.Name), "-")
 			switch base {
 			case wakeFile:
-				n.broadcast(evClaimable, key)
+				n.hub.Fire(engine.Event{Kind: engine.Claimable, Key: key})
 			case endedFile:
-				n.broadcast(evEnded, key)
+				n.hub.Fire(engine.Event{Kind: engine.Ended, Key: key})
 			case changeFile:
-				n.broadcast(evChanged, "")
+				n.hub.Fire(engine.Event{Kind: engine.Changed})
 			}
 		case err, ok := <-n.w.Errors:
 			if !ok {
@@ -144,7 +127,7 @@ func (n *notifier) run() {
 			}
 			// An overflow or the like: something may have been missed.
 			n.log.Warn("board watcher error", logkey.Err, err)
-			n.broadcastAll()
+			n.hub.FireAll()
 		}
 	}
 }
@@ -163,60 +146,9 @@ func (n *notifier) rewatch() {
 	n.log.Warn("notify directory was removed; made it again", logkey.Path, n.dir)
 }
 
-// wakeCh returns the channel closed at the next change that may make an
-// action claimable by agent: one addressed to anyone, to agent or to one
-// of its identities. Take it before looking at the database, so a change
-// made after the look is never missed.
-func (n *notifier) wakeCh(agent string) <-chan struct{} {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.wake.ForAgent(agent)
-}
-
-// endedCh returns the channel closed when an action posted by one of
-// agent's identities (or any action, when every is true) next ends. Take
-// it before looking, as wakeCh.
-func (n *notifier) endedCh(agent string, every bool) <-chan struct{} {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if every {
-		return n.ended.Every()
-	}
-	return n.ended.ForAgent(agent)
-}
-
-// changeCh returns the channel closed at the next change of any kind.
-func (n *notifier) changeCh() <-chan struct{} {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.change
-}
-
-// broadcast wakes the local waiters that ev for key (see package wakeup)
-// concerns: those waiting for any change always, those waiting for
-// claimable work or for ended actions when ev is that and concerns them.
-func (n *notifier) broadcast(ev event, key string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	close(n.change)
-	n.change = make(chan struct{})
-	switch ev {
-	case evClaimable:
-		n.wake.Fire(key)
-	case evEnded:
-		n.ended.Fire(key)
-	}
-}
-
-// broadcastAll wakes every local waiter: something may have been missed.
-func (n *notifier) broadcastAll() {
-	n.broadcast(evClaimable, wakeup.Everyone)
-	n.broadcast(evEnded, wakeup.Everyone)
-}
-
-// watch registers this Board as running Wait, so that writers in every
+// watch registers this Board as running Changes, so that writers in every
 // process touch the change file for it. It fails only when the watching
-// file cannot be opened; Wait then relies on its safety poll.
+// file cannot be opened; Changes then relies on its safety poll.
 func (n *notifier) watch() {
 	n.watchOnce.Do(func() {
 		f, err := os.OpenFile(n.watchingPath, os.O_RDONLY|os.O_CREATE, 0o600)
@@ -234,7 +166,7 @@ func (n *notifier) watch() {
 	})
 }
 
-// watched reports whether a Board in some process runs Wait (or the probe
+// watched reports whether a Board in some process runs Changes (or the probe
 // failed, when it is safer to say yes).
 func (n *notifier) watched() bool {
 	fd := int(n.probe.Fd())
@@ -247,7 +179,7 @@ func (n *notifier) watched() bool {
 
 // flockShared takes a shared lock, trying for at most a second: a writer
 // holds the exclusive lock only for its probe, but a writer stopped
-// mid-probe must not hang Wait.
+// mid-probe must not hang Changes.
 func flockShared(fd int) error {
 	var err error
 	for range 50 {
@@ -260,19 +192,18 @@ func flockShared(fd int) error {
 	return err
 }
 
-// touch tells every process watching the board about a commit that
-// concerns key (see package wakeup), and the local waiters at once. The file is opened
-// afresh each time so that a replaced file is written, not the old one. A
-// failed touch is logged: waiters elsewhere fall back to the safety poll.
-// A change that is neither claimable nor an end is told to other processes
-// only when one runs Wait.
-func (n *notifier) touch(ev event, key string) {
-	n.broadcast(ev, key)
+// tell tells every process watching the board about a commit's event e
+// (see package wakeup): it touches e's file. The file is opened afresh
+// each time so that a replaced file is written, not the old one. A failed
+// touch is logged: waiters elsewhere fall back to the safety poll. A
+// change that is neither claimable nor an end is told only when a process
+// runs Changes.
+func (n *notifier) tell(e engine.Event) {
 	var name string
-	switch ev {
-	case evClaimable:
+	switch e.Kind {
+	case engine.Claimable:
 		name = wakeFile
-	case evEnded:
+	case engine.Ended:
 		name = endedFile
 	default:
 		if !n.watched() {
@@ -280,8 +211,8 @@ func (n *notifier) touch(ev event, key string) {
 		}
 		name = changeFile
 	}
-	if key != wakeup.Everyone && ev != evChanged {
-		name += "-" + key
+	if e.Key != wakeup.Everyone && e.Kind != engine.Changed {
+		name += "-" + e.Key
 	}
 	path := filepath.Join(n.dir, name)
 	err := touchFile(path)

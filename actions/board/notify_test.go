@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/boardtest"
+	"github.com/tractat-us/bee/actions/internal/engine"
 	"github.com/tractat-us/bee/actions/internal/wakeup"
 )
 
@@ -21,26 +22,26 @@ func TestNotifier_WakesOnlyWhomItConcerns(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "board.db")
 	writer := openTest(t, path, nil)
 	reader := openTest(t, path, nil)
-	n := reader.notify
+	n, tell := reader.hub, writer.notify.tell
 
-	forX, forY := n.wakeCh("x"), n.wakeCh("y")
-	endedX, endedY, endedAll := n.endedCh("x", false), n.endedCh("y", false), n.endedCh("", true)
+	forX, forY := n.Claimable("x"), n.Claimable("y")
+	endedX, endedY, endedAll := n.Ended("x"), n.Ended("y"), n.EveryEnd()
 
-	writer.notify.touch(evClaimable, wakeup.ForRecipient("agent:x#0123abcd"))
+	tell(engine.Event{Kind: engine.Claimable, Key: wakeup.ForRecipient("agent:x#0123abcd")})
 	boardtest.WaitClosed(t, forX, "x's waiter, for an action addressed to an identity of x")
-	writer.notify.touch(evEnded, wakeup.ForPoster("user:alice"))
+	tell(engine.Event{Kind: engine.Ended, Key: wakeup.ForPoster("user:alice")})
 	boardtest.WaitClosed(t, endedAll, "Await, for a person's action ended")
 	require.False(t, boardtest.Closed(forY), "y's waiter woken for x's action")
 	require.False(t, boardtest.Closed(endedX), "x's outcome waiter woken for a person's action")
 
-	endedAll = n.endedCh("", true)
-	writer.notify.touch(evEnded, wakeup.ForPoster("agent:x#0123abcd"))
+	endedAll = n.EveryEnd()
+	tell(engine.Event{Kind: engine.Ended, Key: wakeup.ForPoster("agent:x#0123abcd")})
 	boardtest.WaitClosed(t, endedX, "x's outcome waiter, for x's action ended")
 	boardtest.WaitClosed(t, endedAll, "Await, for x's action ended")
 	require.False(t, boardtest.Closed(endedY), "y's outcome waiter woken for x's action")
 
-	forX = n.wakeCh("x")
-	writer.notify.touch(evClaimable, wakeup.ForRecipient(""))
+	forX = n.Claimable("x")
+	tell(engine.Event{Kind: engine.Claimable, Key: wakeup.ForRecipient("")})
 	boardtest.WaitClosed(t, forX, "x's waiter, for an action for anyone")
 	boardtest.WaitClosed(t, forY, "y's waiter, for an action for anyone")
 }

@@ -62,10 +62,10 @@ func TestBoard_HolderGoneMarked(t *testing.T) {
 	who := joinLive(t, b, "w")
 	r := post(t, b, "user:alice", "", "job")
 	require.Equal(t, r.ID, next(t, b, who).ID)
-	recs := []actions.Record{{ID: r.ID, State: actions.Claimed, Holder: string(who)}, {ID: "a-2", State: actions.Claimed, Holder: "agent:w#00000000"}}
-	b.markGone(t.Context(), recs)
-	require.False(t, recs[0].HolderGone, "a live holder")
-	require.True(t, recs[1].HolderGone, "an unknown holder")
+	live, err := (*store)(b).Alive(t.Context(), []string{string(who), "agent:w#00000000"})
+	require.NoError(t, err)
+	require.True(t, live[string(who)], "a live holder")
+	require.False(t, live["agent:w#00000000"], "an unknown holder")
 }
 
 // Await in one process is woken by a fail in another, and returns the

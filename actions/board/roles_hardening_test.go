@@ -157,7 +157,7 @@ func roleChaos(ctx context.Context, b *Board, out *boardtest.Out, _ <-chan strin
 			err := func() error {
 				for {
 					err := chaosClaim(ctx, b, out, who)
-					if !errors.Is(err, ErrDeparted) {
+					if !errors.Is(err, actions.ErrDeparted) {
 						if derr := b.Depart(context.Background(), who); err == nil {
 							err = derr
 						}

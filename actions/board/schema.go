@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/internal/logkey"
 	"golang.org/x/sys/unix"
 
@@ -31,7 +32,7 @@ import (
 // transaction, and refuses a file whose version is higher than len(migrations).
 //
 // actions: one row per action. seq is the posting order and the action's
-// identity (id is derived from it: "a-<seq>"); rev orders changes, so Wait
+// identity (id is derived from it: "a-<seq>"); rev orders changes, so Changes
 // can report each change once. A done action keeps its holder: the identity
 // that finished it.
 //
@@ -345,7 +346,7 @@ func (b *Board) dbErr(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrNewerSchema) || errors.Is(err, ErrLocked) || errors.Is(err, ErrClosed) || errors.Is(err, ErrReplaced) {
+	if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrNewerSchema) || errors.Is(err, ErrLocked) || errors.Is(err, actions.ErrClosed) || errors.Is(err, ErrReplaced) {
 		return err
 	}
 	var se *sqlite.Error

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/tractat-us/bee/actions/internal/engine"
 	"golang.org/x/sys/unix"
 )
 
@@ -15,7 +16,7 @@ import (
 type fileWatch struct{ f *os.File }
 
 // watchFile watches path; the watch's goroutine, in g, ends at close.
-func watchFile(path string, changed func(), g *group) (*fileWatch, error) {
+func watchFile(path string, changed func(), life *engine.Life) (*fileWatch, error) {
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return nil, fmt.Errorf("watch %s: %w", path, err)
@@ -27,7 +28,7 @@ func watchFile(path string, changed func(), g *group) (*fileWatch, error) {
 	// Non-blocking, so the runtime's poller waits for it and Close ends a
 	// Read in progress.
 	w := &fileWatch{f: os.NewFile(uintptr(fd), "inotify "+path)}
-	if !g.Go(func() { w.run(changed) }) {
+	if !life.Go(func() { w.run(changed) }) {
 		_ = w.f.Close()
 		return nil, errLockClosed
 	}

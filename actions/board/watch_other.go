@@ -5,6 +5,8 @@ package board
 import (
 	"errors"
 	"fmt"
+
+	"github.com/tractat-us/bee/actions/internal/engine"
 )
 
 // A fileWatch is Linux's inotify watch of the database file (see
@@ -12,7 +14,7 @@ import (
 // still stops the Board, and only an idle Board notices a move late.
 type fileWatch struct{}
 
-func watchFile(path string, _ func(), _ *group) (*fileWatch, error) {
+func watchFile(path string, _ func(), _ *engine.Life) (*fileWatch, error) {
 	return nil, fmt.Errorf("watch %s: %w", path, errors.ErrUnsupported)
 }
 

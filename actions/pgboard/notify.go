@@ -10,83 +10,61 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/internal/engine"
 	"github.com/tractat-us/bee/actions/internal/wakeup"
 	"github.com/tractat-us/bee/internal/logkey"
 )
 
-// An event says what a commit changed, and so whom it wakes.
-type event int
-
-const (
-	// evChanged: an action changed in a way only Changes cares about (a
-	// claim).
-	evChanged event = iota
-	// evClaimable: an action may have become claimable (posted, released,
-	// reclaimed, re-addressed).
-	evClaimable
-	// evEnded: an action ended; its poster's waiters and Await care.
-	evEnded
-)
-
 // channel names the NOTIFY channel of ev on this board that concerns
 // everyone (an action for anyone; for evChanged, every change).
-func (b *Board) channel(ev event) string {
-	switch ev {
-	case evClaimable:
+func (b *Board) channel(k engine.Kind) string {
+	switch k {
+	case engine.Claimable:
 		return "bee_wake_" + b.id
-	case evEnded:
+	case engine.Ended:
 		return "bee_ended_" + b.id
 	}
 	return "bee_change_" + b.id
 }
 
-// channelFor names the NOTIFY channel of ev for key (see package wakeup):
+// channelFor names the NOTIFY channel of e (see package wakeup):
 // one channel per agent, so that PostgreSQL delivers a notification only to
 // the Boards with a waiter it concerns, rather than wake every bridge on
 // every machine to read a payload and go back to sleep. The agent's name
 // is hashed to keep the name within PostgreSQL's 63 bytes; two agents
 // whose hashes collide share a channel, and the payload tells them apart.
-func (b *Board) channelFor(ev event, key string) string {
-	if ev == evChanged || key == wakeup.Everyone {
-		return b.channel(ev)
+func (b *Board) channelFor(e engine.Event) string {
+	if e.Kind == engine.Changed || e.Key == wakeup.Everyone {
+		return b.channel(e.Kind)
 	}
 	h := fnv.New64a()
-	h.Write([]byte(key))
-	return b.channel(ev) + "_" + strconv.FormatUint(h.Sum64(), 36)
+	h.Write([]byte(e.Key))
+	return b.channel(e.Kind) + "_" + strconv.FormatUint(h.Sum64(), 36)
 }
 
-// notify queues ev's notifications in tx: PostgreSQL delivers them when tx
-// commits, and never when it rolls back. One goes to the channel of key,
-// whom it concerns (see package wakeup), with key as its payload; one goes
-// to the change channel, for those who watch every change (bee watch, the
-// board page, Await for a person's actions).
+// notify queues e's notifications in tx: PostgreSQL delivers them when tx
+// commits, and never when it rolls back. One goes to the channel of e's
+// key, whom it concerns (see package wakeup), with the key as its payload;
+// one goes to the change channel, for those who watch every change (bee
+// watch, the board page, Await for a person's actions).
 //
 // Bees before per-agent channels LISTEN only on the channels of everyone:
 // during an upgrade they hear of addressed work and ends at their safety
 // poll. Their own notifications still reach this bee, which listens there
 // too.
-func (b *Board) notify(ctx context.Context, tx pgx.Tx, ev event, key string) error {
-	if ev == evChanged {
-		_, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, b.channel(evChanged))
+func (b *Board) notify(ctx context.Context, tx pgx.Tx, e engine.Event) error {
+	if e.Kind == engine.Changed {
+		_, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, b.channel(engine.Changed))
 		return err
 	}
 	_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2), pg_notify($3, '')`,
-		b.channelFor(ev, key), key, b.channel(evChanged))
+		b.channelFor(e), e.Key, b.channel(engine.Changed))
 	return err
 }
 
-// keyOf is whom ev on rec concerns: for a claimable action those who may
-// take it, for an ended one its poster.
-func keyOf(ev event, rec actions.Record) string {
-	switch ev {
-	case evClaimable:
-		return wakeup.ForRecipient(rec.To)
-	case evEnded:
-		return wakeup.ForPoster(rec.From)
-	}
-	return wakeup.Everyone
-}
+// hear makes the listener LISTEN on the channel that carries e from other
+// processes (see engine.NewHub).
+func (l *listener) hear(e engine.Event) { l.want(l.b.channelFor(e)) }
 
 // A listener carries wake-ups between processes: one dedicated connection
 // LISTENs on the board's channels and fans each notification out to the
@@ -104,10 +82,9 @@ type listener struct {
 	b   *Board
 	cfg *pgx.ConnConfig
 
+	hub *engine.Hub // the local waiters
+
 	mu        sync.Mutex               // guards the rest
-	wake      *wakeup.Signal           // an action may have become claimable
-	ended     *wakeup.Signal           // an action has ended
-	change    chan struct{}            // closed on any change
 	wanted    map[string]chan struct{} // channels to LISTEN on, each to a channel closed once it first is
 	interrupt context.CancelFunc
 	up        bool // connected and listening
@@ -118,13 +95,11 @@ func newListener(b *Board, cfg *pgx.ConnConfig) *listener {
 	l := &listener{
 		b:      b,
 		cfg:    cfg.Copy(),
-		wake:   wakeup.NewSignal(),
-		ended:  wakeup.NewSignal(),
-		change: make(chan struct{}),
+		hub:    b.hub,
 		wanted: make(map[string]chan struct{}),
 	}
-	for _, ev := range []event{evClaimable, evEnded} {
-		l.wanted[b.channel(ev)] = make(chan struct{})
+	for _, k := range []engine.Kind{engine.Claimable, engine.Ended} {
+		l.wanted[b.channel(k)] = make(chan struct{})
 	}
 	return l
 }
@@ -207,12 +182,12 @@ func (l *listener) session(ctx context.Context) error {
 		l.heard++
 		l.mu.Unlock()
 		switch {
-		case strings.HasPrefix(n.Channel, l.b.channel(evClaimable)):
-			l.broadcast(evClaimable, n.Payload)
-		case strings.HasPrefix(n.Channel, l.b.channel(evEnded)):
-			l.broadcast(evEnded, n.Payload)
+		case strings.HasPrefix(n.Channel, l.b.channel(engine.Claimable)):
+			l.hub.Fire(engine.Event{Kind: engine.Claimable, Key: n.Payload})
+		case strings.HasPrefix(n.Channel, l.b.channel(engine.Ended)):
+			l.hub.Fire(engine.Event{Kind: engine.Ended, Key: n.Payload})
 		default:
-			l.broadcast(evChanged, wakeup.Everyone)
+			l.hub.Fire(engine.Event{Kind: engine.Changed})
 		}
 	}
 }
@@ -246,7 +221,7 @@ func (l *listener) listenWanted(ctx context.Context, conn *pgx.Conn, listening m
 	}
 	l.mu.Unlock()
 	if first {
-		l.broadcastAll()
+		l.hub.FireAll()
 	}
 	return nil
 }
@@ -289,60 +264,4 @@ func (l *listener) want(names ...string) {
 			return
 		}
 	}
-}
-
-// watchChanges makes the listener hear of every change (claims too).
-func (l *listener) watchChanges() { l.want(l.b.channel(evChanged)) }
-
-// wakeCh returns the channel closed at the next change that may make an
-// action claimable by agent. Take it before looking at the database, so a
-// change made after the look is never missed.
-func (l *listener) wakeCh(agent string) <-chan struct{} {
-	l.want(l.b.channelFor(evClaimable, agent))
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.wake.ForAgent(agent)
-}
-
-// endedCh returns the channel closed when an action posted by one of
-// agent's identities next ends, or, when every is true, at the next change
-// of any kind (ends among them).
-func (l *listener) endedCh(agent string, every bool) <-chan struct{} {
-	if every {
-		// Every end reaches this Board only on the change channel, which
-		// carries every change: such a waiter wakes at each and looks.
-		l.want(l.b.channel(evChanged))
-		return l.changeCh()
-	}
-	l.want(l.b.channelFor(evEnded, agent))
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.ended.ForAgent(agent)
-}
-
-// changeCh returns the channel closed at the next change of any kind.
-func (l *listener) changeCh() <-chan struct{} {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.change
-}
-
-// broadcast wakes the local waiters ev for key concerns.
-func (l *listener) broadcast(ev event, key string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	close(l.change)
-	l.change = make(chan struct{})
-	switch ev {
-	case evClaimable:
-		l.wake.Fire(key)
-	case evEnded:
-		l.ended.Fire(key)
-	}
-}
-
-// broadcastAll wakes every local waiter: something may have been missed.
-func (l *listener) broadcastAll() {
-	l.broadcast(evClaimable, wakeup.Everyone)
-	l.broadcast(evEnded, wakeup.Everyone)
 }

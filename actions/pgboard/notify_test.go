@@ -37,8 +37,9 @@ func TestListener_WakesOnlyWhomItConcerns(t *testing.T) {
 	writer, l := writerAndListener(t)
 
 	x := mint(t, "x")
-	forX, forY := l.wakeCh("x"), l.wakeCh("y")
-	endedX, endedY, endedAll := l.endedCh("x", false), l.endedCh("y", false), l.endedCh("", true)
+	h := l.hub
+	forX, forY := h.Claimable("x"), h.Claimable("y")
+	endedX, endedY, endedAll := h.Ended("x"), h.Ended("y"), h.EveryEnd()
 
 	require.NoError(t, writer.Join(t.Context(), actions.Member{ID: x, PID: os.Getpid()}))
 	a, err := writer.Post(t.Context(), "user:alice", actions.Draft{To: string(x), Title: "for x"})
@@ -53,7 +54,7 @@ func TestListener_WakesOnlyWhomItConcerns(t *testing.T) {
 	require.False(t, boardtest.Closed(forY), "y's waiter woken for x's action")
 	require.False(t, boardtest.Closed(endedX), "x's outcome waiter woken for a person's action")
 
-	endedAll = l.endedCh("", true)
+	endedAll = h.EveryEnd()
 	b, err := writer.Post(t.Context(), actions.Agent(x), actions.Draft{Title: "from x"})
 	require.NoError(t, err)
 	boardtest.WaitClosed(t, forY, "y's waiter, for an action for anyone")
@@ -79,7 +80,7 @@ func TestListener_HearsOnlyItsAgents(t *testing.T) {
 		return l.heard
 	}
 
-	forY, endedY := l.wakeCh("y"), l.endedCh("y", false) // LISTENs on y's channels
+	forY, endedY := l.hub.Claimable("y"), l.hub.Ended("y") // LISTENs on y's channels
 	before := heard()
 
 	x := mint(t, "x")

@@ -64,6 +64,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/internal/engine"
 	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/internal/logkey"
 )
@@ -150,8 +151,8 @@ type Options struct {
 	// hostKey replaces the machine's key (see hostKey), so that a test can
 	// run members of several "machines" in one.
 	hostKey string
-	// beforeSleep runs each time a Next, having found nothing, is about to
-	// sleep.
+	// beforeSleep runs each time a Next, Notice or Await, having found
+	// nothing, is about to sleep.
 	beforeSleep func()
 	// afterClaim runs right after a claim commits, before Next looks at its
 	// context.
@@ -161,9 +162,15 @@ type Options struct {
 	inClaim func(backendPID uint32)
 }
 
-// A Board is an open PostgreSQL board. Its methods are safe for concurrent
-// use.
+// A Board is an open PostgreSQL board. Its methods are safe for concurrent use.
+// They are actions.Board's (Name, Join, Depart, Next, Notice, Await, List,
+// ListFiltered, Get, Post, Finish, Fail, Release, Cancel, Readdress,
+// SetWaiter, Members, Head, Changes and Close; see actions.Source and
+// actions.Board for what each promises), served by the board engine
+// (actions/internal/engine) over this database's store, and Created and Location.
 type Board struct {
+	*engineCore
+
 	// Fixed at Open.
 	location string // the URL without its password
 	password string // the URL's password, to scrub from errors; "" if none
@@ -174,7 +181,8 @@ type Board struct {
 	host     string // this machine's name, for people
 	hostKey  string // where this process's pids mean something
 	listen   *listener
-	created  bool // this Open created the board's tables
+	hub      *engine.Hub // the local waiters
+	created  bool        // this Open created the board's tables
 	// clock makes the timers of the waits leases decide: Options.Clock,
 	// else the wall clock (see now for the times).
 	clock actions.Clock
@@ -185,18 +193,19 @@ type Board struct {
 	// wall clock would have put it, counted from Open.
 	skew time.Duration
 
-	// ctx is the Board's lifetime: cancelled by Close, it ends renewals,
-	// the listener and calls in progress.
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // the listener and the renewer
+	// life is the Board's lifetime, ended by Close; ctx is its context,
+	// which ends renewals, the listener and calls in progress.
+	life *engine.Life
+	ctx  context.Context
 
 	mu      sync.Mutex                     // guards members
 	members map[identity.ID]actions.Member // joined through this Board, renewed by it
-
-	closeOnce sync.Once
-	closeErr  error
 }
+
+// engineCore is the engine a Board embeds, under a name that keeps the
+// field unexported while its methods (the actions.Board API) are the
+// Board's.
+type engineCore = engine.Engine
 
 var _ actions.Board = (*Board)(nil)
 
@@ -208,34 +217,22 @@ var _ actions.Board = (*Board)(nil)
 // not a board (ErrNotBoard), each with an error that names the server and
 // says what to do, and never holds the password. The caller must Close the
 // Board.
-func Open(location string, opts *Options) (_ *Board, err error) {
+func Open(location string, opts *Options) (*Board, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
+	set, err := engine.Settings{Logger: o.Logger, Lease: o.Lease, Renew: o.Renew, SafetyPoll: o.SafetyPoll, PageSize: o.PageSize, Clock: o.Clock}.
+		Filled(engine.Defaults{Lease: DefaultLease, SafetyPoll: DefaultSafetyPoll, PageSize: DefaultPageSize})
+	if err != nil {
+		return nil, err
 	}
-	if o.Lease <= 0 {
-		o.Lease = DefaultLease
-	}
-	if o.Renew <= 0 {
-		o.Renew = o.Lease / 3
-	}
-	if o.Renew > o.Lease/2 {
-		return nil, fmt.Errorf("open board: renew interval %v must be at most half the lease %v", o.Renew, o.Lease)
-	}
-	if o.SafetyPoll <= 0 {
-		o.SafetyPoll = DefaultSafetyPoll
-	}
+	o.Logger, o.Lease, o.Renew, o.SafetyPoll, o.PageSize = set.Logger, set.Lease, set.Renew, set.SafetyPoll, set.PageSize
 	if o.ConnectTimeout <= 0 {
 		o.ConnectTimeout = DefaultConnectTimeout
 	}
 	if o.Retry <= 0 {
 		o.Retry = DefaultRetry
-	}
-	if o.PageSize <= 0 {
-		o.PageSize = DefaultPageSize
 	}
 	if o.MaxConns <= 0 {
 		o.MaxConns = DefaultMaxConns
@@ -244,12 +241,27 @@ func Open(location string, opts *Options) (_ *Board, err error) {
 	if !IsLocation(location) {
 		return nil, fmt.Errorf("open board %s: not a postgres:// or postgresql:// URL", loc)
 	}
+	cfg, err := poolConfig(location, loc, &password, o)
+	if err != nil {
+		return nil, err
+	}
+	b := newBoard(loc, password, o, set)
+	if err := b.open(cfg); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// poolConfig is the pool's configuration for the URL location (loc
+// without its password), taking the password the URL holds.
+func poolConfig(location, loc string, password *string, o Options) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(location)
 	if err != nil {
-		return nil, scrub(fmt.Errorf("open board %s: the URL does not parse: %w", loc, err), password)
+		return nil, scrub(fmt.Errorf("open board %s: the URL does not parse: %w", loc, err), *password)
 	}
 	if cfg.ConnConfig.Password != "" {
-		password = cfg.ConnConfig.Password
+		*password = cfg.ConnConfig.Password
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = o.ConnectTimeout
@@ -260,57 +272,60 @@ func Open(location string, opts *Options) (_ *Board, err error) {
 	cfg.MaxConns = int32(o.MaxConns)
 	cfg.MinConns = 0
 	cfg.MaxConnIdleTime = 5 * time.Minute
+	return cfg, nil
+}
 
-	ctx, cancel := context.WithCancel(context.Background())
+// newBoard makes the Board of the database at loc, its engine included,
+// before anything is opened.
+func newBoard(loc, password string, o Options, set engine.Settings) *Board {
 	b := &Board{
 		location: loc,
 		password: password,
 		opts:     o,
 		log:      o.Logger.With(logkey.Source, "pgboard", logkey.Path, loc),
-		ctx:      ctx,
-		cancel:   cancel,
+		life:     engine.NewLife(),
 		members:  make(map[identity.ID]actions.Member),
+		clock:    set.Clock,
 	}
-	b.clock = o.Clock
-	if b.clock == nil {
-		b.clock = actions.WallClock()
-	}
+	b.ctx = b.life.Context()
 	b.host, b.hostKey = hostKey()
 	if o.hostKey != "" {
 		b.hostKey = o.hostKey
 	}
-	defer func() {
-		if err != nil {
-			b.closeAll()
-		}
-	}()
-	if b.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
-		return nil, b.scrub(fmt.Errorf("open board %s: %w", loc, err))
+	// Every end reaches other processes only on the change channel, which
+	// carries every change (see Board.notify): a waiter for every end
+	// wakes at each change and looks.
+	b.hub = engine.NewHub(func(e engine.Event) { b.listen.hear(e) }, true)
+	b.engineCore = engine.New(engine.Config{Settings: set, Log: b.log, Life: b.life, Hub: b.hub,
+		OnceBound: o.Retry, AfterClaim: o.afterClaim, BeforeSleep: o.beforeSleep}, (*store)(b))
+	return b
+}
+
+// open connects, migrates, measures the clock's skew, and starts the
+// listener and the renewer.
+func (b *Board) open(cfg *pgxpool.Config) (err error) {
+	if b.pool, err = pgxpool.NewWithConfig(b.ctx, cfg); err != nil {
+		return b.scrub(fmt.Errorf("open board %s: %w", b.location, err))
 	}
 	if err := b.ping(cfg.ConnConfig); err != nil {
-		return nil, err
+		return err
 	}
 	if err := b.migrate(); err != nil {
-		return nil, err
+		return err
 	}
-	if o.Clock != nil {
+	if b.opts.Clock != nil {
 		if err := b.measureSkew(); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	b.listen = newListener(b, cfg.ConnConfig)
 	// The first renewal tick is armed before Open returns (see renewLoop).
-	tick := b.clock.NewTimer(o.Renew)
-	b.wg.Add(2)
-	go func() {
-		defer b.wg.Done()
-		b.listen.run()
-	}()
-	go func() {
-		defer b.wg.Done()
-		b.renewLoop(tick)
-	}()
-	return b, nil
+	tick := b.clock.NewTimer(b.opts.Renew)
+	b.life.Go(b.listen.run)
+	if !b.life.Go(func() { b.renewLoop(tick) }) {
+		tick.Stop()
+	}
+	return nil
 }
 
 // measureSkew sets b.skew: how far Options.Clock is ahead of the server's
@@ -377,30 +392,8 @@ func (b *Board) ping(cc *pgx.ConnConfig) error {
 // at most one sees true.
 func (b *Board) Created() bool { return b.created }
 
-// Name implements actions.Source.
-func (b *Board) Name() string { return "board" }
-
 // Location implements actions.Board: the URL without its password.
 func (b *Board) Location() string { return b.location }
-
-// Close stops the Board's background work (lease renewals, the listener)
-// and closes its connections. It does not depart the joined members: a
-// member that is not departed keeps its claims until its lease runs out.
-// Calls in progress return actions.ErrClosed. Close may be called more
-// than once; later calls return the first call's result.
-func (b *Board) Close() error {
-	b.closeOnce.Do(func() { b.closeErr = b.closeAll() })
-	return b.closeErr
-}
-
-func (b *Board) closeAll() error {
-	b.cancel()
-	b.wg.Wait()
-	if b.pool != nil {
-		b.pool.Close()
-	}
-	return nil
-}
 
 // closed returns actions.ErrClosed, naming the board, once Close has begun.
 func (b *Board) closed() error {
@@ -487,17 +480,6 @@ func newToken(n int) string {
 	return hex.EncodeToString(raw)
 }
 
-// opCtx bounds an operation: it ends at ctx's end, after limit, or when the
-// Board closes, whichever comes first.
-func (b *Board) opCtx(ctx context.Context, limit time.Duration) (context.Context, context.CancelFunc) {
-	c, cancel := context.WithTimeout(ctx, limit)
-	stop := context.AfterFunc(b.ctx, cancel)
-	return c, func() {
-		stop()
-		cancel()
-	}
-}
-
 // retryable reports whether err is a failure another attempt may not
 // meet: the connection dropped, the server is restarting or refused a
 // connection for now, or the transaction lost a serialization or deadlock
@@ -550,17 +532,9 @@ func (b *Board) fail(ctx context.Context, op string, err error) error {
 }
 
 // isSentinel reports whether err is one of the board's own refusals, which
-// already say which action and why.
+// already say which action and why: the contract's, and the schema's.
 func isSentinel(err error) bool {
-	for _, s := range []error{actions.ErrUnknownAction, actions.ErrNotHeld, actions.ErrEnded, actions.ErrNotPoster,
-		actions.ErrNotOpen, actions.ErrNotLive, actions.ErrDeparted, actions.ErrClosed, actions.ErrEmptyTitle,
-		actions.ErrEmptyReason, actions.ErrBadPoster, actions.ErrBadRecipient, actions.ErrTooLong, actions.ErrBadText,
-		ErrNewerSchema, ErrNotBoard} {
-		if errors.Is(err, s) {
-			return true
-		}
-	}
-	return false
+	return engine.IsRefusal(err) || errors.Is(err, ErrNewerSchema) || errors.Is(err, ErrNotBoard)
 }
 
 // backoff sleeps before attempt n+1 (n from 0) of an operation: 20 ms
@@ -599,7 +573,7 @@ func (b *Board) writeWithin(ctx context.Context, op string, limit time.Duration,
 	if err := b.closed(); err != nil {
 		return err
 	}
-	octx, cancel := b.opCtx(ctx, limit)
+	octx, cancel := b.life.Bound(ctx, limit)
 	defer cancel()
 	for n := 0; ; n++ {
 		xid, err := b.attempt(octx, fn)
@@ -664,7 +638,7 @@ func (b *Board) attempt(ctx context.Context, fn txFunc) (xid int64, err error) {
 // the server is unreachable. cause is the commit's error, returned when the
 // answer never comes.
 func (b *Board) committed(xid int64, cause error) (bool, error) {
-	ctx, cancel := b.opCtx(context.Background(), b.opts.Retry)
+	ctx, cancel := b.life.Bound(context.Background(), b.opts.Retry)
 	defer cancel()
 	for n := 0; ; n++ {
 		var status *string
@@ -696,7 +670,7 @@ func (b *Board) read(ctx context.Context, op string, fn func(ctx context.Context
 	if err := b.closed(); err != nil {
 		return err
 	}
-	octx, cancel := b.opCtx(ctx, b.opts.Retry)
+	octx, cancel := b.life.Bound(ctx, b.opts.Retry)
 	defer cancel()
 	for n := 0; ; n++ {
 		err := fn(octx)

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tractat-us/bee/actions/board"
+	"github.com/tractat-us/bee/actions/boards"
 	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/internal/lifecycle"
 	"github.com/tractat-us/bee/internal/logkey"
@@ -79,11 +79,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usage)
 		fs.PrintDefaults()
-		fmt.Fprintf(stderr, "\nEnvironment: %s, %s, %s, %s, %s.\n", envAgent, envSource, board.EnvPath, runfile.EnvDir, envLogLevel)
+		fmt.Fprintf(stderr, "\nEnvironment: %s, %s, %s, %s, %s.\n", envAgent, envSource, boards.EnvLocation, runfile.EnvDir, envLogLevel)
 	}
 	fs.StringVar(&c.agent, "agent", c.agent, "agent name for this session's identities (env "+envAgent+"; default: the working directory's name)")
 	fs.StringVar(&c.source, "source", c.source, "where actions come from: board (the shared board) or none (never anything)")
-	fs.StringVar(&c.boardPath, "board", "", "the board: a file, or a postgres:// URL shared across machines (env "+board.EnvPath+"; default ~/.bee/board.db)")
+	fs.StringVar(&c.boardPath, "board", "", "the board: a file, or a postgres:// URL shared across machines (env "+boards.EnvLocation+"; default ~/.bee/board.db)")
 	fs.StringVar(&c.runDir, "run-dir", "", "run directory for the /retire channel's run file (env "+runfile.EnvDir+"; default ~/.bee/run)")
 	fs.StringVar(&c.logLevel, "log-level", c.logLevel, "debug, info, warn or error (env "+envLogLevel+")")
 	fs.BoolVar(&c.showVersion, "version", false, "print the version and exit")

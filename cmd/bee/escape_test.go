@@ -125,7 +125,7 @@ func TestMain_HostileTextPrintedEscaped(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &rec))
 	require.Equal(t, hostile, rec.Title)
 	require.Equal(t, "done\r"+screenClear+"all good", rec.Result)
-	var members []board.MemberInfo
+	var members []actions.MemberInfo
 	require.NoError(t, json.Unmarshal([]byte(bee(t, path, "agents", "--json")), &members))
 	require.Len(t, members, 1)
 	require.Equal(t, "sess"+screenClear+bidi, members[0].SessionID)

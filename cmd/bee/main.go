@@ -32,7 +32,6 @@ import (
 	"syscall"
 
 	"github.com/tractat-us/bee/actions"
-	"github.com/tractat-us/bee/actions/board"
 	"github.com/tractat-us/bee/actions/boards"
 	"github.com/tractat-us/bee/internal/termtext"
 	"github.com/tractat-us/bee/internal/version"
@@ -305,9 +304,9 @@ Commands:
 
 Every command takes --board, and all but backup and serve take --json
 (the records as JSON, for scripts). The board (a file, or a postgres://
-URL for a board shared across machines) is $`+board.EnvPath+`, else
+URL for a board shared across machines) is $`+boards.EnvLocation+`, else
 ~/.bee/board.db; --board (before or after the command) overrides both. An
-empty --board or $`+board.EnvPath+` is refused rather than taken for the
+empty --board or $`+boards.EnvLocation+` is refused rather than taken for the
 default (an unset variable in a script, say), and so is a board file in a
 folder that does not exist (bar ~/.bee, made when first needed). Run "bee
 <command> --help" for a command's flags, "bee --version" for bee's
@@ -348,7 +347,7 @@ func (f *boardFlag) Set(v string) error {
 func (e *env) flags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("bee-"+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.Var(&e.board, "board", "the board: a file, or a postgres:// URL (default $"+board.EnvPath+", else ~/.bee/board.db)")
+	fs.Var(&e.board, "board", "the board: a file, or a postgres:// URL (default $"+boards.EnvLocation+", else ~/.bee/board.db)")
 	return fs
 }
 

@@ -181,13 +181,13 @@ func TestMain_PostRefusalMessages(t *testing.T) {
 		want string
 		is   error
 	}{
-		{[]string{strings.Repeat("x", 300)}, "bee post: title is 300 characters, more than 200 (put the detail in the body)", board.ErrTooLong},
-		{[]string{"two\nlines"}, "bee post: title must be one line (put the rest in the body)", board.ErrBadText},
-		{[]string{"t", "\xff"}, "bee post: body is not valid UTF-8", board.ErrBadText},
-		{[]string{"bell\a"}, "bee post: title holds the control character U+0007; a title is plain text", board.ErrBadText},
-		{[]string{"nul\x00title"}, "bee post: title holds the control character U+0000; a title is plain text", board.ErrBadText},
-		{[]string{"next line\u0085x"}, "bee post: title holds the control character U+0085; a title is plain text", board.ErrBadText},
-		{[]string{"t", "nul\x00body"}, "bee post: body holds a NUL character", board.ErrBadText},
+		{[]string{strings.Repeat("x", 300)}, "bee post: title is 300 characters, more than 200 (put the detail in the body)", actions.ErrTooLong},
+		{[]string{"two\nlines"}, "bee post: title must be one line (put the rest in the body)", actions.ErrBadText},
+		{[]string{"t", "\xff"}, "bee post: body is not valid UTF-8", actions.ErrBadText},
+		{[]string{"bell\a"}, "bee post: title holds the control character U+0007; a title is plain text", actions.ErrBadText},
+		{[]string{"nul\x00title"}, "bee post: title holds the control character U+0000; a title is plain text", actions.ErrBadText},
+		{[]string{"next line\u0085x"}, "bee post: title holds the control character U+0085; a title is plain text", actions.ErrBadText},
+		{[]string{"t", "nul\x00body"}, "bee post: body holds a NUL character", actions.ErrBadText},
 		{[]string{"--to", "two words", "t"}, `bee post: --to "two words" is not an agent name, which holds letters, digits, '.', '_' and '-' only, and starts with a letter or digit`, nil},
 		{[]string{"--to", "agent:x#12", "t"}, `bee post: --to "agent:x#12" is not an identity, which looks like agent:<name>#<8 lowercase hex digits> (bee agents lists them); to reach whichever session of an agent is free, give the agent's name alone`, nil},
 		{[]string{"--to", "user:bob", "t"}, `bee post: --to "user:bob" names a person; actions are for agents: give an agent name or one identity`, nil},

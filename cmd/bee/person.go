@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/tractat-us/bee/actions"
-	"github.com/tractat-us/bee/actions/board"
 	"github.com/tractat-us/bee/identity"
 )
 
@@ -14,7 +13,7 @@ import (
 // ("user:<name>"): from (a --from flag), else $USER, else $LOGNAME, else
 // the account's name. cmd names the command for the error.
 func (e *env) person(cmd, from string) (actions.Poster, error) {
-	name, what := strings.TrimPrefix(from, board.UserPrefix), "--from"
+	name, what := strings.TrimPrefix(from, actions.UserPrefix), "--from"
 	for _, v := range []string{"USER", "LOGNAME"} {
 		if name == "" {
 			name, what = e.main.Getenv(v), "$"+v

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/tractat-us/bee/actions"
-	"github.com/tractat-us/bee/actions/board"
 	"github.com/tractat-us/bee/identity"
 )
 
@@ -48,15 +47,15 @@ func (c *PostCommand) Run(ctx context.Context, args []string) error {
 		body = pos[1]
 	}
 	if body == "-" {
-		raw, err := io.ReadAll(io.LimitReader(c.env.main.Stdin, board.MaxBodyLen+1))
+		raw, err := io.ReadAll(io.LimitReader(c.env.main.Stdin, actions.MaxBodyLen+1))
 		if err != nil {
 			return fmt.Errorf("bee post: read the body from stdin: %w", err)
 		}
-		if len(raw) > board.MaxBodyLen {
+		if len(raw) > actions.MaxBodyLen {
 			// Only the first MaxBodyLen+1 bytes were read: the limit is
 			// all bee knows.
 			return &cliError{code: exitUsage, err: actions.ErrTooLong,
-				msg:  fmt.Sprintf("bee post: the body on stdin is more than %d bytes (64 KiB), the most an action holds", board.MaxBodyLen),
+				msg:  fmt.Sprintf("bee post: the body on stdin is more than %d bytes (64 KiB), the most an action holds", actions.MaxBodyLen),
 				hint: "put the detail in a file, and name the file in a shorter body"}
 		}
 		body = string(raw)
@@ -107,7 +106,7 @@ func checkTo(cmd, hint, to string) error {
 	switch {
 	case to == "" || identity.IsID(to):
 		return nil
-	case strings.HasPrefix(to, board.UserPrefix):
+	case strings.HasPrefix(to, actions.UserPrefix):
 		return usagef(hint, "bee %s: --to %q names a person; actions are for agents: give an agent name or one identity", cmd, to)
 	case strings.HasPrefix(to, identity.Prefix):
 		return usagef(hint, "bee %s: --to %q is not an identity, which looks like agent:<name>#<8 lowercase hex digits> (bee agents lists them); to reach whichever session of an agent is free, give the agent's name alone", cmd, to)

@@ -22,19 +22,47 @@ type Rows interface {
 	Err() error
 }
 
-// Fill appends to p the records read scans from rows, one a row, each
-// moving p's cursor to the one read returns with it, until rows end or p
-// holds MaxBytes; it returns read's error or rows'.
-func Fill(p *actions.Page, rows Rows, read func() (actions.Record, actions.Cursor, error)) error {
+// A Row is a record as a page reads it, with the change number (rev) it
+// carries on a page of changes; Rev is 0 on other pages.
+type Row struct {
+	actions.Record
+	Rev int64
+}
+
+// Read returns the rows of rows, one a row, until rows end or they hold
+// MaxBytes: scan reads a row's record, and its rev into the one extra
+// destination it is given when withRev is set. It returns scan's error or
+// rows'.
+func Read(rows Rows, withRev bool, scan func(extra ...any) (actions.Record, error)) ([]Row, error) {
+	var out []Row
 	size := 0
 	for size < MaxBytes && rows.Next() {
-		rec, cur, err := read()
-		if err != nil {
-			return err
+		var r Row
+		var err error
+		if withRev {
+			r.Record, err = scan(&r.Rev)
+		} else {
+			r.Record, err = scan()
 		}
-		p.Records = append(p.Records, rec)
-		p.Cursor = cur
-		size += Size(rec)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+		size += Size(r.Record)
 	}
-	return rows.Err()
+	return out, rows.Err()
+}
+
+// Page is the page of rows: its records in order, and the cursor cursor
+// makes of the last row, or empty when there is none. Its Records is never
+// nil.
+func Page(rows []Row, empty actions.Cursor, cursor func(Row) actions.Cursor) actions.Page {
+	p := actions.Page{Records: make([]actions.Record, 0, len(rows)), Cursor: empty}
+	for _, r := range rows {
+		p.Records = append(p.Records, r.Record)
+	}
+	if len(rows) > 0 {
+		p.Cursor = cursor(rows[len(rows)-1])
+	}
+	return p
 }

@@ -20,41 +20,57 @@ type rows struct {
 func (r *rows) Next() bool { r.at++; return r.at <= r.n }
 func (r *rows) Err() error { return r.err }
 
-func read(r *rows, body string) func() (actions.Record, actions.Cursor, error) {
-	return func() (actions.Record, actions.Cursor, error) {
-		return actions.Record{Seq: int64(r.at), Body: body}, actions.Cursor(strconv.Itoa(r.at)), nil
+func scan(r *rows, body string) func(extra ...any) (actions.Record, error) {
+	return func(extra ...any) (actions.Record, error) {
+		for _, e := range extra {
+			*e.(*int64) = int64(10 * r.at)
+		}
+		return actions.Record{Seq: int64(r.at), Body: body}, nil
 	}
 }
 
-func TestFill_AllRows(t *testing.T) {
+func seqCursor(r Row) actions.Cursor { return actions.Cursor(strconv.FormatInt(r.Seq, 10)) }
+
+func TestRead_AllRows(t *testing.T) {
 	r := &rows{n: 3}
-	p := actions.Page{Records: []actions.Record{}, Cursor: "0"}
-	require.NoError(t, Fill(&p, r, read(r, "small")))
+	got, err := Read(r, true, scan(r, "small"))
+	require.NoError(t, err)
+	p := Page(got, "0", seqCursor)
 	require.Len(t, p.Records, 3)
 	require.Equal(t, actions.Cursor("3"), p.Cursor)
+	require.Equal(t, int64(30), got[2].Rev)
 }
 
-func TestFill_StopsNearMaxBytes(t *testing.T) {
+func TestRead_StopsNearMaxBytes(t *testing.T) {
 	r := &rows{n: 100}
 	big := strings.Repeat("x", MaxBytes/4)
-	p := actions.Page{Cursor: "0"}
-	require.NoError(t, Fill(&p, r, read(r, big)))
+	got, err := Read(r, false, scan(r, big))
+	require.NoError(t, err)
+	p := Page(got, "0", seqCursor)
 	require.Len(t, p.Records, 4, "the page stops once it holds MaxBytes")
 	require.Equal(t, actions.Cursor("4"), p.Cursor)
+	require.Zero(t, got[0].Rev, "no rev asked for")
 
 	r = &rows{n: 2}
-	p = actions.Page{Cursor: "0"}
-	require.NoError(t, Fill(&p, r, read(r, strings.Repeat("x", 2*MaxBytes))))
-	require.Len(t, p.Records, 1, "one record however large")
+	got, err = Read(r, false, scan(r, strings.Repeat("x", 2*MaxBytes)))
+	require.NoError(t, err)
+	require.Len(t, got, 1, "one record however large")
 }
 
-func TestFill_Errors(t *testing.T) {
+func TestPage_EmptyKeepsItsCursor(t *testing.T) {
+	p := Page(nil, "7", seqCursor)
+	require.NotNil(t, p.Records)
+	require.Empty(t, p.Records)
+	require.Equal(t, actions.Cursor("7"), p.Cursor)
+}
+
+func TestRead_Errors(t *testing.T) {
 	boom := errors.New("boom")
 	r := &rows{n: 1, err: boom}
-	p := actions.Page{}
-	require.ErrorIs(t, Fill(&p, r, read(r, "")), boom)
+	_, err := Read(r, false, scan(r, ""))
+	require.ErrorIs(t, err, boom)
 
 	r = &rows{n: 3}
-	err := Fill(&p, r, func() (actions.Record, actions.Cursor, error) { return actions.Record{}, "", boom })
+	_, err = Read(r, false, func(...any) (actions.Record, error) { return actions.Record{}, boom })
 	require.ErrorIs(t, err, boom)
 }

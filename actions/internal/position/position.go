@@ -93,8 +93,8 @@ func (c Cursors) ParseRev(cur actions.Cursor) (rev, seq int64, err error) {
 }
 
 func (c Cursors) bad(cur actions.Cursor) error {
-	return fmt.Errorf("cursor %q was not made by board %s (id %s); start again with an empty cursor: %w",
-		string(cur), c.Where, c.ID, actions.ErrBadCursor)
+	return fmt.Errorf("cursor %s was not made by board %s (id %s); start again with an empty cursor: %w",
+		actions.Quote(string(cur)), c.Where, c.ID, actions.ErrBadCursor)
 }
 
 // ParseCount parses a non-negative decimal written the way strconv writes

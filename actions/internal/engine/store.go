@@ -1,0 +1,248 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/internal/pages"
+	"github.com/tractat-us/bee/actions/internal/position"
+	"github.com/tractat-us/bee/identity"
+)
+
+// A Store is what a board keeps in its own storage, as the engine asks for
+// it: its reads, its write transaction, the carriage of wake-ups to other
+// processes, and what it keeps of this process's members. Every read that
+// names one action by seq returns actions.ErrUnknownAction, unwrapped, when
+// there is no such action: the store maps its own "no rows" there in one
+// place, and the engine names the action.
+//
+// Reads and writes honour ctx and the board's lifetime; their errors say
+// what a person can do (the store's own sentinels: locked, unreachable,
+// damaged). A store is safe for concurrent use.
+type Store interface {
+	// Closed returns the error every call returns from now on (the board
+	// closed, or stopped for good), or nil.
+	Closed() error
+	// Cursors makes and reads the board's cursors.
+	Cursors() position.Cursors
+
+	// Write runs fn in one write transaction and commits it. fn may run
+	// more than once (a store that retries a transaction lost to a dropped
+	// connection runs it again), so it sets its results afresh each time.
+	// Errors fn returns that do not come from the storage pass through
+	// unchanged; a committed write is never reported as failed.
+	Write(ctx context.Context, op string, fn func(Tx) error) error
+	// Tell carries e to the board's other processes once the transaction
+	// that made it has committed. A store whose transactions carry their
+	// events themselves (Tx.Notify) does nothing here.
+	Tell(e Event)
+
+	Reads
+	Local
+}
+
+// Reads are a store's reads, outside any write transaction.
+type Reads interface {
+	// Action is the action seq.
+	Action(ctx context.Context, seq int64) (actions.Record, error)
+	// List is the actions after seq after, in posting order, in one of
+	// states (every state when empty), at most limit of them and about
+	// pages.MaxBytes of text.
+	List(ctx context.Context, after int64, states []actions.State, limit int) ([]pages.Row, error)
+	// Head is the change number (rev) of the board as it is now: every
+	// change after it is reported by ChangesAfter(Head, MaxSeq).
+	Head(ctx context.Context) (int64, error)
+	// ChangesAfter is the actions whose (rev, seq) is after (rev, seq), in
+	// that order, with their revs, at most limit of them; nap, when above
+	// 0, is how soon to look again when there are none (a change the
+	// store knows of but cannot report yet).
+	ChangesAfter(ctx context.Context, rev, seq int64, limit int) (rows []pages.Row, nap time.Duration, err error)
+	// Known returns the seqs among seqs that name an action.
+	Known(ctx context.Context, seqs []int64) ([]int64, error)
+	// EndedAmong returns the ended actions among seqs, in posting order.
+	EndedAmong(ctx context.Context, seqs []int64) ([]actions.Record, error)
+	// Look says, without writing, whether a claim for w could succeed now
+	// and when a lease next runs out.
+	Look(ctx context.Context, w Want) (Look, error)
+	// Untold is the seq of an ended action whose outcome who should hear
+	// and nobody has been told of (posted by who, or by a departed identity
+	// of who's agent), or actions.ErrUnknownAction when there is none.
+	Untold(ctx context.Context, who identity.ID) (int64, error)
+	// Processes returns the members, not departed, whose process runs on
+	// this machine (so that its death can be seen), with their pids.
+	Processes(ctx context.Context) ([]Process, error)
+	// Alive returns, for each of the identities ids that has a member row,
+	// whether it is live by the store's rule (its process, or its lease).
+	Alive(ctx context.Context, ids []string) (map[string]bool, error)
+	// AgentMembers returns the member rows of agent, oldest first, with
+	// whether each is live.
+	AgentMembers(ctx context.Context, agent string) ([]MemberLife, error)
+	// Members returns the live identities, oldest first, with what each
+	// holds (see actions.Board).
+	Members(ctx context.Context) ([]actions.MemberInfo, error)
+}
+
+// Local is what a store keeps of this process's own members and
+// resources, told by the engine after each commit.
+type Local interface {
+	// Joined: m joined through this board (by Join, or by its first
+	// claim).
+	Joined(m actions.Member)
+	// Departing: who departs through this board; it is called before the
+	// departure is written.
+	Departing(who identity.ID)
+	// Holding: who claimed (n = 1) or settled (n = -1) an action through
+	// this board.
+	Holding(who identity.ID, n int)
+	// Shutdown ends the store's background work and frees what it holds,
+	// once the board's lifetime has ended (see Life.Close).
+	Shutdown() error
+}
+
+// A Tx is a store's write transaction, as Store.Write hands it to the
+// engine. Its methods may be called only inside that call. Each reads or
+// writes the rows it names, locked as the store needs.
+type Tx interface {
+	// Notify queues e in the transaction, for a store whose transactions
+	// carry wake-ups to other processes (PostgreSQL's NOTIFY); it is sent
+	// at the commit and never on a rollback. Other stores do nothing.
+	Notify(e Event) error
+	// Insert adds a as a new action and returns it.
+	Insert(a NewAction) (actions.Record, error)
+	// Action is the action seq, locked for update.
+	Action(seq int64) (actions.Record, error)
+	// Update writes u to the action seq, and returns it. With holder set,
+	// it changes the action only while holder holds its claim: ok is false
+	// (and nothing changed) otherwise.
+	Update(seq int64, holder string, u Update) (_ actions.Record, ok bool, _ error)
+	// Readdress sends the action seq to to.
+	Readdress(seq int64, to string) (actions.Record, error)
+	// Claimant reads (and locks, as the store needs) w.Who's member row
+	// before a claim, given the caller's latest look l: it joins who when
+	// it has no row, refreshes a lease that runs low, and says what the
+	// claim should do.
+	Claimant(w Want, l Look) (Claimant, error)
+	// Take claims for w.Who the first open action w may take (see Want),
+	// unless w.Who has departed; ok is false when there is none.
+	Take(w Want) (_ actions.Record, ok bool, _ error)
+	// Expired returns the holders of claims, other than who, whose lease
+	// has run out; ok is false when another claimer is reclaiming at the
+	// same time (and this one must not).
+	Expired(who identity.ID) (_ []identity.ID, ok bool, _ error)
+	// ReleaseOrphans puts back to open every claim, other than who's,
+	// whose holder is not a live member, and returns their ids.
+	ReleaseOrphans(who identity.ID) ([]string, error)
+	// Depart marks who departed (making a departed row for an identity
+	// that never joined), puts its claims back to open and sends the open
+	// actions addressed to it exactly to its agent name; it returns the
+	// ids of both.
+	Depart(who identity.ID) (released, readdressed []string, err error)
+	// StillDead reports, under the row's lock, whether who is still a
+	// member, not departed, of this machine whose process has died.
+	StillDead(who identity.ID) (bool, error)
+	// Join makes m live (again) with a fresh lease, after forgetting the
+	// members whose lease ran out more than ForgetAfter ago and who hold
+	// nothing.
+	Join(m actions.Member) error
+	// SetWaiter records whether who's wake-on-work waiter is armed.
+	SetWaiter(who identity.ID, armed bool) error
+	// MarkTold records that the outcomes of seqs have been heard.
+	MarkTold(seqs []int64) error
+	// TellOutcome marks told, and returns, the outcome Untold finds for
+	// who; ok is false when there is none any more.
+	TellOutcome(who identity.ID) (_ actions.Record, ok bool, _ error)
+}
+
+// ForgetAfter is how long a member row outlives its lease before a Join
+// deletes it. Until then a departed identity stays refused by Next.
+const ForgetAfter = 7 * 24 * time.Hour
+
+// A Want says which open actions a claim for Who may take: those addressed
+// to anyone, to Who's agent name or to Who, not in Skip, oldest first.
+// Each store builds its claim statements (Look's and Take's) from it in
+// one place, so that a rule of which and in what order is added once per
+// store.
+type Want struct {
+	Who  identity.ID
+	Skip []int64 // seqs not to take; never nil
+}
+
+// Recipients are the to_whom values w.Who may take: anyone, its agent,
+// itself.
+func (w Want) Recipients() []string { return []string{"", w.Who.Agent(), string(w.Who)} }
+
+// A Look is what one read before a claim learns. Times are the store's
+// (the time its lease columns hold): Now is the store's time when it
+// looked, At Config.Clock's.
+type Look struct {
+	Claimable bool  // an open action w may take exists
+	Reclaim   bool  // a claim must go back first: its holder's lease ran out, or it has none
+	Departed  bool  // w.Who has departed
+	Member    bool  // w.Who has a live member row (a store that uses Lease says so)
+	Head      int64 // the highest seq posted
+	// Expiry is the earliest end of another holder's lease; zero when
+	// none is known.
+	Expiry  time.Time
+	Lease   time.Time // w.Who's own lease end, when Member
+	Now, At time.Time
+}
+
+// A Claimant is what Tx.Claimant learns of the claimant before it claims.
+type Claimant struct {
+	Departed bool // the claim must not go on: ErrDeparted
+	Joined   bool // the store made who a member for this claim
+	// Idle: nothing is claimable and no lease has run out (the store
+	// looked again); the claim ends without writing.
+	Idle    bool
+	Reclaim bool      // claims go back before the claim (see Engine.reclaimTx)
+	Lease   time.Time // who's lease end, as far as the store knows
+	// Expiry is when to look again should the claim find nothing: the
+	// earliest lease end among others' claims, on the look's time; zero
+	// when none.
+	Expiry time.Time
+}
+
+// A NewAction is an action as Tx.Insert writes it.
+type NewAction struct {
+	To, From, Title, Body string
+	State                 actions.State
+}
+
+// An Update is what Tx.Update writes to an action: State Open puts a claim
+// back (no holder, no claim time); Done, Failed and Cancelled end it, with
+// Text as its result (Done) or reason, By as who ended it, and Told saying
+// whether its poster has heard.
+type Update struct {
+	State actions.State
+	Text  string
+	By    string
+	Told  Told
+}
+
+// Told says when the poster of an action that ends has heard of it.
+type Told int
+
+// The kinds of Told.
+const (
+	// ToldIfPerson: at once when a person posted it (people are not woken;
+	// they ask), else when its poster's agent hears.
+	ToldIfPerson Told = iota
+	// ToldNow: at once (the poster ended it itself, say).
+	ToldNow
+	// NotTold: when its poster's agent hears.
+	NotTold
+)
+
+// A Process is a member as Processes returns it.
+type Process struct {
+	ID  identity.ID
+	PID int
+}
+
+// A MemberLife is a member row as AgentMembers returns it.
+type MemberLife struct {
+	ID       string
+	Departed bool
+	Live     bool
+}

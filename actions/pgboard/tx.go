@@ -1,0 +1,249 @@
+package pgboard
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/internal/engine"
+	"github.com/tractat-us/bee/identity"
+)
+
+// A ptx is the transaction as the engine uses it (engine.Tx). The
+// isolation is READ COMMITTED: a statement that must see what it writes
+// over locks its rows (FOR UPDATE, FOR SHARE) or does both in one
+// statement.
+type ptx struct {
+	b   *Board
+	ctx context.Context
+	tx  pgx.Tx
+}
+
+var _ engine.Tx = ptx{}
+
+// Notify implements engine.Tx: see Board.notify.
+func (t ptx) Notify(e engine.Event) error { return t.b.notify(t.ctx, t.tx, e) }
+
+// Insert implements engine.Tx.
+func (t ptx) Insert(a engine.NewAction) (actions.Record, error) {
+	return scanRecord(t.tx.QueryRow(t.ctx, `INSERT INTO bee_actions (to_whom, from_whom, title, body, state, posted_at, rev)
+		VALUES ($1, $2, $3, $4, $5, `+nowSQL("$6")+`, `+xid+`) RETURNING `+recordCols,
+		a.To, a.From, a.Title, a.Body, string(a.State), t.b.now()))
+}
+
+// Action implements engine.Tx.
+func (t ptx) Action(seq int64) (actions.Record, error) {
+	rec, err := scanRecord(t.tx.QueryRow(t.ctx, `SELECT `+recordCols+` FROM bee_actions WHERE seq = $1 FOR UPDATE`, seq))
+	return rec, noRows(err)
+}
+
+// Update implements engine.Tx.
+func (t ptx) Update(seq int64, holder string, u engine.Update) (actions.Record, bool, error) {
+	set, args := updateSet(u, t.b.now())
+	args = append([]any{seq}, args...)
+	query := `UPDATE bee_actions SET ` + set + `, rev = ` + xid + ` WHERE seq = $1`
+	if holder != "" {
+		query += ` AND state = 'claimed' AND holder = $` + strconv.Itoa(len(args)+1)
+		args = append(args, holder)
+	}
+	return found(scanRecord(t.tx.QueryRow(t.ctx, query+` RETURNING `+recordCols, args...)))
+}
+
+// updateSet is the SET clause of u, at the time now (see Board.now), and
+// its arguments, from $2 on.
+func updateSet(u engine.Update, now any) (string, []any) {
+	if u.State == actions.Open {
+		return `state = 'open', holder = '', claimed_at = NULL`, nil
+	}
+	col := "reason"
+	if u.State == actions.Done {
+		col = "result"
+	}
+	set := `state = $2, ` + col + ` = $3, ended_by = $4, ended_at = ` + nowSQL("$5") + `, told_at = `
+	args := []any{string(u.State), u.Text, u.By, now}
+	switch u.Told {
+	case engine.ToldIfPerson:
+		set += `(CASE WHEN starts_with(from_whom, 'user:') THEN ` + nowSQL("$5") + ` END)`
+	case engine.ToldNow:
+		set += nowSQL("$5")
+	default:
+		set += `NULL`
+	}
+	return set, args
+}
+
+// found turns a row that may not exist into (rec, ok).
+func found(rec actions.Record, err error) (actions.Record, bool, error) {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return actions.Record{}, false, nil
+	}
+	return rec, err == nil, err
+}
+
+// Readdress implements engine.Tx.
+func (t ptx) Readdress(seq int64, to string) (actions.Record, error) {
+	rec, err := scanRecord(t.tx.QueryRow(t.ctx, `UPDATE bee_actions SET to_whom = $2, rev = `+xid+` WHERE seq = $1 RETURNING `+recordCols, seq, to))
+	return rec, noRows(err)
+}
+
+// Claimant implements engine.Tx: it locks who's member row FOR SHARE (a
+// departure for it in flight either commits before, or waits for, the
+// claim), joining who for this process when it has no row. Whether to
+// reclaim is the look's to say: every member renews while it lives.
+func (t ptx) Claimant(w engine.Want, l engine.Look) (engine.Claimant, error) {
+	c := engine.Claimant{Reclaim: l.Reclaim, Expiry: l.Expiry}
+	const shared = `SELECT departed_at IS NOT NULL FROM bee_members WHERE identity = $1 FOR SHARE`
+	err := t.tx.QueryRow(t.ctx, shared, string(w.Who)).Scan(&c.Departed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		if err := t.join(w.Who); err != nil {
+			return engine.Claimant{}, err
+		}
+		c.Joined = true
+		err = t.tx.QueryRow(t.ctx, shared, string(w.Who)).Scan(&c.Departed)
+	}
+	return c, err
+}
+
+// join joins who for this process inside a claim (a Next for an identity
+// that never joined), unless its row exists.
+func (t ptx) join(who identity.ID) error {
+	_, err := t.tx.Exec(t.ctx, `INSERT INTO bee_members (identity, agent, host, host_key, pid, joined_at, renewed_at, lease_until)
+		VALUES ($1, $2, $3, $4, $5, `+nowSQL("$7")+`, `+nowSQL("$7")+`, `+nowSQL("$7")+` + $6 * interval '1 millisecond')
+		ON CONFLICT (identity) DO NOTHING`,
+		string(who), who.Agent(), t.b.host, t.b.hostKey, os.Getpid(), t.b.opts.Lease.Milliseconds(), t.b.now())
+	return err
+}
+
+// Take implements engine.Tx: it walks the open actions in posting order
+// and stops at the first w may take that nobody holds locked (see
+// openFor). With statistics that lag a burst of posts, the planner would
+// rather fetch every open action and sort it at each claim.
+func (t ptx) Take(w engine.Want) (actions.Record, bool, error) {
+	if _, err := t.tx.Exec(t.ctx, `SELECT set_config('enable_sort', 'off', true), set_config('enable_bitmapscan', 'off', true)`); err != nil {
+		return actions.Record{}, false, err
+	}
+	rec, ok, err := found(scanRecord(t.tx.QueryRow(t.ctx, `WITH c AS (
+			SELECT seq FROM bee_actions WHERE `+openFor+` ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED)
+		UPDATE bee_actions a SET state = 'claimed', holder = $1, claimed_at = `+nowSQL("$4")+`, rev = `+xid+`
+		FROM c WHERE a.seq = c.seq RETURNING `+recordColsOf("a"), string(w.Who), w.Recipients(), w.Skip, t.b.now())))
+	if ok && t.b.opts.inClaim != nil {
+		t.b.opts.inClaim(t.tx.Conn().PgConn().PID())
+	}
+	return rec, ok, err
+}
+
+// reclaimLock is the advisory lock key of reclaiming ("bee" and 2): one
+// claimer at a time departs the members whose lease ran out, so that two
+// never lock those rows in different orders.
+const reclaimLock = 0x62656502
+
+// Expired implements engine.Tx: unless another claimer is at it, the
+// members other than who whose lease ran out, locked in identity order.
+func (t ptx) Expired(who identity.ID) ([]identity.ID, bool, error) {
+	var mine bool
+	if err := t.tx.QueryRow(t.ctx, `SELECT pg_try_advisory_xact_lock($1)`, reclaimLock).Scan(&mine); err != nil || !mine {
+		return nil, false, err
+	}
+	rows, err := t.tx.Query(t.ctx, `SELECT identity FROM bee_members m
+		WHERE m.departed_at IS NULL AND m.identity <> $1 AND `+leaseEnd("m", "$2")+` <= `+nowSQL("$3")+`
+		ORDER BY identity FOR UPDATE`, string(who), t.b.graceMS(), t.b.now())
+	if err != nil {
+		return nil, false, err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	dead := make([]identity.ID, 0, len(ids))
+	for _, id := range ids {
+		dead = append(dead, identity.ID(id))
+	}
+	return dead, err == nil, err
+}
+
+// ReleaseOrphans implements engine.Tx.
+func (t ptx) ReleaseOrphans(who identity.ID) ([]string, error) {
+	return collectIDs(t.tx.Query(t.ctx, `UPDATE bee_actions a SET state = 'open', holder = '', claimed_at = NULL, rev = `+xid+`
+		WHERE a.state = 'claimed' AND a.holder <> $1
+		AND NOT EXISTS (SELECT 1 FROM bee_members m WHERE m.identity = a.holder AND m.departed_at IS NULL) RETURNING a.seq`, string(who)))
+}
+
+// Depart implements engine.Tx: who is marked departed first (which locks
+// its row, so a claim for it in flight either commits before or sees it
+// departed), then its claims go back to open and the open actions
+// addressed to it exactly go to its agent name.
+func (t ptx) Depart(who identity.ID) (released, readdressed []string, err error) {
+	_, err = t.tx.Exec(t.ctx, `INSERT INTO bee_members (identity, agent, joined_at, renewed_at, lease_until, departed_at)
+		VALUES ($1, $2, `+nowSQL("$3")+`, `+nowSQL("$3")+`, `+nowSQL("$3")+`, `+nowSQL("$3")+`)
+		ON CONFLICT (identity) DO UPDATE SET lease_until = least(bee_members.lease_until, `+nowSQL("$3")+`),
+			departed_at = coalesce(bee_members.departed_at, `+nowSQL("$3")+`), waiter_at = NULL`,
+		string(who), who.Agent(), t.b.now())
+	if err != nil {
+		return nil, nil, err
+	}
+	if released, err = collectIDs(t.tx.Query(t.ctx, `UPDATE bee_actions SET state = 'open', holder = '', claimed_at = NULL, rev = `+xid+`
+		WHERE state = 'claimed' AND holder = $1 RETURNING seq`, string(who))); err != nil {
+		return nil, nil, err
+	}
+	readdressed, err = collectIDs(t.tx.Query(t.ctx, `UPDATE bee_actions SET to_whom = $2, rev = `+xid+`
+		WHERE state = 'open' AND to_whom = $1 RETURNING seq`, string(who), who.Agent()))
+	return released, readdressed, err
+}
+
+// StillDead implements engine.Tx: under the row lock, who may have
+// departed or joined again (on another machine) meanwhile.
+func (t ptx) StillDead(who identity.ID) (bool, error) {
+	var pid int
+	var key string
+	err := t.tx.QueryRow(t.ctx, `SELECT pid, host_key FROM bee_members WHERE identity = $1 AND departed_at IS NULL FOR UPDATE`,
+		string(who)).Scan(&pid, &key)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil && key == t.b.hostKey && !processAlive(pid), err
+}
+
+// Join implements engine.Tx: the member lives on this machine.
+func (t ptx) Join(m actions.Member) error {
+	now := t.b.now()
+	// Forget long-gone members, but never one that holds a claim.
+	if _, err := t.tx.Exec(t.ctx, `DELETE FROM bee_members WHERE lease_until < `+nowSQL("$3")+` - $1 * interval '1 millisecond'
+		AND identity <> $2 AND NOT EXISTS (SELECT 1 FROM bee_actions WHERE state = 'claimed' AND holder = bee_members.identity)`,
+		engine.ForgetAfter.Milliseconds(), string(m.ID), now); err != nil {
+		return err
+	}
+	_, err := t.tx.Exec(t.ctx, `INSERT INTO bee_members (identity, agent, host, host_key, pid, claude_pid, session_id, joined_at, renewed_at, lease_until)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, `+nowSQL("$9")+`, `+nowSQL("$9")+`, `+nowSQL("$9")+` + $8 * interval '1 millisecond')
+		ON CONFLICT (identity) DO UPDATE SET host = $3, host_key = $4, pid = $5, claude_pid = $6, session_id = $7,
+			renewed_at = `+nowSQL("$9")+`, lease_until = `+nowSQL("$9")+` + $8 * interval '1 millisecond', departed_at = NULL`,
+		string(m.ID), m.ID.Agent(), t.b.host, t.b.hostKey, m.PID, m.ClaudePID, m.SessionID, t.b.opts.Lease.Milliseconds(), now)
+	return err
+}
+
+// SetWaiter implements engine.Tx.
+func (t ptx) SetWaiter(who identity.ID, armed bool) error {
+	_, err := t.tx.Exec(t.ctx, `UPDATE bee_members SET waiter_at = CASE WHEN $2 THEN `+nowSQL("$3")+` END
+		WHERE identity = $1 AND departed_at IS NULL`, string(who), armed, t.b.now())
+	return err
+}
+
+// MarkTold implements engine.Tx.
+func (t ptx) MarkTold(seqs []int64) error {
+	_, err := t.tx.Exec(t.ctx, `UPDATE bee_actions SET told_at = `+nowSQL("$2")+` WHERE told_at IS NULL AND seq = ANY($1)`, seqs, t.b.now())
+	return err
+}
+
+// untold finds the oldest ended action whose outcome who ($1) should hear
+// and nobody has been told of: posted by who, or by a departed identity of
+// who's agent ($2 is "agent:<name>#").
+const untold = `SELECT seq FROM bee_actions WHERE told_at IS NULL AND state IN ('done', 'failed', 'cancelled')
+	AND (from_whom = $1 OR (starts_with(from_whom, $2)
+		AND from_whom IN (SELECT identity FROM bee_members WHERE departed_at IS NOT NULL)))
+	ORDER BY rev, seq LIMIT 1`
+
+// TellOutcome implements engine.Tx.
+func (t ptx) TellOutcome(who identity.ID) (actions.Record, bool, error) {
+	return found(scanRecord(t.tx.QueryRow(t.ctx, `UPDATE bee_actions SET told_at = `+nowSQL("$3")+`
+		WHERE seq = (`+untold+` FOR UPDATE SKIP LOCKED) RETURNING `+recordCols, string(who), identity.Prefix+who.Agent()+"#", t.b.now())))
+}
