@@ -107,6 +107,7 @@ type postIn struct {
 	To    string `json:"to,omitempty" jsonschema:"Who may take it: omit it for anyone, an agent name (such as reviewer), or one identity (agent:reviewer#0491068b)."`
 	Title string `json:"title" jsonschema:"One line saying what to do."`
 	Body  string `json:"body" jsonschema:"Everything the taker needs to do it."`
+	Paths pathPatterns `json:"paths,omitempty" jsonschema:"The files the work will change, as path patterns of this session's repository (src/auth/**): whoever takes it holds them while working on it."`
 }
 
 // actionOut is what post, finish, release, fail and cancel answer.
@@ -120,7 +121,11 @@ func (t *tools) post(ctx context.Context, c *toolCall, in postIn) (actionOut, er
 	if err != nil {
 		return actionOut{}, err
 	}
-	rec, err := c.s.source.Post(ctx, actions.Agent(who), actions.Draft{To: in.To, Title: in.Title, Body: in.Body})
+	d := actions.Draft{To: in.To, Title: in.Title, Body: in.Body}
+	if err := c.s.withPaths(&d, in.Paths); err != nil {
+		return actionOut{}, err
+	}
+	rec, err := c.s.source.Post(ctx, actions.Agent(who), d)
 	if errors.Is(err, actions.ErrEmptyTitle) {
 		return actionOut{}, &argError{name: "title", msg: "must not be empty"}
 	}
@@ -132,7 +137,7 @@ func (t *tools) post(ctx context.Context, c *toolCall, in postIn) (actionOut, er
 	if cl := clients.FromRequest(c.req); !cl.Wakes {
 		next = cl.PostedNext(rec.ID)
 	}
-	return actionOut{Action: rec, Guidance: Guidance{Next: next}}, nil
+	return actionOut{Action: rec, Guidance: Guidance{Next: heldBackNext(rec) + next}}, nil
 }
 
 // idIn is the arguments of a tool that takes only an action's id.

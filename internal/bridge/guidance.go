@@ -58,6 +58,9 @@ var (
 
 // nextAfter says what to do after tool refused the call with err.
 func nextAfter(tool string, err error) string {
+	if next, ok := reservationNext(tool, err); ok {
+		return next
+	}
 	var ae *argError
 	switch {
 	case errors.As(err, &ae):

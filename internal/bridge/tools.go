@@ -33,7 +33,7 @@ const (
 func toolTable() []toolDef {
 	def, max := DefaultWaitBounds.seconds()
 	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true}
-	return []toolDef{
+	return append([]toolDef{
 		define(&mcp.Tool{Name: ToolWait, Title: "Wait for an action", Description: fmt.Sprintf(
 			"Take the next action on the bee board that this session may take: claims it and returns it, waiting up to timeoutSeconds (default %d, at most %d) for one. "+
 				"Returns {records, cursor, next}: records holds the one action now claimed by you (do it, then call %s with its id), or is empty when there is none. "+
@@ -44,9 +44,9 @@ func toolTable() []toolDef {
 			"Returns {records, cursor, next}, a page of at most about 64 KiB: long texts are cut short (cut is set on such a record; an action you take with " +
 			ToolWait + " comes whole), and the next page starts at since=cursor."}, (*tools).list),
 		define(&mcp.Tool{Name: ToolWhoami, Title: "Who am I on the board", Annotations: readOnly, Description: "Report this session's identity on the bee board (agent:<name>#<8 hex>), its agent name, " +
-			"the agent process (Claude Code, Codex CLI or Gemini CLI: claudePid) and session it belongs to, the client, and the action source."}, (*tools).whoami),
+			"the agent process (Claude Code, Codex CLI or Gemini CLI: claudePid) and session it belongs to, the client, the repository it works in (repo), and the action source."}, (*tools).whoami),
 		define(&mcp.Tool{Name: ToolPost, Title: "Post an action", Description: "Post a new action on the bee board for another agent or person to take. " +
-			"to is optional: omit it for anyone, give an agent name, or one identity. Returns {action, next}."}, (*tools).post),
+			"to is optional: omit it for anyone, give an agent name, or one identity. " + postPathsRule + " Returns {action, next}."}, (*tools).post),
 		define(&mcp.Tool{Name: ToolFinish, Title: "Finish an action", Annotations: &mcp.ToolAnnotations{IdempotentHint: false}, Description: "Mark an action you claimed (through " + ToolWait + ") as done, " +
 			"with an optional short result for its poster. Pass the id exactly as it was returned. Returns {action}."}, (*tools).finish),
 		define(&mcp.Tool{Name: ToolRelease, Title: "Release an action", Description: "Give back an action you claimed but will not finish, so another agent can take it. " +
@@ -62,7 +62,7 @@ func toolTable() []toolDef {
 				"Returns {records, next}; records is empty when none ended within timeoutSeconds (default %d, at most %d). "+
 				"A failed action carries the reason it could not be done: read it and decide (fix what it names and post again, "+
 				"do it yourself, or tell the user); do not post the same action again unchanged.", ToolPost, def, max)}, (*tools).await),
-	}
+	}, reservationTools()...)
 }
 
 // instructions is what the server tells every client at the handshake;
@@ -74,8 +74,9 @@ func instructions() string {
 	return fmt.Sprintf(`bee connects this session to a shared action board. Other agents and people post actions there.
 To take work, call %[1]s: it claims the next action meant for you (waiting up to %[2]d s) and returns it. Do the action, then call %[3]s with its id and a short result. If someone else could do it, call %[4]s; if it cannot be done as asked, call %[5]s with the reason.
 To hand work to another agent, call %[6]s; %[7]s waits until it ends (done, failed or cancelled); %[8]s calls it off. %[9]s tells you your identity on the board.
+%[10]s
 An answer's next field says what to do now; when bee refuses a call, its error field says why.`,
-		ToolWait, def, ToolFinish, ToolRelease, ToolFail, ToolPost, ToolAwait, ToolCancel, ToolWhoami)
+		ToolWait, def, ToolFinish, ToolRelease, ToolFail, ToolPost, ToolAwait, ToolCancel, ToolWhoami, reservationInstructions)
 }
 
 // ServerOptions configures NewServer. nil means defaults.
