@@ -18,6 +18,8 @@ type PostCommand struct {
 
 	to     string
 	from   string
+	paths  string
+	repo   string
 	asJSON bool
 }
 
@@ -25,6 +27,8 @@ func (c *PostCommand) flagSet() *flag.FlagSet {
 	fs := c.env.flags("post")
 	fs.StringVar(&c.to, "to", "", "whom it is for: an agent name (any identity of that agent) or one identity (default anyone)")
 	fs.StringVar(&c.from, "from", "", "post as this person (default $USER)")
+	fs.StringVar(&c.paths, "paths", "", "the files the work will change, as comma-separated path patterns ('src/auth/**,docs/auth.md'): whoever takes it holds them")
+	fs.StringVar(&c.repo, "repo", "", "with --paths: "+repoFlagUsage)
 	fs.BoolVar(&c.asJSON, "json", false, "print the posted action as JSON")
 	return fs
 }
@@ -68,19 +72,23 @@ func (c *PostCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 
+	d := actions.Draft{To: c.to, Title: title, Body: body}
+	if err := c.withPaths(&d); err != nil {
+		return err
+	}
 	b, err := c.env.open("post", true)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
-	rec, err := b.Post(ctx, poster, actions.Draft{To: c.to, Title: title, Body: body})
+	rec, err := b.Post(ctx, poster, d)
 	switch {
 	case errors.Is(err, actions.ErrEmptyTitle):
 		return &cliError{code: exitUsage, err: err, msg: "bee post: the title is blank; an action needs one", hint: `bee post "TITLE" ["BODY"]`}
 	case err != nil:
 		return c.env.refusal(ctx, b, "post", "", err)
 	}
-	return c.env.printRecord(c.asJSON, rec, fmt.Sprintf("posted %s for %s: %s", safe(rec.ID), recipient(rec.To), safe(rec.Title)))
+	return c.env.printRecord(c.asJSON, rec, fmt.Sprintf("posted %s for %s: %s", safe(rec.ID), recipient(rec.To), safe(rec.Title))+heldBackLine(rec))
 }
 
 // poster is the person posting (see env.person).
@@ -130,6 +138,11 @@ The title is one line of at most 200 characters, with no control
 characters; the body, at most 64 KiB, holds the detail ("-" reads it from
 stdin). The action is posted as
 user:<name>. Flags go before the title.
+
+With --paths it carries the files the work will change, as path patterns
+of a repository: whoever takes it holds them while working on it, and
+while someone else holds any of them the action is held back (bee show
+says by whom) and nobody is woken for it.
 
 Flags:
 
