@@ -14,7 +14,7 @@ import (
 )
 
 // recordCols are the columns scanRecord reads, in order.
-const recordCols = `seq, to_whom, from_whom, title, body, state, holder, result, reason, ended_by, posted_at, claimed_at, done_at`
+const recordCols = `seq, to_whom, from_whom, title, body, state, holder, result, reason, ended_by, posted_at, claimed_at, done_at, repo, paths`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -31,16 +31,20 @@ func noRows(err error) error {
 	return err
 }
 
-func scanRecord(s scanner, extra ...any) (actions.Record, error) {
+func scanRecord(s scanner, extra ...any) (_ actions.Record, err error) {
 	var (
 		r                  actions.Record
 		state              string
 		posted             int64
 		claimedAt, endedAt sql.NullInt64
+		paths              string
 	)
 	dest := append([]any{&r.Seq, &r.To, &r.From, &r.Title, &r.Body, &state, &r.Holder, &r.Result, &r.Reason, &r.EndedBy,
-		&posted, &claimedAt, &endedAt}, extra...)
+		&posted, &claimedAt, &endedAt, &r.Repo, &paths}, extra...)
 	if err := s.Scan(dest...); err != nil {
+		return actions.Record{}, err
+	}
+	if r.Paths, err = decodePaths(paths); err != nil {
 		return actions.Record{}, err
 	}
 	r.ID = position.ActionID(r.Seq)

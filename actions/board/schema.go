@@ -127,6 +127,7 @@ CREATE INDEX actions_rev ON actions (rev, seq);
 CREATE INDEX actions_untold ON actions (from_whom) WHERE told_at IS NULL AND state IN ('done', 'failed', 'cancelled');
 ALTER TABLE members ADD COLUMN waiter_at INTEGER;
 `,
+	3: reservationsMigration,
 }
 
 // schemaVersion is the version this bee writes.

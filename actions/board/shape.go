@@ -6,11 +6,16 @@ package board
 // here rather than found at start-up: running the migrations on an
 // in-memory database took a sixth of a bridge's start-up work.
 var wantShape = schemaShape{
-	"actions":         "table CREATE TABLE \"actions\" ( seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT GENERATED ALWAYS AS ('a-' || seq) VIRTUAL, to_whom TEXT NOT NULL DEFAULT '', from_whom TEXT NOT NULL, title TEXT NOT NULL, body TEXT NOT NULL DEFAULT '', state TEXT NOT NULL DEFAULT 'open' CHECK (state IN ('open', 'claimed', 'done', 'failed', 'cancelled')), holder TEXT NOT NULL DEFAULT '', result TEXT NOT NULL DEFAULT '', reason TEXT NOT NULL DEFAULT '', ended_by TEXT NOT NULL DEFAULT '', posted_at INTEGER NOT NULL, claimed_at INTEGER, done_at INTEGER, told_at INTEGER, rev INTEGER NOT NULL, CHECK (state <> 'open' OR holder = ''), CHECK (state NOT IN ('claimed', 'done', 'failed') OR holder <> '') )",
-	"actions_claimed": "index CREATE INDEX actions_claimed ON actions (holder) WHERE state = 'claimed'",
-	"actions_open":    "index CREATE INDEX actions_open ON actions (to_whom, seq) WHERE state = 'open'",
-	"actions_rev":     "index CREATE INDEX actions_rev ON actions (rev, seq)",
-	"actions_untold":  "index CREATE INDEX actions_untold ON actions (from_whom) WHERE told_at IS NULL AND state IN ('done', 'failed', 'cancelled')",
-	"members":         "table CREATE TABLE members ( identity TEXT PRIMARY KEY, agent TEXT NOT NULL, pid INTEGER NOT NULL, claude_pid INTEGER NOT NULL DEFAULT 0, session_id TEXT NOT NULL DEFAULT '', joined_at INTEGER NOT NULL, renewed_at INTEGER NOT NULL, lease_until INTEGER NOT NULL, departed_at INTEGER , waiter_at INTEGER) WITHOUT ROWID",
-	"meta":            "table CREATE TABLE meta ( key TEXT PRIMARY KEY, value NOT NULL ) WITHOUT ROWID",
+	"actions":             "table CREATE TABLE \"actions\" ( seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT GENERATED ALWAYS AS ('a-' || seq) VIRTUAL, to_whom TEXT NOT NULL DEFAULT '', from_whom TEXT NOT NULL, title TEXT NOT NULL, body TEXT NOT NULL DEFAULT '', state TEXT NOT NULL DEFAULT 'open' CHECK (state IN ('open', 'claimed', 'done', 'failed', 'cancelled')), holder TEXT NOT NULL DEFAULT '', result TEXT NOT NULL DEFAULT '', reason TEXT NOT NULL DEFAULT '', ended_by TEXT NOT NULL DEFAULT '', posted_at INTEGER NOT NULL, claimed_at INTEGER, done_at INTEGER, told_at INTEGER, rev INTEGER NOT NULL, repo TEXT NOT NULL DEFAULT '', paths TEXT NOT NULL DEFAULT '', held_by TEXT NOT NULL DEFAULT '', CHECK (state <> 'open' OR holder = ''), CHECK (state NOT IN ('claimed', 'done', 'failed') OR holder <> '') )",
+	"actions_claimed":     "index CREATE INDEX actions_claimed ON actions (holder) WHERE state = 'claimed'",
+	"actions_open":        "index CREATE INDEX actions_open ON actions (to_whom, seq) WHERE state = 'open'",
+	"actions_paths":       "index CREATE INDEX actions_paths ON actions (repo) WHERE state = 'open' AND repo <> ''",
+	"actions_rev":         "index CREATE INDEX actions_rev ON actions (rev, seq)",
+	"actions_untold":      "index CREATE INDEX actions_untold ON actions (from_whom) WHERE told_at IS NULL AND state IN ('done', 'failed', 'cancelled')",
+	"members":             "table CREATE TABLE members ( identity TEXT PRIMARY KEY, agent TEXT NOT NULL, pid INTEGER NOT NULL, claude_pid INTEGER NOT NULL DEFAULT 0, session_id TEXT NOT NULL DEFAULT '', joined_at INTEGER NOT NULL, renewed_at INTEGER NOT NULL, lease_until INTEGER NOT NULL, departed_at INTEGER , waiter_at INTEGER) WITHOUT ROWID",
+	"meta":                "table CREATE TABLE meta ( key TEXT PRIMARY KEY, value NOT NULL ) WITHOUT ROWID",
+	"reservations":        "table CREATE TABLE reservations ( id INTEGER PRIMARY KEY AUTOINCREMENT, res INTEGER NOT NULL, repo TEXT NOT NULL, holder TEXT NOT NULL, pattern TEXT NOT NULL, prefix TEXT NOT NULL, exclusive INTEGER NOT NULL CHECK (exclusive IN (0, 1)), reason TEXT NOT NULL DEFAULT '', action INTEGER, created INTEGER NOT NULL )",
+	"reservations_action": "index CREATE INDEX reservations_action ON reservations (action) WHERE action IS NOT NULL",
+	"reservations_holder": "index CREATE INDEX reservations_holder ON reservations (holder)",
+	"reservations_prefix": "index CREATE INDEX reservations_prefix ON reservations (repo, prefix)",
 }

@@ -23,9 +23,9 @@ func (wtx) Notify(engine.Event) error { return nil }
 
 // Insert implements engine.Tx.
 func (t wtx) Insert(a engine.NewAction) (actions.Record, error) {
-	return scanRecord(t.row(`INSERT INTO actions (to_whom, from_whom, title, body, state, posted_at, rev)
-		VALUES (?, ?, ?, ?, ?, ?, `+nextRev+`) RETURNING `+recordCols,
-		a.To, a.From, a.Title, a.Body, string(a.State), t.b.nowMS()))
+	return scanRecord(t.row(`INSERT INTO actions (to_whom, from_whom, title, body, state, posted_at, rev, repo, paths, held_by)
+		VALUES (?, ?, ?, ?, ?, ?, `+nextRev+`, ?, ?, ?) RETURNING `+recordCols,
+		a.To, a.From, a.Title, a.Body, string(a.State), t.b.nowMS(), a.Repo, encodePaths(a.Paths), a.HeldBy))
 }
 
 // Action implements engine.Tx.
@@ -88,12 +88,13 @@ func (t wtx) Readdress(seq int64, to string) (actions.Record, error) {
 // oldestFor is the one place the board file says which open actions a
 // claimant may take, and in what order (see engine.Want): the seq of the
 // oldest open action addressed to anyone, to the agent named by the
-// parameter agent or to the identity who, not in the JSON array skip, or
-// NULL. Three index walks that stop at their first row: "IN (...) ORDER BY
-// seq LIMIT 1" would sort every open action instead.
+// parameter agent or to the identity who, not held back from who (its
+// held_by is '' or who), not in the JSON array skip, or NULL. Three index
+// walks that stop at their first row: "IN (...) ORDER BY seq LIMIT 1"
+// would sort every open action instead.
 func oldestFor(who, agent, skip string) string {
 	walk := func(to string) string {
-		return `(SELECT seq FROM actions WHERE state = 'open' AND to_whom = ` + to +
+		return `(SELECT seq FROM actions WHERE state = 'open' AND to_whom = ` + to + ` AND held_by IN ('', ` + who + `)` +
 			` AND seq NOT IN (SELECT value FROM json_each(` + skip + `)) ORDER BY seq LIMIT 1)`
 	}
 	return `SELECT min(s) FROM (SELECT ` + walk("''") + ` AS s UNION ALL SELECT ` + walk(agent) + ` UNION ALL SELECT ` + walk(who) + `)`

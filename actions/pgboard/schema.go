@@ -80,6 +80,7 @@ CREATE TABLE bee_members (
 CREATE INDEX bee_members_agent ON bee_members (agent);
 CREATE INDEX bee_members_live ON bee_members (lease_until) WHERE departed_at IS NULL;
 `,
+	2: reservationsMigration,
 }
 
 // schemaVersion is the version this bee writes.

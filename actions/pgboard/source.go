@@ -13,7 +13,7 @@ import (
 )
 
 // recordCols are the columns scanRecord reads, in order.
-const recordCols = `seq, to_whom, from_whom, title, body, state, holder, result, reason, ended_by, posted_at, claimed_at, ended_at`
+const recordCols = `seq, to_whom, from_whom, title, body, state, holder, result, reason, ended_by, posted_at, claimed_at, ended_at, repo, paths`
 
 // recordColsOf is recordCols of the table aliased alias.
 func recordColsOf(alias string) string {
@@ -35,9 +35,12 @@ func scanRecord(row pgx.Row, extra ...any) (actions.Record, error) {
 		claimedAt, endedAt *time.Time
 	)
 	dest := append([]any{&r.Seq, &r.To, &r.From, &r.Title, &r.Body, &state, &r.Holder, &r.Result, &r.Reason, &r.EndedBy,
-		&posted, &claimedAt, &endedAt}, extra...)
+		&posted, &claimedAt, &endedAt, &r.Repo, &r.Paths}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return actions.Record{}, err
+	}
+	if len(r.Paths) == 0 {
+		r.Paths = nil
 	}
 	r.ID = position.ActionID(r.Seq)
 	r.State = actions.State(state)

@@ -30,9 +30,13 @@ func (t ptx) Notify(e engine.Event) error { return t.b.notify(t.ctx, t.tx, e) }
 
 // Insert implements engine.Tx.
 func (t ptx) Insert(a engine.NewAction) (actions.Record, error) {
-	return scanRecord(t.tx.QueryRow(t.ctx, `INSERT INTO bee_actions (to_whom, from_whom, title, body, state, posted_at, rev)
-		VALUES ($1, $2, $3, $4, $5, `+nowSQL("$6")+`, `+xid+`) RETURNING `+recordCols,
-		a.To, a.From, a.Title, a.Body, string(a.State), t.b.now()))
+	paths := a.Paths
+	if paths == nil {
+		paths = []string{}
+	}
+	return scanRecord(t.tx.QueryRow(t.ctx, `INSERT INTO bee_actions (to_whom, from_whom, title, body, state, posted_at, rev, repo, paths, held_by)
+		VALUES ($1, $2, $3, $4, $5, `+nowSQL("$6")+`, `+xid+`, $7, $8, $9) RETURNING `+recordCols,
+		a.To, a.From, a.Title, a.Body, string(a.State), t.b.now(), a.Repo, paths, a.HeldBy))
 }
 
 // Action implements engine.Tx.

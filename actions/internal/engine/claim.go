@@ -332,6 +332,9 @@ func (e *Engine) claimTx(t *txn, w Want, l Look, r *claimResult) error {
 	if r.rec, r.ok, err = t.Take(w); err != nil || !r.ok {
 		return err
 	}
+	if r.ok, err = e.claimPathsTx(t, r.rec); err != nil || !r.ok {
+		return err
+	}
 	return t.emit(Event{Changed, wakeup.Everyone})
 }
 
@@ -353,6 +356,9 @@ func (e *Engine) reclaimTx(t *txn, who identity.ID) (back []string, dead []ident
 	}
 	orphans, err := t.ReleaseOrphans(who)
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := e.servedTx(t, seqsOf(orphans)); err != nil {
 		return nil, nil, err
 	}
 	if len(orphans) > 0 {

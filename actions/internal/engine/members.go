@@ -67,6 +67,9 @@ func (e *Engine) departTx(t *txn, who identity.ID) (released, readdressed []stri
 	if released, readdressed, err = t.Depart(who); err != nil {
 		return nil, nil, err
 	}
+	if _, err = e.dropTx(t, Drop{Holder: string(who)}, seqsOf(released)); err != nil {
+		return nil, nil, err
+	}
 	if len(released) > 0 || len(readdressed) > 0 {
 		err = t.emit(Event{Claimable, wakeup.Everyone})
 	}
@@ -125,8 +128,10 @@ func (e *Engine) reap(ctx context.Context) {
 
 // markGone sets HolderGone on the claimed records whose holder is not live
 // by the store's rule: a view shows a dead holder as such even when reap
-// could not depart it.
+// could not depart it. It also fills HeldBackBy (see markHeld): every view
+// that marks gone holders shows what holds actions back.
 func (e *Engine) markGone(ctx context.Context, recs []actions.Record) {
+	e.markHeld(ctx, recs)
 	var holders []string
 	for _, r := range recs {
 		if r.State == actions.Claimed && !slices.Contains(holders, r.Holder) {

@@ -36,7 +36,14 @@ func (e *Engine) Post(ctx context.Context, by actions.Poster, d actions.Draft) (
 	if err := e.checkLive(ctx, d.To); err != nil {
 		return actions.Record{}, fmt.Errorf("post: %w", err)
 	}
+	pats, err := actions.CheckPaths(d.Repo, d.Paths)
+	if err != nil {
+		return actions.Record{}, fmt.Errorf("post: %w", err)
+	}
 	a := NewAction{To: d.To, From: string(who), Title: title, Body: d.Body, State: actions.Open}
+	if pats != nil {
+		a.Repo, a.Paths = d.Repo, patternTexts(pats)
+	}
 	var rec actions.Record
 	err = e.write(ctx, "post", func(t *txn) error {
 		var err error
@@ -52,13 +59,17 @@ func (e *Engine) Post(ctx context.Context, by actions.Poster, d actions.Draft) (
 
 // postTx adds a inside t and wakes those who may take it: the one place an
 // action is posted, where what decides its state before the insert (a
-// plan's prerequisites) and what a batch of posts shares belong.
+// plan's prerequisites, what holds its paths back) and what a batch of
+// posts shares belong.
 func (e *Engine) postTx(t *txn, a NewAction) (actions.Record, error) {
+	if err := e.holdNewTx(t, &a); err != nil {
+		return actions.Record{}, err
+	}
 	rec, err := t.Insert(a)
 	if err != nil || rec.State != actions.Open {
 		return rec, err
 	}
-	return rec, t.emit(ClaimableFor(rec))
+	return rec, e.wakeOpen(t, rec.To, a.HeldBy)
 }
 
 // Get implements actions.Source: the action with the given id, or
@@ -212,6 +223,9 @@ func (e *Engine) changeTx(t *txn, seq int64, holder string, u Update) (_ actions
 	if err != nil || !ok {
 		return rec, ok, err
 	}
+	if err := e.endServedTx(t, rec); err != nil {
+		return rec, ok, err
+	}
 	if u.State.Ended() {
 		return rec, true, t.emit(EndedFor(rec))
 	}
@@ -269,6 +283,9 @@ func (e *Engine) Readdress(ctx context.Context, by actions.Poster, id, to string
 		}
 		rec, err := t.Readdress(cur.Seq, to)
 		if err != nil {
+			return actions.Record{}, err
+		}
+		if err := e.readdressedTx(t, rec); err != nil {
 			return actions.Record{}, err
 		}
 		return rec, t.emit(ClaimableFor(rec))

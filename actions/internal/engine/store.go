@@ -44,6 +44,7 @@ type Store interface {
 
 // Reads are a store's reads, outside any write transaction.
 type Reads interface {
+	ReserveReads
 	// Action is the action seq.
 	Action(ctx context.Context, seq int64) (actions.Record, error)
 	// List is the actions after seq after, in posting order, in one of
@@ -104,6 +105,7 @@ type Local interface {
 // engine. Its methods may be called only inside that call. Each reads or
 // writes the rows it names, locked as the store needs.
 type Tx interface {
+	ReserveTx
 	// Notify queues e in the transaction, for a store whose transactions
 	// carry wake-ups to other processes (PostgreSQL's NOTIFY); it is sent
 	// at the commit and never on a rollback. Other stores do nothing.
@@ -207,6 +209,11 @@ type Claimant struct {
 type NewAction struct {
 	To, From, Title, Body string
 	State                 actions.State
+	// Repo and Paths are the repository and the normalised patterns of an
+	// action that carries paths (none: "" and nil); HeldBy is its held_by
+	// (see HeldByAll).
+	Repo, HeldBy string
+	Paths        []string
 }
 
 // An Update is what Tx.Update writes to an action: State Open puts a claim
