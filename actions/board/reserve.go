@@ -14,7 +14,7 @@ import (
 
 // Reservations on the board file: the table reservations, one row per
 // pattern, found by (repo, prefix); the actions' repo, paths (a JSON array
-// of patterns, '' for none) and held_by. Writes are serialized by the
+// of patterns, empty for none) and held_by. Writes are serialized by the
 // write lock, so a transaction that reads reservations to decide sees
 // every one committed before it, and none is committed meanwhile.
 
@@ -99,7 +99,7 @@ func jsonList(ss []string) string {
 }
 
 // encodePaths is how the actions table keeps an action's patterns: a
-// JSON array, '' for none.
+// JSON array, or the empty string for none.
 func encodePaths(paths []string) string {
 	if len(paths) == 0 {
 		return ""

@@ -89,8 +89,8 @@ func (t wtx) Readdress(seq int64, to string) (actions.Record, error) {
 // claimant may take, and in what order (see engine.Want): the seq of the
 // oldest open action addressed to anyone, to the agent named by the
 // parameter agent or to the identity who, not held back from who (its
-// held_by is '' or who), not in the JSON array skip, or NULL. Three index
-// walks that stop at their first row: "IN (...) ORDER BY seq LIMIT 1"
+// held_by is empty or who), not in the JSON array skip, or NULL. Three
+// index walks that stop at their first row: "IN (...) ORDER BY seq LIMIT 1"
 // would sort every open action instead.
 func oldestFor(who, agent, skip string) string {
 	walk := func(to string) string {

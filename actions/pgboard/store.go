@@ -112,7 +112,7 @@ func (s *store) EndedAmong(ctx context.Context, seqs []int64) ([]actions.Record,
 // openFor is the one place the PostgreSQL board says which open actions a
 // claimant may take (see engine.Want): $2 holds its recipients, $3 the
 // seqs to skip, $1 is the claimant (an action held back from it is not
-// for it: held_by is '' or the claimant). Claims take them in posting
+// for it: held_by is empty or the claimant). Claims take them in posting
 // order.
 const openFor = `state = 'open' AND to_whom = ANY($2) AND NOT (seq = ANY($3)) AND held_by IN ('', $1)`
 

@@ -17,7 +17,7 @@ import (
 // when there are several holders or a person (HeldByAll). held_by is
 // recomputed here, in every transaction that changes a repository's
 // reservations, and before an action with paths is posted; the claim
-// statement of each store keeps only actions with held_by '' or the
+// statement of each store keeps only actions with held_by empty or the
 // claimant.
 
 // scopeOf is the scope of the rows that could overlap any of pats in repo
@@ -170,7 +170,7 @@ func parsePatterns(ss []string) []pathglob.Pattern {
 }
 
 // heldBy is the held_by of an open action with patterns pats, given the
-// rows near them: '' when none overlaps, the one identity that holds
+// rows near them: empty when none overlaps, the one identity that holds
 // every overlapping row, else HeldByAll. Every overlap counts, shared or
 // not: a claim reserves an action's paths exclusive.
 func heldBy(rows []Held, pats []pathglob.Pattern) string {
