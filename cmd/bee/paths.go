@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -81,4 +82,18 @@ func pathsCell(with bool, r actions.Record) string {
 		return ""
 	}
 	return oneLine(orDash(strings.Join(r.Paths, " ")), 40) + "\t"
+}
+
+// viewed is rec, just posted, as views show it: a board fills HeldBackBy
+// in its views (Get, List), not in the answer to a post. An action
+// without paths is never held back, and one that cannot be read again is
+// shown as posted.
+func viewed(ctx context.Context, b actions.Board, rec actions.Record) actions.Record {
+	if len(rec.Paths) == 0 || len(rec.HeldBackBy) > 0 {
+		return rec
+	}
+	if r, err := b.Get(ctx, rec.ID); err == nil {
+		return r
+	}
+	return rec
 }

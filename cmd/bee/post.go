@@ -88,6 +88,7 @@ func (c *PostCommand) Run(ctx context.Context, args []string) error {
 	case err != nil:
 		return c.env.refusal(ctx, b, "post", "", err)
 	}
+	rec = viewed(ctx, b, rec)
 	return c.env.printRecord(c.asJSON, rec, fmt.Sprintf("posted %s for %s: %s", safe(rec.ID), recipient(rec.To), safe(rec.Title))+heldBackLine(rec))
 }
 

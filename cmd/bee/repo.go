@@ -37,8 +37,9 @@ func (e *env) repoName(cmd, flagValue string) (string, error) {
 	}
 	if fi, err := os.Stat(dir); flagValue != "" && (err != nil || !fi.IsDir()) {
 		if err := actions.CheckRepo(flagValue); err != nil {
-			return "", usagef("bee "+cmd+" --repo DIR (a folder of the repository), or its name as bee reservations --all prints it",
-				"bee %s: --repo %q: %v", cmd, flagValue, err)
+			return "", &cliError{code: exitUsage, err: err,
+				msg:  fmt.Sprintf("bee %s: --repo %q is neither a folder nor a repository's name, which is plain text of at most %d bytes", cmd, flagValue, actions.MaxRepoLen),
+				hint: "give a folder of the repository, or its name as bee reservations --all prints it"}
 		}
 		return flagValue, nil // a name
 	}

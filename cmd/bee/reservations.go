@@ -171,7 +171,7 @@ func (c *ReservationsCommand) check(ctx context.Context, args []string) error {
 // names (relative to the working directory), or, with none, the request
 // on stdin.
 func (c *ReservationsCommand) checkRequest(args []string) (wire.CheckPathsRequest, error) {
-	const hint = "bee reservations check PATH..., or one JSON request on stdin (bee reservations check --help)"
+	const hint = "give the paths as arguments, or one JSON request on stdin: see bee reservations check --help"
 	var req wire.CheckPathsRequest
 	if len(args) > 0 {
 		wd, err := c.env.workDir()

@@ -134,7 +134,7 @@ func (c *ReleaseCommand) Run(ctx context.Context, args []string) error {
 		return helped(err)
 	}
 	if c.all && (fs.NArg() > 0 || c.repo != "") {
-		return usagef("bee release --all, or bee release [--repo DIR] PATTERN...", "bee release: --all releases everything, in every repository: give it no patterns and no --repo")
+		return usagef("drop --all to release some patterns of one repository", "bee release: --all releases everything, in every repository: give it no patterns and no --repo")
 	}
 	who, err := c.env.person("release", c.from)
 	if err != nil {

@@ -133,6 +133,7 @@ func (t *tools) post(ctx context.Context, c *toolCall, in postIn) (actionOut, er
 		return actionOut{}, err
 	}
 	t.log.Info("action posted", logkey.Identity, who, logkey.ActionID, rec.ID)
+	rec = c.s.viewed(ctx, rec)
 	next := fmt.Sprintf("Posted as %s. Go on with other work, or end your turn: bee wakes you when it ends. %s waits for it; %s calls it off.", rec.ID, ToolAwait, ToolCancel)
 	if cl := clients.FromRequest(c.req); !cl.Wakes {
 		next = cl.PostedNext(rec.ID)

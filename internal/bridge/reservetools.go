@@ -276,3 +276,17 @@ func heldBackNext(rec actions.Record) string {
 	}
 	return fmt.Sprintf("It is held back: %s holds %s (%s)%s, which its paths overlap; nobody takes it until that is released. ", h.Holder, h.Pattern, h.Reservation, more)
 }
+
+// viewed is rec, just posted, as views show it: a board fills HeldBackBy
+// in its views (Get), not in the answer to a post. An action without
+// paths is never held back; one that cannot be read again is shown as
+// posted.
+func (s *Session) viewed(ctx context.Context, rec actions.Record) actions.Record {
+	if len(rec.Paths) == 0 || len(rec.HeldBackBy) > 0 {
+		return rec
+	}
+	if r, err := s.source.Get(ctx, rec.ID); err == nil {
+		return r
+	}
+	return rec
+}

@@ -276,3 +276,66 @@ func TestSession_CheckPaths(t *testing.T) {
 	_, err = s.CheckPaths(t.Context(), []string{filepath.Join(dir, "README.md")})
 	require.ErrorIs(t, err, actions.ErrDeparted, "a departed session cannot decide: the hook lets the edit through, saying so")
 }
+
+// Two sessions on a real board file: what one reserves, the other's
+// reserve, edits (the guard's question) and posts meet, naming the
+// holder; released or cleared (/clear), it is free again.
+func TestReserveTools_TwoSessionsOnABoard(t *testing.T) {
+	t.Parallel()
+	dir := gitRepo(t, "git@github.com:tractat-us/bee.git")
+	b := openBoard(t)
+	a, ca := connectIn(t, b, dir)
+	bs, cb := connectIn(t, b, dir)
+	login := filepath.Join(dir, "src", "auth", "login.go")
+
+	r := structured[reserveOut](t, call(t, ca, ToolReserve, map[string]any{"paths": []string{"src/auth/**"}, "reason": "moving sessions to the store"})).Reservation
+	require.Equal(t, string(a.Identity()), r.Holder)
+	require.Equal(t, "github.com/tractat-us/bee", r.Repo)
+
+	got := said(t, call(t, cb, ToolReserve, map[string]any{"paths": []string{"src/auth/login.go"}, "reason": "fix a typo"}))
+	require.Contains(t, got, string(a.Identity()))
+	require.Contains(t, got, "moving sessions to the store")
+	require.Contains(t, got, "post to the holder")
+
+	held, err := bs.CheckPaths(t.Context(), []string{login, filepath.Join(dir, "README.md")})
+	require.NoError(t, err)
+	require.Len(t, held, 1)
+	require.Equal(t, login, held[0].Path)
+	require.Equal(t, string(a.Identity()), held[0].Reservation.Holder)
+	require.Equal(t, "src/auth/**", held[0].Pattern)
+	held, err = a.CheckPaths(t.Context(), []string{login})
+	require.NoError(t, err)
+	require.Empty(t, held, "the holder's own edits go through")
+
+	post := structured[actionOut](t, call(t, cb, ToolPost, map[string]any{"title": "rework login", "body": "b", "paths": []string{"src/auth/login.go"}}))
+	require.Equal(t, []actions.HeldBack{{Reservation: r.ID, Holder: string(a.Identity()), Pattern: "src/auth/**"}}, post.Action.HeldBackBy)
+	require.Contains(t, post.Next, "held back: "+string(a.Identity()))
+
+	list := structured[listReservationsOut](t, call(t, cb, ToolListReservations, nil))
+	require.Len(t, list.Reservations, 1)
+	require.False(t, list.Reservations[0].Yours)
+	require.True(t, structured[listReservationsOut](t, call(t, ca, ToolListReservations, nil)).Reservations[0].Yours)
+
+	// /clear: the old identity's reservations end with it.
+	_, err = a.Retire(t.Context(), RetireRequest{})
+	require.NoError(t, err)
+	held, err = bs.CheckPaths(t.Context(), []string{login})
+	require.NoError(t, err)
+	require.Empty(t, held)
+	require.Empty(t, structured[listReservationsOut](t, call(t, cb, ToolListReservations, nil)).Reservations)
+
+	// Reserved again, then released by the tool.
+	structured[reserveOut](t, call(t, ca, ToolReserve, map[string]any{"paths": []string{"src/auth/**", "docs"}, "reason": "again"}))
+	rel := structured[releasePathsOut](t, call(t, ca, ToolReleasePaths, map[string]any{"paths": []string{"src/auth/**"}}))
+	require.Len(t, rel.Released, 1)
+	require.Equal(t, []string{"src/auth/**"}, rel.Released[0].Patterns)
+	held, err = bs.CheckPaths(t.Context(), []string{login, filepath.Join(dir, "docs", "x.md")})
+	require.NoError(t, err)
+	require.Len(t, held, 1)
+	require.Equal(t, "docs", held[0].Pattern)
+	rel = structured[releasePathsOut](t, call(t, ca, ToolReleasePaths, nil))
+	require.Len(t, rel.Released, 1)
+	held, err = bs.CheckPaths(t.Context(), []string{filepath.Join(dir, "docs", "x.md")})
+	require.NoError(t, err)
+	require.Empty(t, held)
+}
