@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -252,6 +253,7 @@ func askBee(ctx context.Context, req wire.CheckPathsRequest) (wire.CheckPathsAns
 		return none, fmt.Errorf("encode request: %w", err)
 	}
 	cmd := exec.CommandContext(ctx, bee, beeCheckArgs...)
+	cmd.Env = withoutVars(os.Environ(), gitHookVars)
 	cmd.Stdin = bytes.NewReader(data)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -276,6 +278,27 @@ func askBee(ctx context.Context, req wire.CheckPathsRequest) (wire.CheckPathsAns
 		return none, fmt.Errorf("%s: the answer is not a reservations check's: %w", name, err)
 	}
 	return a, nil
+}
+
+// gitHookVars are the variables git sets for a hook about the commit's
+// own repository. bee finds the repository of each file from the file
+// itself, running git where it must; under GIT_DIR without GIT_WORK_TREE
+// git takes whatever directory it is asked about for the top of the
+// worktree, so bee would place every file wrongly and hold none. askBee
+// runs bee without them.
+var gitHookVars = []string{"GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_INDEX_FILE", "GIT_PREFIX",
+	"GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES"}
+
+// withoutVars is env without the variables named in names.
+func withoutVars(env, names []string) []string {
+	var out []string
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(names, name) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // findBee returns the bee command beside this executable (go install puts

@@ -183,6 +183,11 @@ func TestAskBee(t *testing.T) {
 		t.Skip("a bee beside the test binary would be asked instead of the fake")
 	}
 	req := clearctl.CheckPathsRequest{Paths: []string{"/r/src/auth/a.go"}, Tool: clearctl.ToolGitCommit, Cwd: "/r"}
+	// As git runs a pre-commit hook in a linked worktree.
+	t.Setenv("GIT_DIR", "/r/.git/worktrees/w")
+	t.Setenv("GIT_INDEX_FILE", "/r/.git/worktrees/w/index")
+	t.Setenv("GIT_WORK_TREE", "/r")
+	t.Setenv("GIT_AUTHOR_NAME", "kept")
 	for _, tc := range []struct {
 		name   string
 		script string
@@ -194,6 +199,11 @@ read -r line; case "$line" in *'"paths":["/r/src/auth/a.go"]'*) ;; *) exit 8;; e
 echo '{"allow":false,"conflicts":[{"path":"/r/src/auth/a.go","holder":"agent:a#00000001","exclusive":true}]}'`,
 			want: clearctl.CheckPathsAnswer{Conflicts: []clearctl.PathConflict{{Path: "/r/src/auth/a.go", Holder: "agent:a#00000001", Exclusive: true}}}},
 		{name: "allows", script: `cat >/dev/null; echo '{"allow":true}'`, want: clearctl.CheckPathsAnswer{Allow: true}},
+		// git's variables about the commit's repository would make bee
+		// place files wrongly (see gitHookVars); the rest pass.
+		{name: "without git's hook variables", script: `[ -z "${GIT_DIR+x}${GIT_INDEX_FILE+x}${GIT_WORK_TREE+x}" ] || exit 7
+[ "$GIT_AUTHOR_NAME" = "kept" ] || exit 6
+cat >/dev/null; echo '{"allow":true}'`, want: clearctl.CheckPathsAnswer{Allow: true}},
 		{name: "older bee", script: `echo 'bee: unknown command "reservations" (see bee --help)' >&2; exit 2`,
 			err: `reservations check --json: exit status 2: bee: unknown command "reservations" (see bee --help)`},
 		{name: "not an answer", script: `echo '{"ok":true}'`, err: `the answer is not a reservations check's: {"ok":true}`},

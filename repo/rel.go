@@ -32,16 +32,13 @@ const maxLinks = 40
 // more than 40), and a directory along the path it may not look into; and
 // when r.Root itself cannot be resolved.
 func Rel(r Repo, absPath string) (rel string, inside bool, err error) {
-	if !filepath.IsAbs(absPath) {
-		return "", false, fmt.Errorf("path %q is not absolute; give the full path of the file", absPath)
+	target, err := Resolve(absPath)
+	if err != nil {
+		return "", false, err
 	}
 	root, err := resolve(r.Root)
 	if err != nil {
 		return "", false, fmt.Errorf("repository root: %w", err)
-	}
-	target, err := resolve(filepath.Clean(absPath))
-	if err != nil {
-		return "", false, err
 	}
 	rel, err = filepath.Rel(root, target)
 	if err != nil {
@@ -51,6 +48,20 @@ func Rel(r Repo, absPath string) (rel string, inside bool, err error) {
 		return "", false, nil
 	}
 	return filepath.ToSlash(rel), true, nil
+}
+
+// Resolve returns the absolute, symlink-free path a write to absPath
+// would land at, as Rel judges it: absPath cleaned, every symbolic link
+// along it followed, and the part that does not exist yet taken as
+// written. Rel(r, p) is Resolve(p) made relative to r's resolved root; a
+// caller that must first find the repository of where a write lands (a
+// link may point into another one) resolves once with Resolve and
+// locates the result's directory. It returns Rel's errors.
+func Resolve(absPath string) (string, error) {
+	if !filepath.IsAbs(absPath) {
+		return "", fmt.Errorf("path %q is not absolute; give the full path of the file", absPath)
+	}
+	return resolve(filepath.Clean(absPath))
 }
 
 // resolve follows every symbolic link along the absolute path p, one

@@ -313,3 +313,28 @@ func TestRel_Refuses(t *testing.T) {
 	_, _, err = repo.Rel(repo.Repo{Root: filepath.Join(tmp, "loop")}, filepath.Join(root, "x"))
 	require.ErrorContains(t, err, "repository root")
 }
+
+// Resolve lands where Rel judges a write to land: through links, and as
+// written past what exists.
+func TestResolve(t *testing.T) {
+	tmp := tempDir(t)
+	root := newRepo(t, filepath.Join(tmp, "repo"))
+	other := newRepo(t, filepath.Join(tmp, "other"))
+	require.NoError(t, os.Symlink(filepath.Join(other, "src"), filepath.Join(root, "vendored")))
+	require.NoError(t, os.Symlink(filepath.Join(other, "src", "auth", "login.go"), filepath.Join(root, "login.go")))
+	for _, tc := range []struct{ name, path, want string }{
+		{"a file", filepath.Join(root, "src/auth/login.go"), filepath.Join(root, "src/auth/login.go")},
+		{"a new file in new directories", filepath.Join(root, "a/b/c.go"), filepath.Join(root, "a/b/c.go")},
+		{"unclean", root + "/src/./auth/../auth//x.go", filepath.Join(root, "src/auth/x.go")},
+		{"through a link to another repository", filepath.Join(root, "vendored/auth/new.go"), filepath.Join(other, "src/auth/new.go")},
+		{"a link to a file of another repository", filepath.Join(root, "login.go"), filepath.Join(other, "src/auth/login.go")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := repo.Resolve(tc.path)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+	_, err := repo.Resolve("src/x.go")
+	require.ErrorContains(t, err, "not absolute")
+}

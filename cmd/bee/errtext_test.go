@@ -152,6 +152,8 @@ func TestMain_ErrorTextsSayEachThingOnce(t *testing.T) {
 	require.NoError(t, b.Depart(t.Context(), gone))
 	alive := identity.ID("agent:gone#0000000a")
 	require.NoError(t, b.Join(t.Context(), actions.Member{ID: alive, PID: os.Getpid()}))
+	_, err = b.Reserve(t.Context(), "user:ann", actions.ReserveRequest{Repo: "github.com/x/held", Patterns: []string{"src"}, Reason: "mine"})
+	require.NoError(t, err)
 	missing := filepath.Join(dir, "missing.db")
 	garbage := filepath.Join(dir, "garbage.db")
 	require.NoError(t, os.WriteFile(garbage, bytes.Repeat([]byte("not a board "), 1000), 0o600))
@@ -230,6 +232,19 @@ func TestMain_ErrorTextsSayEachThingOnce(t *testing.T) {
 		{name: "readdress: unknown id", args: []string{"readdress", "a-9", "--to", "reviewer"}},
 		{name: "readdress: never joined", args: []string{"readdress", "a-1", "--to", "agent:x#12345678"}},
 		{name: "readdress: departed", args: []string{"readdress", "a-1", "--to", string(gone)}},
+
+		{name: "reservations: argument", args: []string{"reservations", "x"}},
+		{name: "reservations: --all and --repo", args: []string{"reservations", "--all", "--repo", "github.com/x/r"}},
+		{name: "reservations: bad repository name", args: []string{"reservations", "--repo", "bell\a"}},
+		{name: "reservations check: not JSON", args: []string{"reservations", "check", "--json"}, stdin: "nope"},
+		{name: "reservations check: relative path", args: []string{"reservations", "check", "--json"}, stdin: `{"paths":["x.go"]}`},
+		{name: "reserve: no paths", args: []string{"reserve", "--reason", "r"}},
+		{name: "reserve: no reason", args: []string{"reserve", "src"}},
+		{name: "reserve: escaping the root", args: []string{"reserve", "--repo", "github.com/x/r", "--reason", "r", "../x"}, boardSide: "actions/pathglob"},
+		{name: "reserve: reason of two lines", args: []string{"reserve", "--repo", "github.com/x/r", "--reason", "two\nlines", "src"}},
+		{name: "reserve: held", args: []string{"reserve", "--repo", "github.com/x/held", "--from", "bob", "--reason", "r", "src/x"}},
+		{name: "release: --all with patterns", args: []string{"release", "--all", "src"}},
+		{name: "release: bad pattern", args: []string{"release", "--repo", "github.com/x/r", "a//b"}},
 
 		{name: "backup: no file", args: []string{"backup"}},
 		{name: "backup: file exists", args: []string{"backup", exists}},

@@ -163,6 +163,26 @@ func TestMain_ExitCodes(t *testing.T) {
 			{args: []string{"readdress", "a-1"}, want: exitUsage},
 			{args: []string{"readdress", "a-1", "--to", "x", "--anyone"}, want: exitUsage},
 		},
+		"reservations": {
+			{args: []string{"reservations", "--repo", "github.com/x/r"}, want: exitOK},
+			{args: []string{"reservations", "--all"}, board: missing, want: exitNo},
+			{args: []string{"reservations", "extra"}, want: exitUsage},
+			{args: []string{"reservations", "--all", "--repo", "github.com/x/r"}, want: exitUsage},
+			{args: []string{"reservations", "check", "--json"}, want: exitUsage}, // no request on stdin
+		},
+		"reserve": {
+			{args: []string{"reserve", "--repo", "github.com/x/r", "--reason", "r", "src"}, want: exitOK},
+			{args: []string{"reserve", "--repo", "github.com/x/r", "--reason", "r", "--from", "ann", "src/x"}, want: exitNo},
+			{args: []string{"reserve", "--repo", "github.com/x/r", "--reason", "r"}, board: missing, want: exitUsage},
+			{args: []string{"reserve", "--repo", "github.com/x/r", "src"}, want: exitUsage},
+			{args: []string{"reserve", "--repo", "github.com/x/r", "--reason", "r", "../x"}, want: exitUsage},
+			{args: []string{"reserve", "--repo", "github.com/x/r", "--reason", "r", "src"}, board: missing, want: exitNo},
+		},
+		"release": {
+			{args: []string{"release", "--repo", "github.com/x/r", "src"}, want: exitOK},
+			{args: []string{"release", "--all"}, board: missing, want: exitNo},
+			{args: []string{"release", "--all", "src"}, want: exitUsage},
+		},
 		"backup": {
 			{args: []string{"backup", filepath.Join(t.TempDir(), "copy.db")}, want: exitOK},
 			{args: []string{"backup", path}, want: exitNo},

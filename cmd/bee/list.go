@@ -88,10 +88,11 @@ func (c *ListCommand) Run(ctx context.Context, args []string) error {
 	}
 	now := time.Now()
 	tw := newTable(out)
-	fmt.Fprintln(tw, "ID\tSTATE\tFOR\tFROM\tHOLDER\tAGE\tTITLE")
+	withPaths := anyPaths(records)
+	fmt.Fprintln(tw, "ID\tSTATE\tFOR\tFROM\tHOLDER\tAGE\t"+pathsHead(withPaths)+"TITLE")
 	for _, r := range records {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", safe(r.ID), safe(string(r.State)), recipient(r.To), safe(r.From), holderCell(r),
-			age(now, r.PostedAt), oneLine(r.Title, 60))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s%s\n", safe(r.ID), safe(string(r.State)), recipient(r.To), safe(r.From), holderCell(r),
+			age(now, r.PostedAt), pathsCell(withPaths, r), oneLine(r.Title, 60))
 	}
 	return tw.Flush()
 }

@@ -177,6 +177,9 @@ type Main struct {
 	// set but empty is refused. Nil means Getenv, which counts an empty
 	// variable as unset.
 	LookupEnv func(string) (string, bool)
+	// Dir is the working directory, whose repository the reservations
+	// commands speak of; "" means the process's.
+	Dir string
 }
 
 // NewMain returns a Main on the process's standard streams and environment.
@@ -194,7 +197,7 @@ func (m *Main) lookupEnv(k string) (string, bool) {
 }
 
 // commands names bee's commands, in the order bee --help lists them.
-var commands = []string{"post", "list", "show", "plan", "watch", "agents", "wait", "cancel", "readdress", "backup", "serve"}
+var commands = []string{"post", "list", "show", "plan", "watch", "agents", "wait", "cancel", "readdress", "reservations", "reserve", "release", "backup", "serve"}
 
 // Run runs the command args names. It returns nil for --help, a
 // *cliError with exit code 2 for a command line it cannot parse, and the
@@ -253,6 +256,12 @@ func (m *Main) dispatch(ctx context.Context, e *env, name string, args []string)
 		return (&CancelCommand{env: e}).Run(ctx, args)
 	case "readdress":
 		return (&ReaddressCommand{env: e}).Run(ctx, args)
+	case "reservations":
+		return (&ReservationsCommand{env: e}).Run(ctx, args)
+	case "reserve":
+		return (&ReserveCommand{env: e}).Run(ctx, args)
+	case "release":
+		return (&ReleaseCommand{env: e}).Run(ctx, args)
 	case "backup":
 		return (&BackupCommand{env: e}).Run(ctx, args)
 	case "serve":
@@ -307,6 +316,9 @@ Commands:
 	wait       wait until actions have ended
 	cancel     call off an action that has not ended
 	readdress  send an open action to someone else
+	reservations  list who holds which paths of a repository
+	reserve    reserve paths of a repository, so agents leave them alone
+	release    release paths you reserved
 	backup     copy the board to a file, safely while agents use it
 	serve      serve the board page, a live view in the browser
 

@@ -127,8 +127,11 @@ func describe(r actions.Record) string {
 // holderCell is the HOLDER column of a table: who holds (or last held) the
 // action, marked when the holder is gone.
 func holderCell(r actions.Record) string {
-	if r.HolderGone {
+	switch {
+	case r.HolderGone:
 		return safe(r.Holder) + " (gone)"
+	case r.State == actions.Open && len(r.HeldBackBy) > 0:
+		return "held back by " + safe(r.HeldBackBy[0].Holder)
 	}
 	return orDash(r.Holder)
 }

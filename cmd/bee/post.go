@@ -18,6 +18,8 @@ type PostCommand struct {
 
 	to     string
 	from   string
+	paths  string
+	repo   string
 	asJSON bool
 	// Plans (postplan.go).
 	after    idList
@@ -29,6 +31,8 @@ func (c *PostCommand) flagSet() *flag.FlagSet {
 	fs := c.env.flags("post")
 	fs.StringVar(&c.to, "to", "", "whom it is for: an agent name (any identity of that agent) or one identity (default anyone)")
 	fs.StringVar(&c.from, "from", "", "post as this person (default $USER)")
+	fs.StringVar(&c.paths, "paths", "", "the files the work will change, as comma-separated path patterns ('src/auth/**,docs/auth.md'): whoever takes it holds them")
+	fs.StringVar(&c.repo, "repo", "", "with --paths: "+repoFlagUsage)
 	fs.BoolVar(&c.asJSON, "json", false, "print the posted action as JSON")
 	c.planFlags(fs)
 	return fs
@@ -76,23 +80,29 @@ func (c *PostCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 
+	d := actions.Draft{To: c.to, Title: title, Body: body}
+	if err := c.withPaths(&d); err != nil {
+		return err
+	}
 	b, err := c.env.open("post", true)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
-	rec, err := b.Post(ctx, poster, actions.Draft{To: c.to, Title: title, Body: body, After: c.after, Priority: c.priority.ptr()})
+	d.After, d.Priority = c.after, c.priority.ptr()
+	rec, err := b.Post(ctx, poster, d)
 	switch {
 	case errors.Is(err, actions.ErrEmptyTitle):
 		return &cliError{code: exitUsage, err: err, msg: "bee post: the title is blank; an action needs one", hint: `bee post "TITLE" ["BODY"]`}
 	case err != nil:
 		return c.env.refusal(ctx, b, "post", "", err)
 	}
+	rec = viewed(ctx, b, rec)
 	line := fmt.Sprintf("posted %s for %s: %s", safe(rec.ID), recipient(rec.To), safe(rec.Title))
 	if rec.State == actions.Blocked {
 		line += fmt.Sprintf(" (blocked until %s %s done)", safe(strings.Join(rec.BlockedBy, ", ")), plural(len(rec.BlockedBy), "is", "are"))
 	}
-	return c.env.printRecord(c.asJSON, rec, line)
+	return c.env.printRecord(c.asJSON, rec, line+heldBackLine(rec))
 }
 
 // poster is the person posting (see env.person).
@@ -150,11 +160,17 @@ one of them fails or is cancelled. --priority is 0 (most urgent) to 4
 (default 2): of the open actions an agent may take, the most urgent is
 taken first.
 
+With --paths it carries the files the work will change, as path patterns
+of a repository: whoever takes it holds them while working on it, and
+while someone else holds any of them the action is held back (bee show
+says by whom) and nobody is woken for it.
+
 With --plan, bee posts several actions at once, all or none: FILE ("-"
 for stdin) holds a JSON array of steps, each
-{"key", "to"?, "title", "body"?, "after"?, "priority"?}, where "after"
-names the keys of the steps it waits for (in any order) or ids of
-existing actions:
+{"key", "to"?, "title", "body"?, "after"?, "priority"?, "paths"?},
+where "after" names the keys of the steps it waits for (in any order) or
+ids of existing actions, and "paths" are as --paths (in the repository
+--repo names, or the one bee runs in):
 
 	[{"key": "schema", "to": "db", "title": "Migrate the schema"},
 	 {"key": "api", "title": "Update the API", "after": ["schema"]},

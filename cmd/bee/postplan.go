@@ -26,7 +26,7 @@ const maxPlanFile = actions.MaxPlan * (actions.MaxBodyLen + 4<<10)
 func (c *PostCommand) planFlags(fs *flag.FlagSet) {
 	fs.Var(&c.after, "after", "ids of actions it waits for, comma-separated (a-1,a-2): it is blocked until every one is done")
 	fs.Var(&c.priority, "priority", "0 (most urgent) to 4 (default 2)")
-	fs.StringVar(&c.plan, "plan", "", "post the plan in `FILE` (- for stdin): a JSON array of steps {key, to?, title, body?, after?, priority?}")
+	fs.StringVar(&c.plan, "plan", "", "post the plan in `FILE` (- for stdin): a JSON array of steps {key, to?, title, body?, after?, priority?, paths?}")
 }
 
 // An idList is a flag of comma-separated action ids; given twice, the
@@ -83,11 +83,14 @@ func (c *PostCommand) postPlan(ctx context.Context, pos []string) error {
 	switch {
 	case len(pos) > 0:
 		return usagef(hint, "bee post: --plan takes no title or body (each step has its own); got %d arguments", len(pos))
-	case c.to != "" || len(c.after) > 0 || c.priority.set:
-		return usagef(hint, "bee post: --to, --after and --priority go in the plan's steps, not beside --plan")
+	case c.to != "" || len(c.after) > 0 || c.priority.set || c.paths != "":
+		return usagef(hint, "bee post: --to, --after, --priority and --paths go in the plan's steps, not beside --plan")
 	}
 	plan, err := c.readPlan()
 	if err != nil {
+		return err
+	}
+	if err := c.planRepo(plan); err != nil {
 		return err
 	}
 	poster, err := c.poster()
@@ -128,6 +131,25 @@ func (c *PostCommand) postPlan(ctx context.Context, pos []string) error {
 			safe(posted.Records[0].ID), safe(strings.Join(lastSteps(plan, posted.IDs), " ")))
 	}
 	return err
+}
+
+// planRepo names the repository of the steps of plan that carry paths
+// without one: --repo's, or the one bee runs in.
+func (c *PostCommand) planRepo(plan []actions.PlanEntry) error {
+	var name string
+	for i := range plan {
+		if len(plan[i].Paths) == 0 || plan[i].Repo != "" {
+			continue
+		}
+		if name == "" {
+			var err error
+			if name, err = c.env.repoName("post", c.repo); err != nil {
+				return err
+			}
+		}
+		plan[i].Repo = name
+	}
+	return nil
 }
 
 // lastSteps returns the ids of the steps of plan that no other step waits

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/internal/termtext"
 )
 
@@ -60,6 +61,12 @@ func (c *ShowCommand) Run(ctx context.Context, args []string) error {
 	fmt.Fprintf(tw, "for:\t%s\n", recipient(r.To))
 	fmt.Fprintf(tw, "from:\t%s\n", safe(r.From))
 	fmt.Fprintf(tw, "priority:\t%d\n", r.Priority)
+	if len(r.Paths) > 0 {
+		fmt.Fprintf(tw, "paths:\t%s (in %s)\n", safe(strings.Join(r.Paths, " ")), safe(r.Repo))
+	}
+	if r.State == actions.Open && len(r.HeldBackBy) > 0 {
+		fmt.Fprintf(tw, "held back:\t%s; nobody takes it until that is released\n", heldBack(r))
+	}
 	fmt.Fprintf(tw, "posted:\t%s (%s ago)\n", stamp(r.PostedAt), age(now, r.PostedAt))
 	if r.ClaimedAt != nil {
 		fmt.Fprintf(tw, "claimed:\t%s (%s ago)\n", stamp(*r.ClaimedAt), age(now, *r.ClaimedAt))

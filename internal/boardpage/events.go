@@ -87,8 +87,9 @@ func (h *hub) watched() bool {
 
 // watch is the Server's one watcher: it waits on Board.Changes and bumps
 // the hub at each change, and while a page is open it compares the live
-// agents every memberEvery (joins and waiter changes reach no Changes). It
-// returns when the lifetime context ends.
+// agents and reservations every memberEvery (joins, waiter changes and
+// reservations reach no Changes). It returns when the lifetime context
+// ends.
 func (s *Server) watch() {
 	ctx := s.ctx
 	var cursor actions.Cursor
@@ -150,8 +151,8 @@ func (s *Server) watchFailed(ctx context.Context, what string, err error) {
 	}
 }
 
-// agentsKey sums up what the page shows of the live agents, to notice a
-// change.
+// agentsKey sums up what the page shows of the live agents and their
+// reservations, to notice a change.
 func (s *Server) agentsKey(ctx context.Context) (string, error) {
 	members, err := s.board.Members(ctx)
 	if err != nil {
@@ -165,7 +166,11 @@ func (s *Server) agentsKey(ctx context.Context) (string, error) {
 		}
 		fmt.Fprintf(&b, "%s|%d|%d|%s|%d|%s\n", m.ID, m.PID, m.ClaudePID, m.SessionID, waiter, strings.Join(slices.Clone(m.Holding), ","))
 	}
-	return b.String(), nil
+	rs, err := s.reservationsKey(ctx)
+	if err != nil {
+		return "", err
+	}
+	return b.String() + rs, nil
 }
 
 // handleEvents streams server-sent events: "change" with the hub's version,

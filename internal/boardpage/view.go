@@ -53,7 +53,8 @@ type pageView struct {
 	Ended      []actionView
 	EndedMore  int
 	Agents     []agentView
-	Recipients []string // the datalist of the "to" fields: agent names, then identities
+	People     []holderView // holders of reservations that are not live agents (people)
+	Recipients []string     // the datalist of the "to" fields: agent names, then identities
 	CSRF       string
 	Version    uint64
 	Flash      *flash
@@ -157,8 +158,10 @@ func (a actionView) OutcomeShort() string {
 
 type agentView struct {
 	actions.MemberInfo
-	Joined moment
-	Waiter *moment
+	Joined    moment
+	Waiter    *moment
+	Reserves  []reservationView // the paths it reserves
+	HoldsBack []string          // ids of the open actions its reservations hold back
 }
 
 // A flash is a message the next full page shows once: the outcome of a
@@ -196,7 +199,15 @@ func (s *Server) view(ctx context.Context, sess *session, show, plan string) *pa
 	if err == nil {
 		var members []actions.MemberInfo
 		if members, err = s.board.Members(ctx); err == nil {
-			v.fill(time.Now(), records, members)
+			now := time.Now()
+			v.fill(now, records, members)
+			// Without its reservations the board is still worth showing.
+			if rs, rerr := s.board.Reservations(ctx, ""); rerr != nil {
+				s.logger.Warn("board page cannot read the reservations", logkey.Err, rerr)
+				v.Err = termtext.Line("The reservations could not be read: " + rerr.Error() + ". The page tries again at the next change; reload to try now.")
+			} else {
+				v.fillReservations(now, rs, records)
+			}
 		}
 	}
 	if err == nil && plan != "" {
@@ -301,8 +312,17 @@ func (v *pageView) fill(now time.Time, records []actions.Record, members []actio
 // what is read, a zero-width character that hides in a name, or a control
 // character.
 func shownRecord(r actions.Record) actions.Record {
-	for _, f := range []*string{&r.ID, &r.To, &r.From, &r.Title, &r.Holder, &r.EndedBy} {
+	for _, f := range []*string{&r.ID, &r.To, &r.From, &r.Title, &r.Holder, &r.EndedBy, &r.Repo} {
 		*f = termtext.Line(*f)
+	}
+	r.Paths = slices.Clone(r.Paths)
+	for i := range r.Paths {
+		r.Paths[i] = termtext.Line(r.Paths[i])
+	}
+	r.HeldBackBy = slices.Clone(r.HeldBackBy)
+	for i := range r.HeldBackBy {
+		h := &r.HeldBackBy[i]
+		h.Reservation, h.Holder, h.Pattern = termtext.Line(h.Reservation), termtext.Line(h.Holder), termtext.Line(h.Pattern)
 	}
 	for _, f := range []*string{&r.Body, &r.Result, &r.Reason} {
 		*f = termtext.Text(*f)

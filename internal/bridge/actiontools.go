@@ -118,9 +118,10 @@ func (t *tools) whoami(_ context.Context, c *toolCall, _ struct{}) (whoamiOut, e
 
 // postIn is bee_post_action's arguments.
 type postIn struct {
-	To    string `json:"to,omitempty" jsonschema:"Who may take it: omit it for anyone, an agent name (such as reviewer), or one identity (agent:reviewer#0491068b)."`
-	Title string `json:"title" jsonschema:"One line saying what to do."`
-	Body  string `json:"body" jsonschema:"Everything the taker needs to do it."`
+	To    string       `json:"to,omitempty" jsonschema:"Who may take it: omit it for anyone, an agent name (such as reviewer), or one identity (agent:reviewer#0491068b)."`
+	Title string       `json:"title" jsonschema:"One line saying what to do."`
+	Body  string       `json:"body" jsonschema:"Everything the taker needs to do it."`
+	Paths pathPatterns `json:"paths,omitempty" jsonschema:"The files the work will change, as path patterns of this session's repository (src/auth/**): whoever takes it holds them while working on it."`
 	// Plans (plantools.go).
 	After    afterIDs `json:"after,omitempty" jsonschema:"Ids of existing actions that must be done before this one can be taken, exactly as bee returned them. It stays blocked until every one is done, and is cancelled if one fails or is cancelled. For several new steps with an order, post them together with bee_post_plan."`
 	Priority priority `json:"priority,omitzero" jsonschema:"0 (most urgent) to 4; default 2. Of the open actions someone may take, the most urgent is taken first."`
@@ -137,8 +138,11 @@ func (t *tools) post(ctx context.Context, c *toolCall, in postIn) (actionOut, er
 	if err != nil {
 		return actionOut{}, err
 	}
-	rec, err := c.s.source.Post(ctx, actions.Agent(who), actions.Draft{To: in.To, Title: in.Title, Body: in.Body,
-		After: in.After, Priority: in.Priority.ptr()})
+	d := actions.Draft{To: in.To, Title: in.Title, Body: in.Body, After: in.After, Priority: in.Priority.ptr()}
+	if err := c.s.withPaths(&d, in.Paths); err != nil {
+		return actionOut{}, err
+	}
+	rec, err := c.s.source.Post(ctx, actions.Agent(who), d)
 	if errors.Is(err, actions.ErrEmptyTitle) {
 		return actionOut{}, &argError{name: "title", msg: "must not be empty"}
 	}
@@ -146,7 +150,8 @@ func (t *tools) post(ctx context.Context, c *toolCall, in postIn) (actionOut, er
 		return actionOut{}, err
 	}
 	t.log.Info("action posted", logkey.Identity, who, logkey.ActionID, rec.ID)
-	return actionOut{Action: rec, Guidance: Guidance{Next: postedNext(clients.FromRequest(c.req), rec)}}, nil
+	rec = c.s.viewed(ctx, rec)
+	return actionOut{Action: rec, Guidance: Guidance{Next: heldBackNext(rec) + postedNext(clients.FromRequest(c.req), rec)}}, nil
 }
 
 // idIn is the arguments of a tool that takes only an action's id.

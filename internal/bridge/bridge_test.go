@@ -143,7 +143,8 @@ func TestServer_ToolsList(t *testing.T) {
 		require.NotEmpty(t, tool.Description, tool.Name)
 		require.NotNil(t, tool.OutputSchema, tool.Name)
 	}
-	require.ElementsMatch(t, []string{ToolWait, ToolList, ToolWhoami, ToolPost, ToolFinish, ToolRelease, ToolFail, ToolCancel, ToolAwait, ToolPlan}, names)
+	require.ElementsMatch(t, []string{ToolWait, ToolList, ToolWhoami, ToolPost, ToolFinish, ToolRelease, ToolFail, ToolCancel, ToolAwait, ToolPlan,
+		ToolReserve, ToolReleasePaths, ToolListReservations}, names)
 }
 
 // waitingTools are the tools that wait within timeoutSeconds, with the

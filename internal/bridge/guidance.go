@@ -61,6 +61,9 @@ func nextAfter(tool string, err error) string {
 	if next := planNext(tool, err); next != "" {
 		return next
 	}
+	if next, ok := reservationNext(tool, err); ok {
+		return next
+	}
 	var ae *argError
 	switch {
 	case errors.As(err, &ae):

@@ -90,6 +90,7 @@ type planEntry struct {
 	Body     string   `json:"body" jsonschema:"Everything the taker needs to do it."`
 	After    []string `json:"after,omitempty" jsonschema:"What this step waits for: keys of other steps of this plan, and ids of existing actions (a-3). It is blocked, and nobody can take it, until every one of them is done."`
 	Priority *int     `json:"priority,omitempty" jsonschema:"0 (most urgent) to 4; default 2. Of the open actions someone may take, the most urgent is taken first."`
+	Paths    []string `json:"paths,omitempty" jsonschema:"The files this step will change, as path patterns of this session's repository (src/auth/**): whoever takes it holds them while working on it."`
 }
 
 // planEntries is bee_post_plan's list of steps, decoded strictly: each
@@ -101,13 +102,13 @@ type planEntries []actions.PlanEntry
 // planFields are the fields of a plan entry, and whether each is required.
 var planFields = []argField{
 	{name: "key", required: true}, {name: "to"}, {name: "title", required: true},
-	{name: "body", required: true}, {name: "after"}, {name: "priority"},
+	{name: "body", required: true}, {name: "after"}, {name: "priority"}, {name: "paths"},
 }
 
 func (p *planEntries) decodeArg(raw json.RawMessage, _ WaitBounds) string {
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
-		return fmt.Sprintf("must be an array of steps, each an object {key, to?, title, body, after?, priority?}; got %s", describe(raw))
+		return fmt.Sprintf("must be an array of steps, each an object {key, to?, title, body, after?, priority?, paths?}; got %s", describe(raw))
 	}
 	switch {
 	case len(items) == 0:
@@ -132,7 +133,7 @@ func decodePlanEntry(raw json.RawMessage, e *actions.PlanEntry) string {
 	raw = bytes.TrimSpace(raw)
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
-		return "must be an object {key, to?, title, body, after?, priority?}; got " + describe(raw)
+		return "must be an object {key, to?, title, body, after?, priority?, paths?}; got " + describe(raw)
 	}
 	names := make([]string, len(planFields))
 	for i, f := range planFields {
@@ -162,6 +163,12 @@ func decodePlanEntry(raw json.RawMessage, e *actions.PlanEntry) string {
 			if json.Unmarshal(val, &e.After) != nil {
 				return "after must be an array of strings (keys of this plan's steps, or action ids) or null; got " + describe(val)
 			}
+		case "paths":
+			var p pathPatterns
+			if problem := p.decodeArg(val, WaitBounds{}); problem != "" {
+				return "paths " + problem
+			}
+			e.Paths = p
 		case "priority":
 			var p priority
 			if problem := p.decodeArg(val, WaitBounds{}); problem != "" {
@@ -190,6 +197,13 @@ func (t *tools) postPlan(ctx context.Context, c *toolCall, in planIn) (planOut, 
 	who, _, err := c.s.current()
 	if err != nil {
 		return planOut{}, err
+	}
+	for i := range in.Actions {
+		var d actions.Draft
+		if err := c.s.withPaths(&d, in.Actions[i].Paths); err != nil {
+			return planOut{}, err
+		}
+		in.Actions[i].Repo = d.Repo
 	}
 	posted, err := c.s.source.PostPlan(ctx, actions.Agent(who), in.Actions)
 	if err != nil {
@@ -262,7 +276,7 @@ func planDescription() string {
 	return fmt.Sprintf("Post a plan: several actions that must happen in an order, in one call, all or none. "+
 		"Use it instead of %[1]s when the work has several steps and some must wait for others "+
 		"(migrate the schema, then update the two services, then run the load test): post the whole plan at once, rather than posting a step, awaiting it and posting the next. "+
-		"Each step is {key, to?, title, body, after?, priority?}: after names the keys of the steps it waits for (in any order), or ids of existing actions. "+
+		"Each step is {key, to?, title, body, after?, priority?, paths?}: after names the keys of the steps it waits for (in any order), or ids of existing actions. "+
 		"A step is blocked, and nobody can take it, until every step it waits for is done; then it opens and wakes whoever it is for. "+
 		"A step that fails or is cancelled cancels every step that waits on it, and you hear of each. "+
 		"A cycle, an unknown key or id, a duplicate key or more than %[2]d steps refuse the whole plan, naming each culprit; nothing is posted. "+

@@ -142,7 +142,7 @@ func TestPostPlan_Refusals(t *testing.T) {
 		{"not an array", `{"actions":{"key":"a"}}`, []string{"argument actions", "array of steps"}},
 		{"empty", `{"actions":[]}`, []string{"at least one step"}},
 		{"not an object", `{"actions":["a"]}`, []string{"entry #1", "must be an object"}},
-		{"unknown field", `{"actions":[{"key":"a","title":"t","body":"b","paths":["x"],"whom":"y"}]}`, []string{"entry #1", "unknown field paths"}},
+		{"unknown field", `{"actions":[{"key":"a","title":"t","body":"b","paths":["x"],"whom":"y","color":"z"}]}`, []string{"entry #1", "unknown field color"}},
 		{"no body", `{"actions":[{"key":"a","title":"t","body":"b"},{"key":"b","title":"t"}]}`, []string{"entry #2", "body is required"}},
 		{"no key", `{"actions":[{"title":"t","body":"b"}]}`, []string{"entry #1", "key is required"}},
 		{"title a number", `{"actions":[{"key":"a","title":5,"body":"b"}]}`, []string{"entry #1", "title must be a string"}},

@@ -10,6 +10,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/actions/pathglob"
 )
 
 // The tools' JSON schemas come from their Go types (jsonschema.For, as
@@ -39,6 +40,13 @@ func typeSchemas() map[reflect.Type]*jsonschema.Schema {
 			MinItems: jsonschema.Ptr(1),
 			MaxItems: jsonschema.Ptr(maxAwaitIDs),
 		},
+		reflect.TypeFor[pathPatterns](): {
+			Type:     "array",
+			Items:    &jsonschema.Schema{Type: "string", MinLength: jsonschema.Ptr(1), MaxLength: jsonschema.Ptr(pathglob.MaxPatternLen)},
+			MinItems: jsonschema.Ptr(1),
+			MaxItems: jsonschema.Ptr(pathglob.MaxPatterns),
+		},
+		reflect.TypeFor[optBool](): {Type: "boolean"},
 		// No enum: a state a newer board adds must not make a client
 		// refuse an answer that carries it.
 		reflect.TypeFor[actions.State](): {

@@ -77,6 +77,9 @@ type Config struct {
 	// a finish, fail or release after a turn of the session ended, before
 	// the session is reminded of it (held.go); 0 means DefaultRemindAfter.
 	RemindAfter time.Duration
+	// Dir is the session's working directory, whose repository its tools
+	// reserve paths in (reserve.go); "" means the process's.
+	Dir string
 }
 
 // A Session is one bridge's seat on the board. Its methods are safe for
@@ -93,6 +96,7 @@ type Session struct {
 	// remindAfter a claim nobody acts on (held.go).
 	handoverWithin time.Duration
 	remindAfter    time.Duration
+	res            reservations // the session's repository and the guard's locator
 	// life is the session's lifetime: every background write runs on it,
 	// and Close cancels it.
 	life    context.Context
@@ -158,6 +162,7 @@ func NewSession(ctx context.Context, cfg Config) (*Session, error) {
 
 		handoverWithin: cfg.HandoverWithin,
 		remindAfter:    cfg.RemindAfter,
+		res:            newReservations(cfg.Dir, cfg.Logger),
 	}
 	s.life, s.endLife = context.WithCancel(context.Background())
 	s.wk.init(id)
@@ -206,6 +211,9 @@ type Whoami struct {
 	// Client is the MCP client on this connection and its version, as its
 	// handshake named it ("Codex CLI 0.171.0"); set by bee_whoami.
 	Client string `json:"client,omitempty"`
+	// Repo is the repository the session works in, whose paths its
+	// reservations name; "" when bee cannot tell.
+	Repo string `json:"repo,omitempty"`
 }
 
 // Whoami reports the session as bee_whoami shows it.
@@ -221,6 +229,7 @@ func (s *Session) Whoami() Whoami {
 		PID:            s.pid,
 		Retired:        s.retired,
 		Since:          s.started.UTC().Format(time.RFC3339),
+		Repo:           s.res.repo.Name,
 	}
 	if s.claudePID != 0 {
 		pid := s.claudePID

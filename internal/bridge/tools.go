@@ -34,7 +34,7 @@ const (
 func toolTable() []toolDef {
 	def, max := DefaultWaitBounds.seconds()
 	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true}
-	return []toolDef{
+	return append([]toolDef{
 		define(&mcp.Tool{Name: ToolWait, Title: "Wait for an action", Description: fmt.Sprintf(
 			"Take the next action on the bee board that this session may take: claims it and returns it, waiting up to timeoutSeconds (default %d, at most %d) for one. "+
 				"Returns {records, cursor, next}: records holds the one action now claimed by you (do it, then call %s with its id), or is empty when there is none. "+
@@ -45,10 +45,10 @@ func toolTable() []toolDef {
 			"Returns {records, cursor, next}, a page of at most about 64 KiB: long texts are cut short (cut is set on such a record; an action you take with " +
 			ToolWait + " comes whole), and the next page starts at since=cursor."}, (*tools).list),
 		define(&mcp.Tool{Name: ToolWhoami, Title: "Who am I on the board", Annotations: readOnly, Description: "Report this session's identity on the bee board (agent:<name>#<8 hex>), its agent name, " +
-			"the agent process (Claude Code, Codex CLI or Gemini CLI: claudePid) and session it belongs to, the client, and the action source."}, (*tools).whoami),
+			"the agent process (Claude Code, Codex CLI or Gemini CLI: claudePid) and session it belongs to, the client, the repository it works in (repo), and the action source."}, (*tools).whoami),
 		define(&mcp.Tool{Name: ToolPost, Title: "Post an action", Description: "Post a new action on the bee board for another agent or person to take. " +
 			"to is optional: omit it for anyone, give an agent name, or one identity. after names actions that must be done first (it stays blocked until then); " +
-			"priority is 0 (most urgent) to 4, default 2. For several steps that must happen in an order, use " + ToolPlan + " instead. Returns {action, next}."}, (*tools).post),
+			"priority is 0 (most urgent) to 4, default 2. " + postPathsRule + " For several steps that must happen in an order, use " + ToolPlan + " instead. Returns {action, next}."}, (*tools).post),
 		define(&mcp.Tool{Name: ToolPlan, Title: "Post a plan of actions", Description: planDescription()}, (*tools).postPlan),
 		define(&mcp.Tool{Name: ToolFinish, Title: "Finish an action", Annotations: &mcp.ToolAnnotations{IdempotentHint: false}, Description: "Mark an action you claimed (through " + ToolWait + ") as done, " +
 			"with an optional short result for its poster. Pass the id exactly as it was returned. Returns {action}."}, (*tools).finish),
@@ -65,7 +65,7 @@ func toolTable() []toolDef {
 				"Returns {records, next}; records is empty when none ended within timeoutSeconds (default %d, at most %d). "+
 				"A failed action carries the reason it could not be done: read it and decide (fix what it names and post again, "+
 				"do it yourself, or tell the user); do not post the same action again unchanged.", ToolPost, def, max)}, (*tools).await),
-	}
+	}, reservationTools()...)
 }
 
 // instructions is what the server tells every client at the handshake;
@@ -78,8 +78,9 @@ func instructions() string {
 To take work, call %[1]s: it claims the next action meant for you (waiting up to %[2]d s) and returns it. Do the action, then call %[3]s with its id and a short result. If someone else could do it, call %[4]s; if it cannot be done as asked, call %[5]s with the reason.
 To hand work to another agent, call %[6]s; %[7]s waits until it ends (done, failed or cancelled); %[8]s calls it off. %[9]s tells you your identity on the board.
 When the work has several steps that must happen in an order, post them all at once with %[10]s: bee opens each step when the steps it waits for are done, so you need not post, await and post again.
+%[11]s
 An answer's next field says what to do now; when bee refuses a call, its error field says why.`,
-		ToolWait, def, ToolFinish, ToolRelease, ToolFail, ToolPost, ToolAwait, ToolCancel, ToolWhoami, ToolPlan)
+		ToolWait, def, ToolFinish, ToolRelease, ToolFail, ToolPost, ToolAwait, ToolCancel, ToolWhoami, ToolPlan, reservationInstructions)
 }
 
 // ServerOptions configures NewServer. nil means defaults.

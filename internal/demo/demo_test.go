@@ -154,7 +154,7 @@ func TestDemo_OwnBoardByDefault(t *testing.T) {
 	}
 	require.Equal(t, []string{"1", "2", "3", "4", "5"}, order, stdout)
 	for _, want := range []string{
-		"bee_finish_action, bee_list_actions, bee_post_action,",
+		"bee_finish_action, bee_list_actions, bee_list_reservations,",
 		"bee_wait_action {\"timeoutSeconds\":10}",
 		"-> claimed a-1, the action the person posted.",
 		"\"title\": \"Say hello\"",

@@ -12,12 +12,13 @@ import (
 	"github.com/tractat-us/bee/clearctl"
 	"github.com/tractat-us/bee/internal/bridge"
 	"github.com/tractat-us/bee/internal/logkey"
+	"github.com/tractat-us/bee/internal/pathcheck"
 	"github.com/tractat-us/bee/runfile"
 )
 
-// A channel is the bridge's control endpoint (/retire and /wait-for-work)
-// together with the run file that tells bee-hook where it is. A nil
-// *channel is a bridge without one.
+// A channel is the bridge's control endpoint (/retire, /wait-for-work and
+// /check-paths) together with the run file that tells bee-hook where it
+// is. A nil *channel is a bridge without one.
 type channel struct {
 	srv       *clearctl.Server
 	dir       string
@@ -27,11 +28,13 @@ type channel struct {
 	sibling   string // the token of a sibling bridge's run file (warned once)
 }
 
-// The control endpoint's two sides: the bridge's session (or the Pending
-// that will hold it) retires on /clear and holds wake-on-work waiters.
+// The control endpoint's sides: the bridge's session (or the Pending
+// that will hold it) retires on /clear, holds wake-on-work waiters, and
+// answers the edit and commit guards.
 type controller interface {
 	Retire(ctx context.Context, req bridge.RetireRequest) (bridge.Retirement, error)
 	WaitForWork(ctx context.Context, req bridge.WaitRequest) bridge.WakeAnswer
+	CheckPaths(ctx context.Context, paths []string) ([]pathcheck.Held, error)
 }
 
 // channelAdapter speaks clearctl's wire types to the bridge's own: the
@@ -39,8 +42,9 @@ type controller interface {
 type channelAdapter struct{ c controller }
 
 var (
-	_ clearctl.Retirer = channelAdapter{}
-	_ clearctl.Waker   = channelAdapter{}
+	_ clearctl.Retirer     = channelAdapter{}
+	_ clearctl.Waker       = channelAdapter{}
+	_ clearctl.PathChecker = channelAdapter{}
 )
 
 func (a channelAdapter) Retire(ctx context.Context, req clearctl.RetireRequest) (clearctl.RetireResponse, error) {
@@ -82,7 +86,7 @@ func openChannel(dir string, claudePID int, r controller, log *slog.Logger) (*ch
 		return nil, err
 	}
 	a := channelAdapter{r}
-	srv := clearctl.New(token, a, &clearctl.Options{Logger: log, Waker: a})
+	srv := clearctl.New(token, a, &clearctl.Options{Logger: log, Waker: a, PathChecker: a})
 	if err := srv.Start(); err != nil {
 		return nil, fmt.Errorf("start the /retire channel: %w", err)
 	}

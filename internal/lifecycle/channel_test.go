@@ -14,6 +14,7 @@ import (
 	"github.com/tractat-us/bee/clearctl"
 	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/internal/bridge"
+	"github.com/tractat-us/bee/internal/pathcheck"
 	"github.com/tractat-us/bee/runfile"
 )
 
@@ -22,6 +23,14 @@ type fakeController struct {
 	retire bridge.RetireRequest
 	wait   bridge.WaitRequest
 	cause  chan error
+	paths  []string
+	held   []pathcheck.Held
+	err    error
+}
+
+func (f *fakeController) CheckPaths(_ context.Context, paths []string) ([]pathcheck.Held, error) {
+	f.paths = paths
+	return f.held, f.err
 }
 
 func (f *fakeController) Retire(_ context.Context, req bridge.RetireRequest) (bridge.Retirement, error) {

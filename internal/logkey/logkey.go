@@ -54,4 +54,7 @@ const (
 	Pause         = "pause"          // how long until the next try
 	Op            = "op"             // what was being done when something failed
 	Template      = "template"       // an html/template's name
+	Reservation   = "reservation"    // a reservation's id on the board (r-<n>)
+	Repo          = "repo"           // a repository's name (package repo)
+	Count         = "count"          // how many of something
 )
