@@ -180,7 +180,8 @@ func (e *Engine) write(ctx context.Context, op string, fn func(t *txn) error) er
 func IsRefusal(err error) bool {
 	for _, s := range []error{actions.ErrUnknownAction, actions.ErrNotHeld, actions.ErrEnded, actions.ErrNotPoster,
 		actions.ErrNotOpen, actions.ErrNotLive, actions.ErrDeparted, actions.ErrClosed, actions.ErrEmptyTitle,
-		actions.ErrEmptyReason, actions.ErrBadPoster, actions.ErrBadRecipient, actions.ErrTooLong, actions.ErrBadText} {
+		actions.ErrEmptyReason, actions.ErrBadPoster, actions.ErrBadRecipient, actions.ErrTooLong, actions.ErrBadText,
+		actions.ErrNotForPerson, actions.ErrEmptyAnswer} {
 		if errors.Is(err, s) {
 			return true
 		}
