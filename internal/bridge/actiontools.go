@@ -104,7 +104,7 @@ func (t *tools) whoami(_ context.Context, c *toolCall, _ struct{}) (whoamiOut, e
 
 // postIn is bee_post_action's arguments.
 type postIn struct {
-	To    string `json:"to,omitempty" jsonschema:"Who may take it: omit it for anyone, an agent name (such as reviewer), or one identity (agent:reviewer#0491068b)."`
+	To    string `json:"to,omitempty" jsonschema:"Who may take it: omit it for anyone, an agent name (such as reviewer), or one identity (agent:reviewer#0491068b). To ask a person, user:<name> (one person, such as user:alice) or people (whoever answers first)."`
 	Title string `json:"title" jsonschema:"One line saying what to do."`
 	Body  string `json:"body" jsonschema:"Everything the taker needs to do it."`
 }
@@ -129,7 +129,10 @@ func (t *tools) post(ctx context.Context, c *toolCall, in postIn) (actionOut, er
 	}
 	t.log.Info("action posted", logkey.Identity, who, logkey.ActionID, rec.ID)
 	next := fmt.Sprintf("Posted as %s. Go on with other work, or end your turn: bee wakes you when it ends. %s waits for it; %s calls it off.", rec.ID, ToolAwait, ToolCancel)
-	if cl := clients.FromRequest(c.req); !cl.Wakes {
+	switch cl := clients.FromRequest(c.req); {
+	case actions.ForPeople(rec.To):
+		next = askedNext(cl, rec.ID)
+	case !cl.Wakes:
 		next = cl.PostedNext(rec.ID)
 	}
 	return actionOut{Action: rec, Guidance: Guidance{Next: next}}, nil

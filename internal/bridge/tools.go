@@ -46,7 +46,7 @@ func toolTable() []toolDef {
 		define(&mcp.Tool{Name: ToolWhoami, Title: "Who am I on the board", Annotations: readOnly, Description: "Report this session's identity on the bee board (agent:<name>#<8 hex>), its agent name, " +
 			"the agent process (Claude Code, Codex CLI or Gemini CLI: claudePid) and session it belongs to, the client, and the action source."}, (*tools).whoami),
 		define(&mcp.Tool{Name: ToolPost, Title: "Post an action", Description: "Post a new action on the bee board for another agent or person to take. " +
-			"to is optional: omit it for anyone, give an agent name, or one identity. Returns {action, next}."}, (*tools).post),
+			"to is optional: omit it for anyone, give an agent name, or one identity. " + askNote + "Returns {action, next}."}, (*tools).post),
 		define(&mcp.Tool{Name: ToolFinish, Title: "Finish an action", Annotations: &mcp.ToolAnnotations{IdempotentHint: false}, Description: "Mark an action you claimed (through " + ToolWait + ") as done, " +
 			"with an optional short result for its poster. Pass the id exactly as it was returned. Returns {action}."}, (*tools).finish),
 		define(&mcp.Tool{Name: ToolRelease, Title: "Release an action", Description: "Give back an action you claimed but will not finish, so another agent can take it. " +
