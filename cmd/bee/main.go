@@ -189,7 +189,7 @@ func (m *Main) lookupEnv(k string) (string, bool) {
 }
 
 // commands names bee's commands, in the order bee --help lists them.
-var commands = []string{"post", "list", "show", "watch", "agents", "wait", "cancel", "readdress", "backup", "serve"}
+var commands = []string{"post", "list", "show", "watch", "agents", "wait", "cancel", "readdress", "inbox", "answer", "decline", "backup", "serve"}
 
 // Run runs the command args names. It returns nil for --help, a
 // *cliError with exit code 2 for a command line it cannot parse, and the
@@ -246,6 +246,12 @@ func (m *Main) dispatch(ctx context.Context, e *env, name string, args []string)
 		return (&CancelCommand{env: e}).Run(ctx, args)
 	case "readdress":
 		return (&ReaddressCommand{env: e}).Run(ctx, args)
+	case "inbox":
+		return (&InboxCommand{env: e}).Run(ctx, args)
+	case "answer":
+		return (&AnswerCommand{env: e}).Run(ctx, args)
+	case "decline":
+		return (&DeclineCommand{env: e}).Run(ctx, args)
 	case "backup":
 		return (&BackupCommand{env: e}).Run(ctx, args)
 	case "serve":
@@ -299,6 +305,9 @@ Commands:
 	wait       wait until actions have ended
 	cancel     call off an open or claimed action
 	readdress  send an open action to someone else
+	inbox      list the questions agents asked you (--watch: as they come)
+	answer     answer a question: its agent is woken with the answer
+	decline    decline a question, saying why
 	backup     copy the board to a file, safely while agents use it
 	serve      serve the board page, a live view in the browser
 
