@@ -73,7 +73,7 @@ func (f ListFilter) CheckStates() error {
 type Record struct {
 	ID    string `json:"id"`
 	Seq   int64  `json:"seq"`
-	To    string `json:"to"`   // "" for anyone, an agent name, or one identity
+	To    string `json:"to"`   // "" for anyone, an agent name, one identity, a person ("user:<name>") or "people"
 	From  string `json:"from"` // who posted it
 	Title string `json:"title"`
 	Body  string `json:"body,omitempty"`
@@ -295,6 +295,19 @@ type Source interface {
 	// agent that posted it (ErrNotPoster otherwise). It returns
 	// ErrUnknownAction or ErrEnded like Finish.
 	Cancel(ctx context.Context, by Poster, id, reason string) (Record, error)
+
+	// Answer ends an open action addressed to people as done, with text
+	// (non-empty: ErrEmptyAnswer) as its result: the answer its poster is
+	// woken with. by must be a person (ErrBadPoster), and the action
+	// addressed to by or to People (ErrNotForPerson otherwise, naming whom
+	// it is for). It returns ErrUnknownAction, ErrEnded like Finish, and
+	// ErrNotOpen for an action not open.
+	Answer(ctx context.Context, by Poster, id, text string) (Record, error)
+
+	// Decline ends an open action addressed to people as failed, with the
+	// reason (ErrEmptyReason when there is none), with the same errors as
+	// Answer.
+	Decline(ctx context.Context, by Poster, id, reason string) (Record, error)
 
 	// SetWaiter records whether who's session has a wake-on-work waiter
 	// armed, for people to see (MemberInfo.WaiterSince).

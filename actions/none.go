@@ -83,6 +83,16 @@ func (NoActions) Cancel(_ context.Context, _ Poster, id, _ string) (Record, erro
 	return Record{}, fmt.Errorf("cancel %s: %w", Quote(id), ErrUnknownAction)
 }
 
+// Answer implements Source; no action exists, so it returns ErrUnknownAction.
+func (NoActions) Answer(_ context.Context, _ Poster, id, _ string) (Record, error) {
+	return Record{}, fmt.Errorf("answer %s: %w", Quote(id), ErrUnknownAction)
+}
+
+// Decline implements Source; no action exists, so it returns ErrUnknownAction.
+func (NoActions) Decline(_ context.Context, _ Poster, id, _ string) (Record, error) {
+	return Record{}, fmt.Errorf("decline %s: %w", Quote(id), ErrUnknownAction)
+}
+
 // Get implements Source; no action exists, so it returns ErrUnknownAction.
 func (NoActions) Get(_ context.Context, id string) (Record, error) {
 	return Record{}, fmt.Errorf("action %s: %w", Quote(id), ErrUnknownAction)

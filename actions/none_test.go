@@ -44,4 +44,8 @@ func TestNoActions_Refusals(t *testing.T) {
 	require.ErrorIs(t, err, ErrUnknownAction)
 	_, err = NoActions{}.Release(t.Context(), "agent:x#00000000", "a1")
 	require.ErrorIs(t, err, ErrUnknownAction)
+	_, err = NoActions{}.Answer(t.Context(), "user:ann", "a1", "yes")
+	require.ErrorIs(t, err, ErrUnknownAction)
+	_, err = NoActions{}.Decline(t.Context(), "user:ann", "a1", "no")
+	require.ErrorIs(t, err, ErrUnknownAction)
 }

@@ -81,18 +81,22 @@ func CheckPoster(who identity.ID) error {
 	return fmt.Errorf("poster %s is neither an identity (agent:<name>#<8 hex>) nor a person (%s<name>): %w", Quote(string(who)), UserPrefix, ErrBadPoster)
 }
 
-// CheckRecipient accepts "", an agent name or an identity, and returns
-// ErrBadRecipient otherwise.
+// CheckRecipient accepts "", an agent name, an identity, a person
+// ("user:<name>") or People, and returns ErrBadRecipient otherwise.
 func CheckRecipient(to string) error {
-	if to == "" || identity.IsID(to) {
+	if to == "" || identity.IsID(to) || to == People {
 		return nil
+	}
+	if strings.HasPrefix(to, UserPrefix) {
+		return checkPersonRecipient(to)
 	}
 	if strings.HasPrefix(to, identity.Prefix) {
 		_, err := identity.Parse(to)
 		return fmt.Errorf("to %s: %w: %w", Quote(to), ErrBadRecipient, err)
 	}
 	if err := identity.CheckName(to); err != nil {
-		return fmt.Errorf("to %s is neither empty (anyone), an agent name nor an identity (agent:<name>#<8 hex>): %w: %w", Quote(to), ErrBadRecipient, err)
+		return fmt.Errorf("to %s is neither empty (anyone), an agent name, an identity (agent:<name>#<8 hex>), a person (%s<name>) nor %s: %w: %w",
+			Quote(to), UserPrefix, People, ErrBadRecipient, err)
 	}
 	return nil
 }

@@ -28,6 +28,11 @@ const MaxNameLen = 64
 // FallbackName is the agent name used when none can be derived.
 const FallbackName = "agent"
 
+// ReservedName is no agent's name: on the board "people" addresses any
+// person, so an agent that carried it would take what is meant for people.
+// CheckName refuses it, and NameFromDir derives FallbackName instead.
+const ReservedName = "people"
+
 // The patterns are compiled at first use, not at start-up: bee-hook links
 // this package and starts on every edit (the PreToolUse guard), and most of
 // its runs never look at an identity.
@@ -39,7 +44,8 @@ var (
 )
 
 // ErrBadName is returned (wrapped) for an agent name that is empty, too
-// long, or holds characters other than letters, digits, '.', '_' and '-'.
+// long, holds characters other than letters, digits, '.', '_' and '-', or
+// is ReservedName.
 var ErrBadName = errors.New("bad agent name")
 
 // ErrBadID is returned (wrapped) by Parse for a string not of the form
@@ -56,6 +62,9 @@ func CheckName(name string) error {
 	}
 	if !nameRE().MatchString(name) {
 		return fmt.Errorf("%w %q: use letters, digits, '.', '_' and '-', starting with a letter or digit", ErrBadName, name)
+	}
+	if name == ReservedName {
+		return fmt.Errorf("%w %q: reserved, since on the board it addresses people; choose another name", ErrBadName, name)
 	}
 	return nil
 }
@@ -97,17 +106,21 @@ func Mint(name string) (ID, error) {
 	return ID(Prefix + name + "#" + hex.EncodeToString(b[:])), nil
 }
 
-// Parse checks that s is a well-formed identity and returns it.
+// Parse checks that s is a well-formed identity and returns it. An
+// identity of ReservedName is not well formed.
 func Parse(s string) (ID, error) {
-	if !idRE().MatchString(s) {
-		return "", fmt.Errorf("%w %q: want agent:<name>#<8 lowercase hex>", ErrBadID, s)
+	if !IsID(s) {
+		return "", fmt.Errorf("%w %q: want agent:<name>#<8 lowercase hex>, the name not %q", ErrBadID, s, ReservedName)
 	}
 	return ID(s), nil
 }
 
 // IsID reports whether s has the form of an identity (as opposed to a bare
-// agent name).
-func IsID(s string) bool { return idRE().MatchString(s) }
+// agent name), of an agent name other than ReservedName.
+func IsID(s string) bool {
+	m := idRE().FindStringSubmatch(s)
+	return m != nil && m[1] != ReservedName
+}
 
 // Agent returns the agent name the identity carries, or "" when id is not
 // well formed.

@@ -19,7 +19,7 @@ func TestMint(t *testing.T) {
 }
 
 func TestMint_BadName(t *testing.T) {
-	for _, name := range []string{"", "has space", "a#b", "-lead", string(make([]byte, MaxNameLen+1))} {
+	for _, name := range []string{"", "has space", "a#b", "-lead", string(make([]byte, MaxNameLen+1)), ReservedName} {
 		_, err := Mint(name)
 		require.ErrorIs(t, err, ErrBadName, "name %q", name)
 	}
@@ -36,6 +36,8 @@ func TestParse(t *testing.T) {
 		{"agent:#0491068b", false},
 		{"x#0491068b", false},
 		{"agent:x", false},
+		{"agent:people#0491068b", false}, // "people" addresses people on the board
+		{"agent:People#0491068b", true},
 	} {
 		_, err := Parse(tc.in)
 		if tc.ok {
@@ -43,7 +45,10 @@ func TestParse(t *testing.T) {
 			require.True(t, IsID(tc.in))
 		} else {
 			require.ErrorIs(t, err, ErrBadID, tc.in)
-			require.Empty(t, ID(tc.in).Agent())
+			require.False(t, IsID(tc.in))
+			if ID(tc.in).Agent() != ReservedName {
+				require.Empty(t, ID(tc.in).Agent())
+			}
 		}
 	}
 }
@@ -56,6 +61,8 @@ func TestNameFromDir(t *testing.T) {
 		{"/", FallbackName},
 		{"/tmp/日本", FallbackName},
 		{"/tmp/a日本", "a--"},
+		{"/home/me/people", FallbackName}, // reserved
+		{"/home/me/people2", "people2"},
 	} {
 		require.Equal(t, tc.want, NameFromDir(tc.dir), tc.dir)
 	}

@@ -27,6 +27,8 @@ type Source struct {
 	ReleaseFunc func(ctx context.Context, who identity.ID, id string) (actions.Record, error)
 	FailFunc    func(ctx context.Context, who identity.ID, id, reason string) (actions.Record, error)
 	CancelFunc  func(ctx context.Context, by actions.Poster, id, reason string) (actions.Record, error)
+	AnswerFunc  func(ctx context.Context, by actions.Poster, id, text string) (actions.Record, error)
+	DeclineFunc func(ctx context.Context, by actions.Poster, id, reason string) (actions.Record, error)
 	GetFunc     func(ctx context.Context, id string) (actions.Record, error)
 	AwaitFunc   func(ctx context.Context, by actions.Poster, ids []string, timeout time.Duration) ([]actions.Record, error)
 	NoticeFunc  func(ctx context.Context, who identity.ID, skip []string, timeout time.Duration) (actions.Notice, bool, error)
@@ -160,6 +162,22 @@ func (s *Source) Cancel(ctx context.Context, by actions.Poster, id, reason strin
 		return s.CancelFunc(ctx, by, id, reason)
 	}
 	return actions.NoActions{}.Cancel(ctx, by, id, reason)
+}
+
+// Answer implements actions.Source.
+func (s *Source) Answer(ctx context.Context, by actions.Poster, id, text string) (actions.Record, error) {
+	if s.AnswerFunc != nil {
+		return s.AnswerFunc(ctx, by, id, text)
+	}
+	return actions.NoActions{}.Answer(ctx, by, id, text)
+}
+
+// Decline implements actions.Source.
+func (s *Source) Decline(ctx context.Context, by actions.Poster, id, reason string) (actions.Record, error) {
+	if s.DeclineFunc != nil {
+		return s.DeclineFunc(ctx, by, id, reason)
+	}
+	return actions.NoActions{}.Decline(ctx, by, id, reason)
 }
 
 // Get implements actions.Source.

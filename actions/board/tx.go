@@ -78,6 +78,10 @@ func updateSet(u engine.Update, now int64) (string, []any) {
 	default:
 		set += `NULL`
 	}
+	if u.Holder != "" {
+		set += `, holder = ?`
+		args = append(args, u.Holder)
+	}
 	return set, args
 }
 

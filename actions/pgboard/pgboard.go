@@ -185,9 +185,9 @@ type Options struct {
 
 // A Board is an open PostgreSQL board. Its methods are safe for concurrent use.
 // They are actions.Board's (Name, Join, Depart, Next, Notice, Await, List,
-// ListFiltered, Get, Post, Finish, Fail, Release, Cancel, Readdress,
-// SetWaiter, Reserve, ReleasePaths, Reservations, Conflicts, Members,
-// Head, Changes and Close; see actions.Source and
+// ListFiltered, Get, Post, Finish, Fail, Release, Cancel, Answer,
+// Decline, Readdress, SetWaiter, Reserve, ReleasePaths, Reservations,
+// Conflicts, Members, Head, Changes and Close; see actions.Source and
 // actions.Board for what each promises), served by the board engine
 // (actions/internal/engine) over this database's store, and Created and Location.
 type Board struct {

@@ -116,6 +116,10 @@ func updateSet(u engine.Update, now any) (string, []any) {
 	default:
 		set += `NULL`
 	}
+	if u.Holder != "" {
+		set += `, holder = $6`
+		args = append(args, u.Holder)
+	}
 	return set, args
 }
 

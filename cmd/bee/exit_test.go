@@ -183,6 +183,26 @@ func TestMain_ExitCodes(t *testing.T) {
 			{args: []string{"release", "--all"}, board: missing, want: exitNo},
 			{args: []string{"release", "--all", "src"}, want: exitUsage},
 		},
+		"inbox": {
+			{args: []string{"inbox"}, want: exitOK},
+			{args: []string{"inbox"}, board: missing, want: exitNo},
+			{args: []string{"inbox", "extra"}, want: exitUsage},
+			{args: []string{"inbox", "--as", "two words"}, want: exitUsage},
+			{args: []string{"inbox", "--watch"}, want: exitInterrupted, interrupt: true},
+		},
+		"answer": {
+			{args: []string{"answer", "a-1", "yes"}, want: exitNo}, // for anyone: an agent's to finish
+			{args: []string{"answer", "a-99", "yes"}, want: exitNo},
+			{args: []string{"answer", "a-3", "yes"}, want: exitNo}, // ended
+			{args: []string{"answer", "a-1"}, want: exitUsage},
+			{args: []string{"answer", "a-1", "  "}, want: exitUsage},
+			{args: []string{"answer", "--as", "two words", "a-1", "yes"}, want: exitUsage},
+		},
+		"decline": {
+			{args: []string{"decline", "a-1", "--reason", "no"}, want: exitNo},
+			{args: []string{"decline", "a-1"}, want: exitUsage},
+			{args: []string{"decline", "--reason", "no"}, want: exitUsage},
+		},
 		"backup": {
 			{args: []string{"backup", filepath.Join(t.TempDir(), "copy.db")}, want: exitOK},
 			{args: []string{"backup", path}, want: exitNo},
@@ -199,6 +219,12 @@ func TestMain_ExitCodes(t *testing.T) {
 	// The changes last, once the refusals above have seen the board as
 	// it was.
 	later := map[string][]tc{
+		"post": { // a-7 and a-8: questions for the answer and the decline below
+			{args: []string{"post", "--to", "user:tester", "approve?"}, want: exitOK},
+			{args: []string{"post", "--to", "people", "which one?"}, want: exitOK},
+		},
+		"answer":    {{args: []string{"answer", "a-7", "yes"}, want: exitOK}},
+		"decline":   {{args: []string{"decline", "a-8", "--reason", "neither"}, want: exitOK}},
 		"cancel":    {{args: []string{"cancel", "a-1"}, want: exitOK}},
 		"readdress": {{args: []string{"readdress", "a-6", "--to", "reviewer"}, want: exitOK}}, // a-6: post's "another"
 	}

@@ -197,7 +197,7 @@ func (m *Main) lookupEnv(k string) (string, bool) {
 }
 
 // commands names bee's commands, in the order bee --help lists them.
-var commands = []string{"post", "list", "show", "plan", "watch", "agents", "wait", "cancel", "readdress", "reservations", "reserve", "release", "backup", "serve"}
+var commands = []string{"post", "list", "show", "plan", "watch", "agents", "wait", "cancel", "readdress", "inbox", "answer", "decline", "reservations", "reserve", "release", "backup", "serve"}
 
 // Run runs the command args names. It returns nil for --help, a
 // *cliError with exit code 2 for a command line it cannot parse, and the
@@ -262,6 +262,12 @@ func (m *Main) dispatch(ctx context.Context, e *env, name string, args []string)
 		return (&ReserveCommand{env: e}).Run(ctx, args)
 	case "release":
 		return (&ReleaseCommand{env: e}).Run(ctx, args)
+	case "inbox":
+		return (&InboxCommand{env: e}).Run(ctx, args)
+	case "answer":
+		return (&AnswerCommand{env: e}).Run(ctx, args)
+	case "decline":
+		return (&DeclineCommand{env: e}).Run(ctx, args)
 	case "backup":
 		return (&BackupCommand{env: e}).Run(ctx, args)
 	case "serve":
@@ -319,6 +325,9 @@ Commands:
 	reservations  list who holds which paths of a repository
 	reserve    reserve paths of a repository, so agents leave them alone
 	release    release paths you reserved
+	inbox      list the questions agents asked you (--watch: as they come)
+	answer     answer a question: its agent is woken with the answer
+	decline    decline a question, saying why
 	backup     copy the board to a file, safely while agents use it
 	serve      serve the board page, a live view in the browser
 

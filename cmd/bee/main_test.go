@@ -191,7 +191,7 @@ func TestMain_PostRefusalMessages(t *testing.T) {
 		{[]string{"t", "nul\x00body"}, "bee post: body holds a NUL character", actions.ErrBadText},
 		{[]string{"--to", "two words", "t"}, `bee post: --to "two words" is not an agent name, which holds letters, digits, '.', '_' and '-' only, and starts with a letter or digit`, nil},
 		{[]string{"--to", "agent:x#12", "t"}, `bee post: --to "agent:x#12" is not an identity, which looks like agent:<name>#<8 lowercase hex digits> (bee agents lists them); to reach whichever session of an agent is free, give the agent's name alone`, nil},
-		{[]string{"--to", "user:bob", "t"}, `bee post: --to "user:bob" names a person; actions are for agents: give an agent name or one identity`, nil},
+		{[]string{"--to", "user:b b", "t"}, `bee post: --to "user:b b" is not a person, whose name after user: holds letters, digits, '.', '_' and '-' only, and starts with a letter or digit`, nil},
 		{[]string{"--from", "a b", "t"}, `bee post: cannot post as --from "a b": a person's name holds letters, digits, '.', '_' and '-' only, and starts with a letter or digit`, nil},
 	} {
 		p := path

@@ -13,7 +13,16 @@ import (
 // ("user:<name>"): from (a --from flag), else $USER, else $LOGNAME, else
 // the account's name. cmd names the command for the error.
 func (e *env) person(cmd, from string) (actions.Poster, error) {
-	name, what := strings.TrimPrefix(from, actions.UserPrefix), "--from"
+	return e.personBy(cmd, "--from", from)
+}
+
+// personAs is person for the commands whose flag is --as (inbox, answer,
+// decline).
+func (e *env) personAs(cmd, as string) (actions.Poster, error) { return e.personBy(cmd, "--as", as) }
+
+// personBy is person, the name given by the flag flagName.
+func (e *env) personBy(cmd, flagName, from string) (actions.Poster, error) {
+	name, what := strings.TrimPrefix(from, actions.UserPrefix), flagName
 	for _, v := range []string{"USER", "LOGNAME"} {
 		if name == "" {
 			name, what = e.main.Getenv(v), "$"+v
@@ -24,7 +33,7 @@ func (e *env) person(cmd, from string) (actions.Poster, error) {
 			name, what = u.Username, "account name"
 		}
 	}
-	hint := "bee " + cmd + " --from NAME ..."
+	hint := "bee " + cmd + " " + flagName + " NAME ..."
 	if name == "" {
 		return "", usagef(hint, "bee %s: who are you? $USER is empty", cmd)
 	}
@@ -46,6 +55,11 @@ func (e *env) changeAs(ctx context.Context, cmd, from, id string, change func(b 
 	if err != nil {
 		return actions.Record{}, err
 	}
+	return e.changeBy(ctx, cmd, who, id, change)
+}
+
+// changeBy is changeAs for the person who.
+func (e *env) changeBy(ctx context.Context, cmd string, who actions.Poster, id string, change func(b actions.Board, who actions.Poster) (actions.Record, error)) (actions.Record, error) {
 	b, err := e.open(cmd, false)
 	if err != nil {
 		return actions.Record{}, err

@@ -29,7 +29,7 @@ type PostCommand struct {
 
 func (c *PostCommand) flagSet() *flag.FlagSet {
 	fs := c.env.flags("post")
-	fs.StringVar(&c.to, "to", "", "whom it is for: an agent name (any identity of that agent) or one identity (default anyone)")
+	fs.StringVar(&c.to, "to", "", "whom it is for: an agent name (any identity of that agent), one identity, a person (user:NAME) or people (default anyone)")
 	fs.StringVar(&c.from, "from", "", "post as this person (default $USER)")
 	fs.StringVar(&c.paths, "paths", "", "the files the work will change, as comma-separated path patterns ('src/auth/**,docs/auth.md'): whoever takes it holds them")
 	fs.StringVar(&c.repo, "repo", "", "with --paths: "+repoFlagUsage)
@@ -76,7 +76,7 @@ func (c *PostCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := checkTo("post", `bee post --to reviewer "TITLE" (an agent name), or --to agent:reviewer#0491068b (one identity)`, c.to); err != nil {
+	if err := checkTo("post", `bee post --to reviewer "TITLE" (an agent name), --to agent:reviewer#0491068b (one identity), --to user:alice (a person) or --to people`, c.to); err != nil {
 		return err
 	}
 
@@ -117,6 +117,8 @@ func nameRule(name string) string {
 		return "is empty"
 	case len(name) > identity.MaxNameLen:
 		return fmt.Sprintf("is longer than %d characters", identity.MaxNameLen)
+	case name == identity.ReservedName:
+		return fmt.Sprintf("is not %q, which is reserved: --to %s alone addresses every person", name, name)
 	}
 	return "holds letters, digits, '.', '_' and '-' only, and starts with a letter or digit"
 }
@@ -126,10 +128,11 @@ func nameRule(name string) string {
 // command and hint what to run instead.
 func checkTo(cmd, hint, to string) error {
 	switch {
-	case to == "" || identity.IsID(to):
+	case to == "" || identity.IsID(to) || actions.ForPeople(to):
 		return nil
 	case strings.HasPrefix(to, actions.UserPrefix):
-		return usagef(hint, "bee %s: --to %q names a person; actions are for agents: give an agent name or one identity", cmd, to)
+		name := strings.TrimPrefix(to, actions.UserPrefix)
+		return usagef(hint, "bee %s: --to %q is not a person, whose name after user: %s", cmd, to, nameRule(name))
 	case strings.HasPrefix(to, identity.Prefix):
 		return usagef(hint, "bee %s: --to %q is not an identity, which looks like agent:<name>#<8 lowercase hex digits> (bee agents lists them); to reach whichever session of an agent is free, give the agent's name alone", cmd, to)
 	case identity.CheckName(to) != nil:
@@ -141,8 +144,8 @@ func checkTo(cmd, hint, to string) error {
 // Usage prints how to use `bee post`.
 func (c *PostCommand) Usage() {
 	w := c.env.main.Stdout
-	fmt.Fprint(w, `Post an action on the board, for any agent, for an agent name, or for one
-identity.
+	fmt.Fprint(w, `Post an action on the board, for any agent, for an agent name, for one
+identity, or for people: one person (user:NAME) or any person (people).
 
 Usage:
 

@@ -21,7 +21,7 @@ type ReaddressCommand struct {
 
 func (c *ReaddressCommand) flagSet() *flag.FlagSet {
 	fs := c.env.flags("readdress")
-	fs.StringVar(&c.to, "to", "", "the new recipient: an agent name or a live identity")
+	fs.StringVar(&c.to, "to", "", "the new recipient: an agent name, a live identity, a person (user:NAME) or people")
 	fs.BoolVar(&c.anyone, "anyone", false, "address it to anyone instead")
 	fs.StringVar(&c.from, "from", "", "act as this person (default $USER)")
 	fs.BoolVar(&c.asJSON, "json", false, "print the action as JSON")

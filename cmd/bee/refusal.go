@@ -24,21 +24,21 @@ var sentinels = []error{
 	actions.ErrBadRecipient, actions.ErrBadPoster, actions.ErrTooLong, actions.ErrBadText,
 	actions.ErrPrerequisiteEnded, actions.ErrUnknownPrerequisite, actions.ErrTooManyPrerequisites, actions.ErrBadPriority,
 	actions.ErrBadPlan, actions.ErrBadKey, actions.ErrDuplicateKey, actions.ErrCycle, actions.ErrPlanTooLarge,
-	actions.ErrBadPattern, actions.ErrBadRepo, actions.ErrReserved,
+	actions.ErrBadPattern, actions.ErrBadRepo, actions.ErrReserved, actions.ErrNotForPerson, actions.ErrEmptyAnswer,
 }
 
 // wrongInput are the sentinels of a refusal the command line can fix:
 // exit 2, as a usage error.
 var wrongInput = []error{
 	actions.ErrEmptyTitle, actions.ErrEmptyReason, actions.ErrBadRecipient, actions.ErrBadPoster,
-	actions.ErrTooLong, actions.ErrBadText, actions.ErrBadPattern, actions.ErrBadRepo,
+	actions.ErrTooLong, actions.ErrBadText, actions.ErrBadPattern, actions.ErrBadRepo, actions.ErrEmptyAnswer,
 	actions.ErrUnknownPrerequisite, actions.ErrTooManyPrerequisites, actions.ErrBadPriority,
 }
 
 // boardOp matches how the board starts its errors, naming the operation
 // ("cancel: ", "readdress a-1: ", "await action "): the command's name
 // says it already. The action's id, when it is there, stays.
-var boardOp = regexp.MustCompile(`^(?:post|get|list|head|changes|await|cancel|readdress|members|backup|reserve|release paths|reservations|conflicts)(?:: | (action )| a-[0-9]+: )`)
+var boardOp = regexp.MustCompile(`^(?:post|get|list|head|changes|await|cancel|readdress|members|backup|reserve|release paths|reservations|conflicts|answer|decline)(?:: | (action )| a-[0-9]+: )`)
 
 // refusal says, for a person, why the board b refused the command cmd
 // about the action id ("" when none): an unknown id names the board and
@@ -59,6 +59,9 @@ func (e *env) refusal(ctx context.Context, b actions.Board, cmd, id string, err 
 		}
 	}
 	msg := "bee " + cmd + ": " + plainBoardText(err.Error())
+	if errors.Is(err, actions.ErrNotForPerson) {
+		return &cliError{code: exitNo, msg: msg, hint: "bee inbox lists the questions that wait for you", err: err}
+	}
 	for _, s := range wrongInput {
 		if errors.Is(err, s) {
 			return &cliError{code: exitUsage, msg: msg, hint: "bee " + cmd + " --help", err: err}

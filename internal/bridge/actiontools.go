@@ -118,7 +118,7 @@ func (t *tools) whoami(_ context.Context, c *toolCall, _ struct{}) (whoamiOut, e
 
 // postIn is bee_post_action's arguments.
 type postIn struct {
-	To    string       `json:"to,omitempty" jsonschema:"Who may take it: omit it for anyone, an agent name (such as reviewer), or one identity (agent:reviewer#0491068b)."`
+	To    string       `json:"to,omitempty" jsonschema:"Who may take it: omit it for anyone, an agent name (such as reviewer), or one identity (agent:reviewer#0491068b). To ask a person, user:<name> (one person, such as user:alice) or people (whoever answers first)."`
 	Title string       `json:"title" jsonschema:"One line saying what to do."`
 	Body  string       `json:"body" jsonschema:"Everything the taker needs to do it."`
 	Paths pathPatterns `json:"paths,omitempty" jsonschema:"The files the work will change, as path patterns of this session's repository (src/auth/**): whoever takes it holds them while working on it."`

@@ -59,7 +59,10 @@ type afterIDs []string
 // or waits for the prerequisites it names.
 func postedNext(cl clients.Client, rec actions.Record) string {
 	next := fmt.Sprintf("Posted as %s. Go on with other work, or end your turn: bee wakes you when it ends. %s waits for it; %s calls it off.", rec.ID, ToolAwait, ToolCancel)
-	if !cl.Wakes {
+	switch {
+	case actions.ForPeople(rec.To):
+		next = askedNext(cl, rec.ID)
+	case !cl.Wakes:
 		next = cl.PostedNext(rec.ID)
 	}
 	if rec.State == actions.Blocked {

@@ -47,7 +47,7 @@ func toolTable() []toolDef {
 		define(&mcp.Tool{Name: ToolWhoami, Title: "Who am I on the board", Annotations: readOnly, Description: "Report this session's identity on the bee board (agent:<name>#<8 hex>), its agent name, " +
 			"the agent process (Claude Code, Codex CLI or Gemini CLI: claudePid) and session it belongs to, the client, the repository it works in (repo), and the action source."}, (*tools).whoami),
 		define(&mcp.Tool{Name: ToolPost, Title: "Post an action", Description: "Post a new action on the bee board for another agent or person to take. " +
-			"to is optional: omit it for anyone, give an agent name, or one identity. after names actions that must be done first (it stays blocked until then); " +
+			"to is optional: omit it for anyone, give an agent name, or one identity. " + askNote + "after names actions that must be done first (it stays blocked until then); " +
 			"priority is 0 (most urgent) to 4, default 2. " + postPathsRule + " For several steps that must happen in an order, use " + ToolPlan + " instead. Returns {action, next}."}, (*tools).post),
 		define(&mcp.Tool{Name: ToolPlan, Title: "Post a plan of actions", Description: planDescription()}, (*tools).postPlan),
 		define(&mcp.Tool{Name: ToolFinish, Title: "Finish an action", Annotations: &mcp.ToolAnnotations{IdempotentHint: false}, Description: "Mark an action you claimed (through " + ToolWait + ") as done, " +

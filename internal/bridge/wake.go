@@ -692,6 +692,9 @@ func ReminderLine(r actions.Record) string {
 // most MaxWakeLine bytes.
 func WakeLine(who identity.ID, n actions.Notice) string {
 	r := n.Record
+	if line, ok := answerLine(r); ok && n.Kind == actions.NoticeOutcome {
+		return line
+	}
 	title := `"` + textcut.Within(oneLine(r.Title), 100) + `"`
 	var line string
 	switch {

@@ -196,7 +196,7 @@ func IsRefusal(err error) bool {
 		actions.ErrNotOpen, actions.ErrNotLive, actions.ErrDeparted, actions.ErrClosed, actions.ErrEmptyTitle,
 		actions.ErrEmptyReason, actions.ErrBadPoster, actions.ErrBadRecipient, actions.ErrTooLong, actions.ErrBadText,
 		actions.ErrPrerequisiteEnded, actions.ErrBadPlan, actions.ErrUnknownPrerequisite, actions.ErrTooManyPrerequisites,
-		actions.ErrBadPriority} {
+		actions.ErrBadPriority, actions.ErrNotForPerson, actions.ErrEmptyAnswer} {
 		if errors.Is(err, s) {
 			return true
 		}

@@ -230,12 +230,15 @@ type NewAction struct {
 // An Update is what Tx.Update writes to an action: State Open puts a claim
 // back (no holder, no claim time); Done, Failed and Cancelled end it, with
 // Text as its result (Done) or reason, By as who ended it, and Told saying
-// whether its poster has heard.
+// whether its poster has heard. Holder, when set, becomes the action's
+// holder as it ends: the person who answers an open action addressed to
+// people (a done or failed action has a holder).
 type Update struct {
-	State actions.State
-	Text  string
-	By    string
-	Told  Told
+	State  actions.State
+	Text   string
+	By     string
+	Told   Told
+	Holder string
 }
 
 // Told says when the poster of an action that ends has heard of it.

@@ -6,22 +6,31 @@
 // (look, sleep until woken, look again) is Wait.
 package wakeup
 
-import "github.com/tractat-us/bee/identity"
+import (
+	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/identity"
+)
 
 // Everyone is the key of a change that concerns every waiter.
 const Everyone = ""
 
-// People is the key of an outcome whose poster is a person: no agent's
-// waiter hears of it (people ask with bee wait, an Await, which hears of
-// every end). It is no agent name, since agent names cannot hold '~'.
+// People is the key of an outcome whose poster is a person, and of an
+// action addressed to people ("user:<name>", "people"): no agent's waiter
+// hears of it (people ask with bee wait, an Await, which hears of every
+// end, and watch every change). It is no agent name, since agent names
+// cannot hold '~'.
 const People = "~people"
 
 // ForRecipient is whom a claimable action addressed to to concerns:
-// Everyone for an action for anyone, else the agent of its recipient (the
-// agent's other identities wake too, and find nothing for them).
+// Everyone for an action for anyone, People for one for people, else the
+// agent of its recipient (the agent's other identities wake too, and find
+// nothing for them).
 func ForRecipient(to string) string {
-	if to == "" {
+	switch {
+	case to == "":
 		return Everyone
+	case actions.ForPeople(to):
+		return People
 	}
 	if a := identity.ID(to).Agent(); a != "" {
 		return a

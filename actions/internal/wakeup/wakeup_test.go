@@ -33,7 +33,8 @@ func TestKeys(t *testing.T) {
 		{"anyone", "", Everyone, People},
 		{"agent name", "reviewer", "reviewer", People},
 		{"identity", "agent:re-view.er_2#0123abcd", "re-view.er_2", "re-view.er_2"},
-		{"person", "user:alice", "user:alice", People},
+		{"person", "user:alice", People, People},
+		{"people", "people", People, People},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, tc.recipient, ForRecipient(tc.to))
