@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/board"
@@ -31,6 +32,10 @@ type Options struct {
 	// of creating one, so that a mistyped location never shows an empty
 	// board to someone reading it.
 	MustExist bool
+	// OpenBy, when set, is when opening a board on a server must have
+	// ended, whatever the server does (see pgboard.Options.OpenBy): for a
+	// command that must end by a deadline. A file board ignores it.
+	OpenBy time.Time
 }
 
 // IsRemote reports whether location names a board on a server rather than
@@ -67,7 +72,7 @@ func Open(location string, opts *Options) (actions.Board, error) {
 		return nil, fmt.Errorf("open board: no location given (a file path or a postgres:// URL)")
 	}
 	if IsRemote(location) {
-		b, err := pgboard.Open(location, &pgboard.Options{Logger: o.Logger, NoCreate: o.MustExist})
+		b, err := pgboard.Open(location, &pgboard.Options{Logger: o.Logger, NoCreate: o.MustExist, OpenBy: o.OpenBy})
 		if errors.Is(err, pgboard.ErrNoBoard) {
 			return nil, noBoardError{err}
 		}

@@ -111,7 +111,7 @@ func reachCause(err error, c connTarget) string {
 	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
 		return fmt.Sprintf("there is no route to %s (%v); check the network, and the host in the URL", c.where, errors.Unwrap(err))
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
-		return fmt.Sprintf("the PostgreSQL server at %s did not answer within %v; is it running and reachable (not stopped, not behind a firewall), and are the host and port in the URL right?", c.where, c.within)
+		return fmt.Sprintf("the PostgreSQL server at %s did not answer within %v; is it running and reachable (not stopped, not behind a firewall), and are the host and port in the URL right?", c.where, roundWithin(c.within))
 	}
 	return fmt.Sprintf("cannot reach the PostgreSQL server at %s (%s); is it running, and are the host and port in the URL right?", c.where, driverDetail(err))
 }
@@ -138,4 +138,13 @@ func lostDetail(err error) string {
 		return ""
 	}
 	return " (" + driverDetail(err) + ")"
+}
+
+// roundWithin is a bound as an error says it: to a tenth of a second, or a
+// millisecond below one second.
+func roundWithin(d time.Duration) time.Duration {
+	if d < time.Second {
+		return d.Round(time.Millisecond)
+	}
+	return d.Round(100 * time.Millisecond)
 }

@@ -159,6 +159,11 @@ type Options struct {
 	// by every Board of its database, to drive leases without sleeping;
 	// members of other processes then judge by another clock.
 	Clock actions.Clock
+	// OpenBy, when set, is when Open must have returned, whatever the
+	// server does (ErrUnreachable, when it did not answer by then): it
+	// caps ConnectTimeout, and bounds the schema's check, for a command
+	// that must end by a deadline (bee wait --timeout).
+	OpenBy time.Time
 	// NoCreate makes Open refuse a database without bee's tables
 	// (ErrNoBoard) instead of creating them: for people reading a board,
 	// so that a mistyped URL never shows an empty one.
@@ -178,6 +183,9 @@ type Options struct {
 	// inClaim runs inside the claim transaction, after the action's row is
 	// locked and before the commit, with the transaction's backend pid.
 	inClaim func(backendPID uint32)
+	// beforeCommit runs in every write transaction right before its
+	// COMMIT is sent.
+	beforeCommit func()
 	// noVersionCheck leaves out the schema version check of every write
 	// (see firstTrip), for measuring its cost.
 	noVersionCheck bool
@@ -264,6 +272,9 @@ func Open(location string, opts *Options) (*Board, error) {
 	if o.MaxConns <= 0 {
 		o.MaxConns = DefaultMaxConns
 	}
+	if !o.OpenBy.IsZero() {
+		o.ConnectTimeout = max(min(o.ConnectTimeout, time.Until(o.OpenBy)), time.Millisecond)
+	}
 	loc, password := redactURL(location)
 	if !IsLocation(location) {
 		return nil, fmt.Errorf("open board %s: not a postgres:// or postgresql:// URL", loc)
@@ -291,7 +302,7 @@ func poolConfig(location, loc string, password *string, o Options) (*pgxpool.Con
 	if cfg.ConnConfig.Password != "" {
 		*password = cfg.ConnConfig.Password
 	}
-	if cfg.ConnConfig.ConnectTimeout == 0 {
+	if cfg.ConnConfig.ConnectTimeout == 0 || !o.OpenBy.IsZero() && cfg.ConnConfig.ConnectTimeout > o.ConnectTimeout {
 		cfg.ConnConfig.ConnectTimeout = o.ConnectTimeout
 	}
 	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
@@ -337,19 +348,33 @@ func newBoard(loc, password string, o Options, set engine.Settings) *Board {
 }
 
 // open connects, migrates, measures the clock's skew, and starts the
-// listener and the renewer.
+// listener and the renewer, by Options.OpenBy when set.
 func (b *Board) open(cfg *pgxpool.Config) (err error) {
 	if b.pool, err = pgxpool.NewWithConfig(b.ctx, cfg); err != nil {
 		return b.scrub(fmt.Errorf("open board %s: %w", b.location, err))
 	}
-	if err := b.ping(cfg.ConnConfig); err != nil {
+	ctx := b.ctx
+	if !b.opts.OpenBy.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, b.opts.OpenBy)
+		defer cancel()
+	}
+	start := time.Now()
+	defer func() {
+		if err != nil && ctx.Err() != nil && b.ctx.Err() == nil && !errors.Is(err, ErrUnreachable) {
+			err = b.scrub(&reachError{sentinel: ErrUnreachable, cause: err,
+				msg: fmt.Sprintf("open board %s: the PostgreSQL server has not answered for %v; check that it runs and is reachable",
+					b.location, time.Since(start).Round(100*time.Millisecond))})
+		}
+	}()
+	if err := b.ping(ctx, cfg.ConnConfig); err != nil {
 		return err
 	}
-	if err := b.migrate(); err != nil {
+	if err := b.migrate(ctx); err != nil {
 		return err
 	}
 	if b.opts.Clock != nil {
-		if err := b.measureSkew(); err != nil {
+		if err := b.measureSkew(ctx); err != nil {
 			return err
 		}
 	}
@@ -365,9 +390,9 @@ func (b *Board) open(cfg *pgxpool.Config) (err error) {
 
 // measureSkew sets b.skew: how far Options.Clock is ahead of the server's
 // clock.
-func (b *Board) measureSkew() error {
+func (b *Board) measureSkew(ctx context.Context) error {
 	var server time.Time
-	err := b.read(b.ctx, "read the server's clock", func(ctx context.Context) error {
+	err := b.read(ctx, "read the server's clock", func(ctx context.Context) error {
 		return b.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&server)
 	})
 	if err != nil {
@@ -396,8 +421,8 @@ func (b *Board) graceMS() int64 { return (b.opts.Lease + b.skew).Milliseconds() 
 
 // ping makes the first connection, bounded by the connect timeout, and
 // says what is wrong when it fails.
-func (b *Board) ping(cc *pgx.ConnConfig) error {
-	ctx, cancel := context.WithTimeout(b.ctx, cc.ConnectTimeout+time.Second)
+func (b *Board) ping(ctx context.Context, cc *pgx.ConnConfig) error {
+	ctx, cancel := context.WithTimeout(ctx, cc.ConnectTimeout+time.Second)
 	defer cancel()
 	err := b.pool.Ping(ctx)
 	if err == nil {
@@ -600,13 +625,17 @@ type txFunc func(ctx context.Context, tx pgx.Tx) error
 
 // write runs fn in one transaction, retrying what retryable accepts until
 // Options.Retry passes or ctx ends. ctx's end stops the transaction only
-// before its commit: a commit runs to its end, so a write whose caller went
+// before its commit: a commit runs to its end (within commitBound, and
+// within ctx's deadline when it has one), so a write whose caller went
 // away is either undone or done (and a caller that must not hold what it
-// did not receive, like Next, gives it back). A commit whose answer was lost
-// is resolved by asking the server whether that transaction committed (by
-// its id, taken at the start), so a committed write is never done again or
-// reported as failed. Errors fn returns that do not come from the database
-// pass through.
+// did not receive, like Next, gives it back). A commit whose answer was
+// lost is resolved by asking the server whether that transaction
+// committed (by its id, taken at the start), so a committed write is
+// never done again or reported as failed. When the answer to that does
+// not come either (by ctx's deadline, or within Options.Retry for a ctx
+// without one), write returns an *engine.Unsure, which asks again later:
+// so write returns by ctx's deadline whatever the server does. Errors fn
+// returns that do not come from the database pass through.
 func (b *Board) write(ctx context.Context, op string, fn txFunc) error {
 	return b.writeWithin(ctx, op, b.opts.Retry, fn)
 }
@@ -619,12 +648,15 @@ func (b *Board) writeWithin(ctx context.Context, op string, limit time.Duration,
 	octx, cancel := b.life.Bound(ctx, limit)
 	defer cancel()
 	for n := 0; ; n++ {
-		xid, err := b.attempt(octx, fn)
+		xid, err := b.attempt(octx, commitBy(ctx), fn)
 		if err != nil && xid != 0 {
 			// The commit's fate is unknown: ask.
-			var committed bool
-			committed, err = b.committed(xid, err)
-			if committed {
+			var known, committed bool
+			known, committed, err = b.settle(ctx, op, xid, err, start)
+			switch {
+			case !known:
+				return err // an *engine.Unsure
+			case committed:
 				return nil
 			}
 		}
@@ -642,17 +674,28 @@ func (b *Board) writeWithin(ctx context.Context, op string, limit time.Duration,
 }
 
 // commitBound bounds a commit, which runs whatever the caller's context
-// does.
+// does (but not past its deadline).
 const commitBound = 5 * time.Second
 
-// attempt runs fn in a transaction once. xid is non-zero only when the
-// outcome is unknown: the commit was sent but its answer lost.
-func (b *Board) attempt(ctx context.Context, fn txFunc) (xid int64, err error) {
+// commitBy is when the commit of a write for ctx must have answered:
+// within commitBound, and by ctx's deadline when it has one.
+func commitBy(ctx context.Context) time.Time {
+	by := time.Now().Add(commitBound)
+	if d, ok := ctx.Deadline(); ok && d.Before(by) {
+		return d
+	}
+	return by
+}
+
+// attempt runs fn in a transaction once, bounded by ctx, and commits it by
+// by whatever ctx does. xid is non-zero only when the outcome is unknown:
+// the commit was sent but its answer lost.
+func (b *Board) attempt(ctx context.Context, by time.Time, fn txFunc) (xid int64, err error) {
 	tx, err := b.pool.Begin(ctx)
 	if err != nil {
 		return 0, err
 	}
-	detached, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitBound)
+	detached, cancel := context.WithDeadline(context.WithoutCancel(ctx), by)
 	defer cancel()
 	defer func() {
 		if err != nil && xid == 0 {
@@ -666,6 +709,9 @@ func (b *Board) attempt(ctx context.Context, fn txFunc) (xid int64, err error) {
 	if err := fn(ctx, tx); err != nil {
 		return 0, err
 	}
+	if b.opts.beforeCommit != nil {
+		b.opts.beforeCommit()
+	}
 	if err := tx.Commit(detached); err != nil {
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) {
@@ -676,33 +722,72 @@ func (b *Board) attempt(ctx context.Context, fn txFunc) (xid int64, err error) {
 	return 0, nil
 }
 
-// committed asks, on another connection, whether transaction xid
-// committed, waiting (up to Options.Retry, or until the Board closes) while
-// the server is unreachable. cause is the commit's error, returned when the
-// answer never comes.
-func (b *Board) committed(xid int64, cause error) (bool, error) {
-	ctx, cancel := b.life.Bound(context.Background(), b.opts.Retry)
+// settle finds out whether transaction xid, whose commit's answer was lost
+// (cause), committed: known is false when the server did not say by ctx's
+// deadline (or within Options.Retry, for a ctx without one, or before the
+// Board closed); err is then an *engine.Unsure that asks again. When known
+// and not committed, err is cause.
+func (b *Board) settle(ctx context.Context, op string, xid int64, cause error, start time.Time) (known, committed bool, err error) {
+	limit := b.opts.Retry
+	if d, ok := ctx.Deadline(); ok {
+		limit = time.Until(d)
+	}
+	actx, cancel := b.life.Bound(context.WithoutCancel(ctx), limit)
 	defer cancel()
+	committed, err = b.committed(actx, xid)
+	switch {
+	case err == nil && committed:
+		b.log.Info("a commit whose answer was lost had committed", "xid", xid)
+		return true, true, nil
+	case err == nil:
+		return true, false, cause
+	}
+	b.log.Warn("a commit's answer was lost and the server has not said whether it committed; asking again in the background",
+		"op", op, "xid", xid, logkey.Err, b.scrub(err))
+	return false, false, &engine.Unsure{
+		Err: b.scrub(&reachError{sentinel: ErrUnreachable, cause: cause,
+			msg: fmt.Sprintf("board %s: %s: the PostgreSQL server has not answered for %v, after the change was sent: it may have been made or not; look before doing it again, and check that the server runs and is reachable",
+				b.location, op, time.Since(start).Round(100*time.Millisecond))}),
+		Resolve: func(ctx context.Context) (bool, error) {
+			ctx, cancel := b.life.Bound(ctx, forever)
+			defer cancel()
+			return b.committed(ctx, xid)
+		},
+	}
+}
+
+// forever is a bound that never comes first.
+const forever = 100 * 365 * 24 * time.Hour
+
+// askBound bounds one question of committed, so that a connection that
+// died silently is left for another.
+const askBound = 5 * time.Second
+
+// committed asks, on another connection, whether transaction xid
+// committed, asking again while the server is unreachable or has not
+// finished it, until ctx ends (its error, then).
+func (b *Board) committed(ctx context.Context, xid int64) (bool, error) {
 	for n := 0; ; n++ {
 		var status *string
-		err := b.pool.QueryRow(ctx, `SELECT pg_xact_status($1::text::xid8)`, fmt.Sprint(xid)).Scan(&status)
+		qctx, cancel := context.WithTimeout(ctx, askBound)
+		err := b.pool.QueryRow(qctx, `SELECT pg_xact_status($1::text::xid8)`, fmt.Sprint(xid)).Scan(&status)
+		cancel()
 		if err == nil {
 			switch {
 			case status == nil:
-				return false, cause // too old to know; cannot happen for a fresh xid
+				return false, fmt.Errorf("transaction %d is too old for the server to say whether it committed", xid)
 			case *status == "committed":
-				b.log.Info("a commit whose answer was lost had committed", "xid", xid)
 				return true, nil
 			case *status == "aborted":
-				return false, cause
+				return false, nil
 			}
 			// "in progress": the server has not finished it yet.
 		}
-		if err != nil && !retryable(err) {
+		if err != nil && ctx.Err() == nil && !retryable(err) && !errors.Is(err, context.DeadlineExceeded) {
 			return false, err
 		}
 		if !backoff(ctx, n) {
-			return false, cause
+			return false, ctx.Err()
 		}
 	}
 }

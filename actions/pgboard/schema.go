@@ -119,9 +119,9 @@ const migrateLock = 0x62656501
 
 // migrate checks the database's version, without writing when it is up to
 // date, and brings an older schema up to date.
-func (b *Board) migrate() error {
+func (b *Board) migrate(ctx context.Context) error {
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(b.ctx, b.opts.ConnectTimeout+b.opts.Retry)
+	ctx, cancel := context.WithTimeout(ctx, b.opts.ConnectTimeout+b.opts.Retry)
 	defer cancel()
 	v, err := b.readVersion(ctx, b.pool)
 	if err != nil {

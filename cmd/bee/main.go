@@ -30,6 +30,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/boards"
@@ -435,11 +436,17 @@ func helped(err error) error {
 // stderr; reading one that is not there is an error, so a mistyped
 // location never passes for an empty board.
 func (e *env) open(cmd string, create bool) (actions.Board, error) {
+	return e.openBy(cmd, create, time.Time{})
+}
+
+// openBy is open, ending by by when it is set, whatever a board's server
+// does (see boards.Options.OpenBy).
+func (e *env) openBy(cmd string, create bool, by time.Time) (actions.Board, error) {
 	location, from, err := e.location(cmd)
 	if err != nil {
 		return nil, err
 	}
-	b, err := boards.Open(location, &boards.Options{MustExist: !create})
+	b, err := boards.Open(location, &boards.Options{MustExist: !create, OpenBy: by})
 	switch {
 	case errors.Is(err, boards.ErrNoBoard):
 		// Said here, once: the boards' own words repeat themselves.

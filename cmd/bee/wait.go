@@ -72,7 +72,15 @@ func (c *WaitCommand) Run(ctx context.Context, args []string) error {
 		return usagef("bee wait --timeout 10m ID (or --timeout 0 to look once without waiting)", "bee wait: --timeout %v is negative", c.timeout.d)
 	}
 	who, _ := c.env.person("wait", "") // only to record that its poster heard; none is fine
-	b, err := c.env.open("wait", false)
+	var deadline time.Time
+	if c.timeout.set {
+		deadline = time.Now().Add(c.timeout.d)
+	}
+	var openBy time.Time // --timeout bounds opening too: a silent server cannot hold bee wait past it
+	if c.timeout.d > 0 {
+		openBy = deadline
+	}
+	b, err := c.env.openBy("wait", false, openBy)
 	if err != nil {
 		return err
 	}
@@ -89,10 +97,6 @@ func (c *WaitCommand) Run(ctx context.Context, args []string) error {
 				fmt.Fprintln(out, endedLine(r))
 			}
 		}
-	}
-	var deadline time.Time
-	if c.timeout.set {
-		deadline = time.Now().Add(c.timeout.d)
 	}
 	if c.timeout.set && c.timeout.d == 0 {
 		recs, err := c.look(ctx, b, ids)

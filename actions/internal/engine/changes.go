@@ -52,6 +52,7 @@ func (e *Engine) Changes(ctx context.Context, after actions.Cursor, timeout time
 		return actions.Page{}, err
 	}
 	cursor := cur.Rev(rev, seq)
+	deadline := time.Now().Add(timeout)
 	page, found, err := wakeup.Wait(ctx, e.waiter(nil), "changes", timeout, e.cfg.Hub.Changes,
 		func(ctx context.Context) (actions.Page, bool, time.Duration, error) {
 			e.reap(ctx)
@@ -65,7 +66,9 @@ func (e *Engine) Changes(ctx context.Context, after actions.Cursor, timeout time
 	if !found {
 		return actions.Page{Records: []actions.Record{}, Cursor: cursor}, nil
 	}
-	e.markGone(ctx, page.Records)
+	mctx, cancel := context.WithDeadline(ctx, deadline.Add(finishSlack))
+	defer cancel()
+	e.markGone(mctx, page.Records)
 	return page, nil
 }
 
@@ -85,35 +88,74 @@ func (e *Engine) Await(ctx context.Context, by actions.Poster, ids []string, tim
 		}
 		seqs = append(seqs, seq)
 	}
-	known, err := e.s.Known(ctx, seqs)
-	if err != nil {
-		return nil, fmt.Errorf("await: %w", err)
-	}
-	for i, s := range seqs {
-		if !slices.Contains(known, s) {
-			return nil, fmt.Errorf("await: %w", unknown("", ids[i]))
+	// The ids are checked in the wait's first look, so that the check too
+	// ends by the wait's timeout whatever the storage does; a wait that
+	// looks once checks them within the bound of one look.
+	checked := false
+	if timeout <= 0 {
+		kctx, cancel := context.WithTimeout(ctx, e.cfg.OnceBound)
+		err := e.known(kctx, ids, seqs)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("await: %w", err)
 		}
+		checked = true
 	}
+	var refused error // an unknown id: the answer, even as the timeout passes
+	deadline := time.Now().Add(timeout)
 	recs, found, err := wakeup.Wait(ctx, e.waiter(e.cfg.BeforeSleep), "await", timeout, e.cfg.Hub.EveryEnd,
 		func(ctx context.Context) ([]actions.Record, bool, time.Duration, error) {
+			if !checked {
+				if err := e.known(ctx, ids, seqs); err != nil {
+					if errors.Is(err, actions.ErrUnknownAction) {
+						refused = err
+					}
+					return nil, false, 0, err
+				}
+				checked = true
+			}
 			e.reap(ctx)
 			recs, err := e.s.EndedAmong(ctx, seqs)
 			return recs, len(recs) > 0, 0, err
 		})
+	if refused != nil && ctx.Err() == nil {
+		return nil, fmt.Errorf("await: %w", refused)
+	}
 	if err != nil {
 		return nil, err
 	}
 	if !found {
 		return []actions.Record{}, nil
 	}
-	e.markTold(ctx, identity.ID(by), recs)
+	e.markTold(ctx, deadline, identity.ID(by), recs)
 	return recs, nil
 }
 
+// known returns actions.ErrUnknownAction, naming it, for the first of ids
+// (whose seqs are seqs) that names no action.
+func (e *Engine) known(ctx context.Context, ids []string, seqs []int64) error {
+	known, err := e.s.Known(ctx, seqs)
+	if err != nil {
+		return err
+	}
+	for i, s := range seqs {
+		if !slices.Contains(known, s) {
+			return unknown("", ids[i])
+		}
+	}
+	return nil
+}
+
+// finishSlack is how long past its timeout a wait that found something
+// may take to finish (marking what it found), whatever the storage does.
+const finishSlack = 500 * time.Millisecond
+
 // markTold records that who has heard the outcomes of the records it
-// posted. A failure is logged: the poster's waiter may then wake for an
-// outcome it has already seen, which is harmless.
-func (e *Engine) markTold(ctx context.Context, who identity.ID, recs []actions.Record) {
+// posted, by deadline (the wait's) and finishSlack, also when ctx has
+// ended: it returns by then whatever the storage does. A failure is
+// logged: the poster's waiter may then wake for an outcome it has already
+// seen, which is harmless.
+func (e *Engine) markTold(ctx context.Context, deadline time.Time, who identity.ID, recs []actions.Record) {
 	var seqs []int64
 	for _, r := range recs {
 		if r.From == string(who) {
@@ -123,7 +165,13 @@ func (e *Engine) markTold(ctx context.Context, who identity.ID, recs []actions.R
 	if len(seqs) == 0 {
 		return
 	}
-	err := e.write(context.WithoutCancel(ctx), "mark told", func(t *txn) error { return t.MarkTold(seqs) })
+	by := deadline.Add(finishSlack)
+	if d, ok := ctx.Deadline(); ok && d.Before(by) {
+		by = d.Add(finishSlack)
+	}
+	wctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), by)
+	defer cancel()
+	err := e.write(wctx, "mark told", func(t *txn) error { return t.MarkTold(seqs) })
 	if err != nil {
 		e.log.Warn("cannot record that the poster heard", logkey.Identity, string(who), logkey.Err, err)
 	}

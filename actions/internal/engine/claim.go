@@ -298,7 +298,9 @@ type claimResult struct {
 
 // claim reclaims expired claims and claims the first action w may take,
 // in one write transaction, and says so once it has committed (logs, the
-// new member's renewal). l is the caller's latest look.
+// new member's renewal). l is the caller's latest look. A claim whose
+// commit's answer did not come by ctx's deadline claimed nothing, as far
+// as the caller knows: settleUnsure gives it back if it committed.
 func (e *Engine) claim(ctx context.Context, w Want, l Look) (claimResult, error) {
 	var r claimResult
 	err := e.write(ctx, "claim", func(t *txn) error {
@@ -306,6 +308,12 @@ func (e *Engine) claim(ctx context.Context, w Want, l Look) (claimResult, error)
 		return e.claimTx(t, w, l, &r)
 	})
 	if err != nil {
+		if u := (*Unsure)(nil); errors.As(err, &u) {
+			// The caller gets nothing: what the claim did is settled in
+			// the background (given back, if it committed).
+			e.settleUnsure(w.Who, r, u)
+			return claimResult{}, nil
+		}
 		return claimResult{}, err
 	}
 	e.announce(w.Who, r)
@@ -387,15 +395,73 @@ func (e *Engine) announce(who identity.ID, r claimResult) {
 
 // giveBack releases a claim whose caller has gone away and returns the
 // caller's error (joined with the release's, should that fail: then the
-// claim stays held until who departs or its lease runs out).
+// claim stays held until who departs or its lease runs out). It waits for
+// the release at most giveBackWait, so that a call returns soon whatever
+// the storage does; a release still running then goes on in the
+// background, until it ends or the board closes.
 func (e *Engine) giveBack(ctx context.Context, who identity.ID, rec actions.Record) error {
-	_, err := e.Release(context.WithoutCancel(ctx), who, rec.ID)
+	done := make(chan error, 1)
+	if !e.cfg.Life.Go(func() { done <- e.release(context.WithoutCancel(ctx), who, rec, "the caller went away") }) {
+		return errors.Join(ctx.Err(), e.s.Closed())
+	}
+	t := time.NewTimer(giveBackWait)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			return errors.Join(ctx.Err(), fmt.Errorf("give back %s: %w", rec.ID, err))
+		}
+	case <-t.C:
+		e.log.Warn("giving back a claim nobody received takes long; it goes on in the background", logkey.ActionID, rec.ID, logkey.Identity, string(who))
+	}
+	return ctx.Err()
+}
+
+// giveBackWait bounds how long a call waits for the release of a claim it
+// gives back.
+const giveBackWait = time.Second
+
+// release gives back who's claim rec, which nobody received (why says
+// why), and logs what came of it.
+func (e *Engine) release(ctx context.Context, who identity.ID, rec actions.Record, why string) error {
+	_, err := e.Release(ctx, who, rec.ID)
 	if err != nil {
 		e.log.Error("cannot give back a claim nobody received", logkey.ActionID, rec.ID, logkey.Identity, string(who), logkey.Err, err)
-		return errors.Join(ctx.Err(), fmt.Errorf("give back %s: %w", rec.ID, err))
+		return err
 	}
-	e.log.Info("claim given back: the caller went away", logkey.ActionID, rec.ID, logkey.Identity, string(who))
-	return ctx.Err()
+	e.log.Info("claim given back: "+why, logkey.ActionID, rec.ID, logkey.Identity, string(who))
+	return nil
+}
+
+// settleUnsure finds out, in the background, whether a claim attempt r
+// for who whose commit went unanswered by the call's deadline committed
+// (see Unsure); the call has returned without it. If it did, it says what
+// the attempt did (see announce: a member it joined is renewed from now
+// on) and gives back the action it claimed, which nobody received. It
+// runs until it knows or the board closes.
+func (e *Engine) settleUnsure(who identity.ID, r claimResult, u *Unsure) {
+	e.log.Warn("a claim's commit went unanswered by the call's deadline; finding out in the background whether it committed",
+		logkey.ActionID, r.rec.ID, logkey.Identity, string(who), logkey.Err, u.Err)
+	e.cfg.Life.Go(func() {
+		ctx := e.cfg.Life.Context()
+		committed, err := u.Resolve(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			e.log.Error("cannot tell whether a claim nobody received committed; if it did, it is held until its holder departs or its lease runs out",
+				logkey.ActionID, r.rec.ID, logkey.Identity, string(who), logkey.Err, err)
+		case err != nil:
+			// The board closed: a bridge departs its identities as it
+			// closes, which gives their claims back.
+		case !committed:
+			e.log.Info("a claim whose commit went unanswered did not commit", logkey.ActionID, r.rec.ID, logkey.Identity, string(who))
+		default:
+			e.announce(who, r)
+			if r.ok {
+				e.s.Holding(who, 1)
+				_ = e.release(ctx, who, r.rec, "its commit's answer came after the call had returned")
+			}
+		}
+	})
 }
 
 // hotFor is how long after a claim that followed a look an identity counts

@@ -32,6 +32,10 @@ type Store interface {
 	// connection runs it again), so it sets its results afresh each time.
 	// Errors fn returns that do not come from the storage pass through
 	// unchanged; a committed write is never reported as failed.
+	//
+	// Write returns by ctx's deadline, if it has one, whatever the storage
+	// does: when the commit was sent but its answer has not come by then,
+	// it returns an *Unsure, which finds out later whether it committed.
 	Write(ctx context.Context, op string, fn func(Tx) error) error
 	// Tell carries e to the board's other processes once the transaction
 	// that made it has committed. A store whose transactions carry their
@@ -162,6 +166,20 @@ type Tx interface {
 
 	PlanTx
 }
+
+// An Unsure is the error of a Write whose commit was sent but whose answer
+// did not come by its context's deadline (a server that fell silent): the
+// write may have committed, or not. Err says so for a person (and wraps
+// the store's sentinel). Resolve finds out, asking the storage again until
+// it answers or ctx ends; until it does, the write's effects may appear at
+// any time.
+type Unsure struct {
+	Err     error
+	Resolve func(ctx context.Context) (committed bool, err error)
+}
+
+func (u *Unsure) Error() string { return u.Err.Error() }
+func (u *Unsure) Unwrap() error { return u.Err }
 
 // ForgetAfter is how long a member row outlives its lease before a Join
 // deletes it. Until then a departed identity stays refused by Next.
