@@ -333,6 +333,12 @@ func (t wtx) MarkTold(seqs []int64) error {
 	return err
 }
 
+// Untell implements engine.Tx.
+func (t wtx) Untell(seqs []int64) error {
+	_, err := t.exec(`UPDATE actions SET told_at = NULL WHERE seq IN (SELECT value FROM json_each(?))`, seqList(seqs))
+	return err
+}
+
 // untold finds the oldest ended action whose outcome who (?1) should hear
 // and nobody has been told of: posted by who, or by a departed identity of
 // who's agent (?2 is "agent:<name>#").

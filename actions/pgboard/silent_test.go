@@ -194,3 +194,81 @@ func TestBoard_ClaimCutOffAtCommit(t *testing.T) {
 		})
 	}
 }
+
+// An outcome whose telling's commit was sent just before the server fell
+// silent, and whose answer never came by the wait's timeout, is not lost:
+// the wait returns by its timeout without it, and the poster hears it at
+// its next wait, whether the telling committed late (it is marked untold
+// again) or never arrived.
+func TestBoard_TellingCutOffAtCommit(t *testing.T) {
+	t.Parallel()
+	pgtest.SkipShort(t)
+	for _, tc := range []struct {
+		name      string
+		committed bool // the held COMMIT reaches the server
+	}{
+		{"its answer comes late", true},
+		{"it never arrives", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := pgtest.Shared(t)
+			url := c.URL(c.NewDB(t))
+			proxy := pgtest.NewSilentProxy(t, c)
+			var (
+				armed atomic.Bool
+				once  sync.Once
+			)
+			cut := make(chan struct{})
+			b := openTest(t, proxy.URL(url), &Options{
+				beforeCommit: func() {
+					if armed.Load() {
+						once.Do(func() {
+							proxy.Quiet()
+							close(cut)
+						})
+					}
+				},
+			})
+			other := openTest(t, url, nil)
+			poster := mint(t, "poster")
+			require.NoError(t, b.Join(t.Context(), actions.Member{ID: poster, PID: 1}))
+			a, err := b.Post(t.Context(), actions.Poster(poster), actions.Draft{Title: "job"})
+			require.NoError(t, err)
+			worker := mint(t, "worker")
+			p, err := other.Next(t.Context(), worker, "", testtime.Bound(10*time.Second))
+			require.NoError(t, err)
+			require.Len(t, p.Records, 1)
+			_, err = other.Finish(t.Context(), worker, a.ID, "ok")
+			require.NoError(t, err)
+
+			armed.Store(true)
+			const timeout = 2 * time.Second
+			start := time.Now()
+			n, ok, err := b.Notice(t.Context(), poster, nil, timeout)
+			took := time.Since(start)
+			<-cut
+			t.Logf("a Notice whose telling's commit went unanswered returned after %v: %v %v", took.Round(time.Millisecond), ok, err)
+			require.Less(t, took, timeout+silentSlack(), "within its timeout")
+			require.NoError(t, err, "a wait whose timeout passed found nothing")
+			require.False(t, ok, "nothing told to a call that gave up: %+v", n)
+
+			if tc.committed {
+				proxy.Speak()
+			} else {
+				proxy.Cut()
+			}
+			start = time.Now()
+			n, ok, err = b.Notice(t.Context(), poster, nil, testtime.Bound(30*time.Second))
+			t.Logf("the next Notice returned after %v", time.Since(start).Round(time.Millisecond))
+			require.NoError(t, err)
+			require.True(t, ok, "the outcome was not lost")
+			require.Equal(t, actions.NoticeOutcome, n.Kind)
+			require.Equal(t, a.ID, n.Record.ID)
+			require.Equal(t, actions.Done, n.Record.State)
+			_, ok, err = b.Notice(t.Context(), poster, nil, 0)
+			require.NoError(t, err)
+			require.False(t, ok, "told once")
+		})
+	}
+}

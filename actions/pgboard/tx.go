@@ -289,6 +289,12 @@ func (t ptx) MarkTold(seqs []int64) error {
 	return err
 }
 
+// Untell implements engine.Tx.
+func (t ptx) Untell(seqs []int64) error {
+	_, err := t.tx.Exec(t.ctx, `UPDATE bee_actions SET told_at = NULL WHERE seq = ANY($1)`, seqs)
+	return err
+}
+
 // untold finds the oldest ended action whose outcome who ($1) should hear
 // and nobody has been told of: posted by who, or by a departed identity of
 // who's agent ($2 is "agent:<name>#").

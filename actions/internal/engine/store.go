@@ -160,6 +160,9 @@ type Tx interface {
 	SetWaiter(who identity.ID, armed bool) error
 	// MarkTold records that the outcomes of seqs have been heard.
 	MarkTold(seqs []int64) error
+	// Untell records that the outcomes of seqs have not been heard after
+	// all (their telling's answer never reached anyone).
+	Untell(seqs []int64) error
 	// TellOutcome marks told, and returns, the outcome Untold finds for
 	// who; ok is false when there is none any more.
 	TellOutcome(who identity.ID) (_ actions.Record, ok bool, _ error)
