@@ -38,6 +38,15 @@
 //     restarted is retried (within [Options.Retry] and the caller's
 //     context); one whose commit went unanswered is resolved by asking the
 //     server whether it committed, so nothing is done twice.
+//   - Every call ends by its context's deadline, and every wait by its
+//     timeout, whatever the server does: one stopped (SIGSTOP) or cut off
+//     by a partition, which keeps connections open and answers nothing,
+//     makes a call fail with ErrUnreachable, or a wait find nothing, by
+//     then. A call whose commit was sent but not answered by then fails
+//     saying the change may have been made; a claim or a telling of an
+//     outcome cut off so is resolved in the background, and given back (or
+//     told again) if it committed, so nothing is held by, or told to, a
+//     call that gave up.
 //   - The schema is versioned (table bee_schema_version); Open migrates an
 //     older one, under an advisory lock, and refuses a newer one with what
 //     to do. A Board that finds, at a write, that a newer bee has migrated

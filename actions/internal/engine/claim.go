@@ -25,7 +25,9 @@ import (
 // by Config.OnceBound). When ctx ends first Next returns ctx's error, and
 // when ctx ends just as the claim commits, Next gives the claim back
 // before returning ctx's error, so nothing is held by a call whose answer
-// nobody received.
+// nobody received. A claim whose commit's answer has not come by the
+// deadline (see Unsure) is not waited for: Next returns without it, and
+// it is given back in the background if it committed.
 //
 // The cursor Next returns marks how far the posting order had reached.
 // Next checks after (actions.ErrBadCursor for a cursor this board did not
