@@ -117,6 +117,59 @@ func TestBoard_CallsBoundedOnSilentServer(t *testing.T) {
 	t.Logf("%s after the silence: %s", got.ID, got.State)
 }
 
+// A cutOff is a board (b) through a proxy that falls silent right before
+// the COMMIT of the first write transaction after it is armed, and
+// another board of the same database (other) that reaches the server
+// directly.
+type cutOff struct {
+	b, other *Board
+	proxy    *pgtest.SilentProxy
+	armed    atomic.Bool
+	cut      chan struct{} // closed when the proxy falls silent
+}
+
+// eachCutOff runs test, in parallel, for a commit cut off that reaches
+// the server once it speaks again, and for one that never arrives (the
+// proxy drops it); test returns what to check once the proxy has done
+// either. armOnClaim arms the cut at the first claim of b's (inside its
+// transaction), else the test arms it.
+func eachCutOff(t *testing.T, armOnClaim bool, test func(t *testing.T, x *cutOff) (after func(t *testing.T))) {
+	pgtest.SkipShort(t)
+	for _, committed := range []bool{true, false} {
+		name := "its answer comes late"
+		if !committed {
+			name = "it never arrives"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := pgtest.Shared(t)
+			url := c.URL(c.NewDB(t))
+			x := &cutOff{proxy: pgtest.NewSilentProxy(t, c), cut: make(chan struct{})}
+			var once sync.Once
+			opts := &Options{beforeCommit: func() {
+				if x.armed.Load() {
+					once.Do(func() {
+						x.proxy.Quiet()
+						close(x.cut)
+					})
+				}
+			}}
+			if armOnClaim {
+				opts.inClaim = func(uint32) { x.armed.Store(true) }
+			}
+			x.b = openTest(t, x.proxy.URL(url), opts)
+			x.other = openTest(t, url, nil)
+			after := test(t, x)
+			if committed {
+				x.proxy.Speak()
+			} else {
+				x.proxy.Cut()
+			}
+			after(t)
+		})
+	}
+}
+
 // A claim whose commit was sent just before the server fell silent, and
 // whose answer never came by the wait's timeout, is neither lost nor
 // doubled: the wait returns by its timeout without it, and the claim, if
@@ -125,150 +178,80 @@ func TestBoard_CallsBoundedOnSilentServer(t *testing.T) {
 // if it never arrived, the action stayed open.
 func TestBoard_ClaimCutOffAtCommit(t *testing.T) {
 	t.Parallel()
-	pgtest.SkipShort(t)
-	for _, tc := range []struct {
-		name      string
-		committed bool // the held COMMIT reaches the server
-	}{
-		{"its answer comes late", true},
-		{"it never arrives", false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			c := pgtest.Shared(t)
-			url := c.URL(c.NewDB(t))
-			proxy := pgtest.NewSilentProxy(t, c)
-			var (
-				claimed atomic.Bool
-				once    sync.Once
-			)
-			cut := make(chan struct{})
-			b := openTest(t, proxy.URL(url), &Options{
-				inClaim: func(uint32) { claimed.Store(true) },
-				beforeCommit: func() {
-					// The claim's COMMIT is next: the server falls silent
-					// before it reaches it.
-					if claimed.Load() {
-						once.Do(func() {
-							proxy.Quiet()
-							close(cut)
-						})
-					}
-				},
-			})
-			other := openTest(t, url, nil)
-			a := post(t, other, "job")
-			who := mint(t, "w")
+	eachCutOff(t, true, func(t *testing.T, x *cutOff) func(t *testing.T) {
+		a := post(t, x.other, "job")
+		who := mint(t, "w")
+		const timeout = 2 * time.Second
+		start := time.Now()
+		p, err := x.b.Next(t.Context(), who, "", timeout)
+		took := time.Since(start)
+		<-x.cut
+		t.Logf("a Next whose claim's commit went unanswered returned after %v: %d records, %v", took.Round(time.Millisecond), len(p.Records), err)
+		require.Less(t, took, timeout+silentSlack(), "within its timeout")
+		require.NoError(t, err, "a wait whose timeout passed found nothing")
+		require.Empty(t, p.Records, "nothing delivered to a call that gave up")
 
-			const timeout = 2 * time.Second
-			start := time.Now()
-			p, err := b.Next(t.Context(), who, "", timeout)
-			took := time.Since(start)
-			<-cut
-			t.Logf("a Next whose claim's commit went unanswered returned after %v: %d records, %v", took.Round(time.Millisecond), len(p.Records), err)
-			require.Less(t, took, timeout+silentSlack(), "within its timeout")
-			require.NoError(t, err, "a wait whose timeout passed found nothing")
-			require.Empty(t, p.Records, "nothing delivered to a call that gave up")
-
-			if tc.committed {
-				proxy.Speak()
-			} else {
-				proxy.Cut()
-			}
+		return func(t *testing.T) {
 			// Another identity, on another board, gets it once it is
 			// given back (or at once, when it stayed open).
 			thief := mint(t, "thief")
-			q, err := other.Next(t.Context(), thief, "", testtime.Bound(30*time.Second))
+			q, err := x.other.Next(t.Context(), thief, "", testtime.Bound(30*time.Second))
 			require.NoError(t, err)
 			require.Len(t, q.Records, 1, "the action was not lost")
 			require.Equal(t, a.ID, q.Records[0].ID)
 			require.Equal(t, string(thief), q.Records[0].Holder)
-			_, err = other.Finish(t.Context(), thief, a.ID, "ok")
+			_, err = x.other.Finish(t.Context(), thief, a.ID, "ok")
 			require.NoError(t, err)
-			_, err = b.Finish(t.Context(), who, a.ID, "again")
+			_, err = x.b.Finish(t.Context(), who, a.ID, "again")
 			require.Error(t, err, "done once: who never held it when thief finished")
-			r, err := other.Get(t.Context(), a.ID)
+			r, err := x.other.Get(t.Context(), a.ID)
 			require.NoError(t, err)
 			require.Equal(t, actions.Done, r.State)
 			require.Equal(t, "ok", r.Result)
-		})
-	}
+		}
+	})
 }
 
 // An outcome whose telling's commit was sent just before the server fell
 // silent, and whose answer never came by the wait's timeout, is not lost:
 // the wait returns by its timeout without it, and the poster hears it at
-// its next wait, whether the telling committed late (it is marked untold
-// again) or never arrived.
+// its next wait, once, whether the telling committed late (it is marked
+// untold again) or never arrived.
 func TestBoard_TellingCutOffAtCommit(t *testing.T) {
 	t.Parallel()
-	pgtest.SkipShort(t)
-	for _, tc := range []struct {
-		name      string
-		committed bool // the held COMMIT reaches the server
-	}{
-		{"its answer comes late", true},
-		{"it never arrives", false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			c := pgtest.Shared(t)
-			url := c.URL(c.NewDB(t))
-			proxy := pgtest.NewSilentProxy(t, c)
-			var (
-				armed atomic.Bool
-				once  sync.Once
-			)
-			cut := make(chan struct{})
-			b := openTest(t, proxy.URL(url), &Options{
-				beforeCommit: func() {
-					if armed.Load() {
-						once.Do(func() {
-							proxy.Quiet()
-							close(cut)
-						})
-					}
-				},
-			})
-			other := openTest(t, url, nil)
-			poster := mint(t, "poster")
-			require.NoError(t, b.Join(t.Context(), actions.Member{ID: poster, PID: 1}))
-			a, err := b.Post(t.Context(), actions.Poster(poster), actions.Draft{Title: "job"})
-			require.NoError(t, err)
-			worker := mint(t, "worker")
-			p, err := other.Next(t.Context(), worker, "", testtime.Bound(10*time.Second))
-			require.NoError(t, err)
-			require.Len(t, p.Records, 1)
-			_, err = other.Finish(t.Context(), worker, a.ID, "ok")
-			require.NoError(t, err)
+	eachCutOff(t, false, func(t *testing.T, x *cutOff) func(t *testing.T) {
+		poster := mint(t, "poster")
+		require.NoError(t, x.b.Join(t.Context(), actions.Member{ID: poster, PID: 1}))
+		a, err := x.b.Post(t.Context(), actions.Poster(poster), actions.Draft{Title: "job"})
+		require.NoError(t, err)
+		worker := mint(t, "worker")
+		p, err := x.other.Next(t.Context(), worker, "", testtime.Bound(10*time.Second))
+		require.NoError(t, err)
+		require.Len(t, p.Records, 1)
+		_, err = x.other.Finish(t.Context(), worker, a.ID, "ok")
+		require.NoError(t, err)
 
-			armed.Store(true)
-			const timeout = 2 * time.Second
-			start := time.Now()
-			n, ok, err := b.Notice(t.Context(), poster, nil, timeout)
-			took := time.Since(start)
-			<-cut
-			t.Logf("a Notice whose telling's commit went unanswered returned after %v: %v %v", took.Round(time.Millisecond), ok, err)
-			require.Less(t, took, timeout+silentSlack(), "within its timeout")
-			require.NoError(t, err, "a wait whose timeout passed found nothing")
-			require.False(t, ok, "nothing told to a call that gave up: %+v", n)
+		x.armed.Store(true)
+		const timeout = 2 * time.Second
+		start := time.Now()
+		n, ok, err := x.b.Notice(t.Context(), poster, nil, timeout)
+		took := time.Since(start)
+		<-x.cut
+		t.Logf("a Notice whose telling's commit went unanswered returned after %v: %v %v", took.Round(time.Millisecond), ok, err)
+		require.Less(t, took, timeout+silentSlack(), "within its timeout")
+		require.NoError(t, err, "a wait whose timeout passed found nothing")
+		require.False(t, ok, "nothing told to a call that gave up: %+v", n)
 
-			if tc.committed {
-				proxy.Speak()
-			} else {
-				proxy.Cut()
-			}
-			start = time.Now()
-			n, ok, err = b.Notice(t.Context(), poster, nil, testtime.Bound(30*time.Second))
-			t.Logf("the next Notice returned after %v", time.Since(start).Round(time.Millisecond))
+		return func(t *testing.T) {
+			n, ok, err := x.b.Notice(t.Context(), poster, nil, testtime.Bound(30*time.Second))
 			require.NoError(t, err)
 			require.True(t, ok, "the outcome was not lost")
 			require.Equal(t, actions.NoticeOutcome, n.Kind)
 			require.Equal(t, a.ID, n.Record.ID)
 			require.Equal(t, actions.Done, n.Record.State)
-			_, ok, err = b.Notice(t.Context(), poster, nil, 0)
+			_, ok, err = x.b.Notice(t.Context(), poster, nil, 0)
 			require.NoError(t, err)
 			require.False(t, ok, "told once")
-		})
-	}
+		}
+	})
 }

@@ -210,35 +210,24 @@ func (e *Engine) takeOutcome(ctx context.Context, who identity.ID) (actions.Reco
 	return rec, true, nil
 }
 
-// settleTelling finds out, in the background, whether the telling of rec's
-// outcome to who, whose commit went unanswered by the call's deadline,
-// committed (see Unsure); the call has returned without it. If it did, the
-// outcome is marked untold again, and its poster's agent woken, so that
-// it is told again. It runs until it knows or the board closes.
+// settleTelling finds out, in the background, whether the telling of
+// rec's outcome to who, whose commit went unanswered by the call's
+// deadline, committed (see settleWrite); the call has returned without
+// it. If it did, the outcome is marked untold again, and its poster's
+// agent woken, so that it is told again.
 func (e *Engine) settleTelling(who identity.ID, rec actions.Record, u *Unsure) {
-	e.log.Warn("the telling of an outcome went unanswered by the call's deadline; finding out in the background whether it committed",
-		logkey.ActionID, rec.ID, logkey.Identity, string(who), logkey.Err, u.Err)
-	e.cfg.Life.Go(func() {
-		ctx := e.cfg.Life.Context()
-		committed, err := u.Resolve(ctx)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			e.log.Error("cannot tell whether an outcome nobody heard was marked told; if it was, its poster is not woken for it",
-				logkey.ActionID, rec.ID, logkey.Identity, string(who), logkey.Err, err)
-		case err != nil || !committed:
-		default:
-			err := e.write(ctx, "untell outcome", func(t *txn) error {
-				if err := t.Untell([]int64{rec.Seq}); err != nil {
-					return err
-				}
-				return t.emit(EndedFor(rec))
-			})
-			if err != nil {
-				e.log.Error("cannot mark untold an outcome nobody heard; its poster is not woken for it",
-					logkey.ActionID, rec.ID, logkey.Identity, string(who), logkey.Err, err)
-				return
+	e.settleWrite(u, "the telling of an outcome", "its poster is not woken for it", rec.ID, who, func(ctx context.Context) {
+		err := e.write(ctx, "untell outcome", func(t *txn) error {
+			if err := t.Untell([]int64{rec.Seq}); err != nil {
+				return err
 			}
-			e.log.Info("outcome untold: its telling's answer came after the call had returned", logkey.ActionID, rec.ID, logkey.Identity, string(who))
+			return t.emit(EndedFor(rec))
+		})
+		if err != nil {
+			e.log.Error("cannot mark untold an outcome nobody heard; its poster is not woken for it",
+				logkey.ActionID, rec.ID, logkey.Identity, string(who), logkey.Err, err)
+			return
 		}
+		e.log.Info("outcome untold: its telling's answer came after the call had returned", logkey.ActionID, rec.ID, logkey.Identity, string(who))
 	})
 }

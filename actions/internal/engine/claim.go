@@ -437,31 +437,40 @@ func (e *Engine) release(ctx context.Context, who identity.ID, rec actions.Recor
 
 // settleUnsure finds out, in the background, whether a claim attempt r
 // for who whose commit went unanswered by the call's deadline committed
-// (see Unsure); the call has returned without it. If it did, it says what
-// the attempt did (see announce: a member it joined is renewed from now
-// on) and gives back the action it claimed, which nobody received. It
-// runs until it knows or the board closes.
+// (see settleWrite); the call has returned without it. If it did, it says
+// what the attempt did (see announce: a member it joined is renewed from
+// now on) and gives back the action it claimed, which nobody received.
 func (e *Engine) settleUnsure(who identity.ID, r claimResult, u *Unsure) {
-	e.log.Warn("a claim's commit went unanswered by the call's deadline; finding out in the background whether it committed",
-		logkey.ActionID, r.rec.ID, logkey.Identity, string(who), logkey.Err, u.Err)
+	e.settleWrite(u, "a claim", "it is held until its holder departs or its lease runs out", r.rec.ID, who, func(ctx context.Context) {
+		e.announce(who, r)
+		if r.ok {
+			e.s.Holding(who, 1)
+			_ = e.release(ctx, who, r.rec, "its commit's answer came after the call had returned")
+		}
+	})
+}
+
+// settleWrite finds out, in the background, whether the write whose commit
+// went unanswered (u; what it was, its action id and identity, for the
+// logs) committed, and if so runs then; if it cannot tell, it logs so,
+// and what follows (otherwise). It runs until it knows or the board
+// closes: a bridge departs its identities as it closes, which gives their
+// claims back.
+func (e *Engine) settleWrite(u *Unsure, what, otherwise, id string, who identity.ID, then func(ctx context.Context)) {
+	e.log.Warn("the commit of "+what+" went unanswered by the call's deadline; finding out in the background whether it committed",
+		logkey.ActionID, id, logkey.Identity, string(who), logkey.Err, u.Err)
 	e.cfg.Life.Go(func() {
 		ctx := e.cfg.Life.Context()
 		committed, err := u.Resolve(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil:
-			e.log.Error("cannot tell whether a claim nobody received committed; if it did, it is held until its holder departs or its lease runs out",
-				logkey.ActionID, r.rec.ID, logkey.Identity, string(who), logkey.Err, err)
+			e.log.Error("cannot tell whether "+what+" nobody received committed; if it did, "+otherwise,
+				logkey.ActionID, id, logkey.Identity, string(who), logkey.Err, err)
 		case err != nil:
-			// The board closed: a bridge departs its identities as it
-			// closes, which gives their claims back.
 		case !committed:
-			e.log.Info("a claim whose commit went unanswered did not commit", logkey.ActionID, r.rec.ID, logkey.Identity, string(who))
+			e.log.Info(what+" whose commit went unanswered did not commit", logkey.ActionID, id, logkey.Identity, string(who))
 		default:
-			e.announce(who, r)
-			if r.ok {
-				e.s.Holding(who, 1)
-				_ = e.release(ctx, who, r.rec, "its commit's answer came after the call had returned")
-			}
+			then(ctx)
 		}
 	})
 }
