@@ -49,22 +49,7 @@ func TestReservationsTwoSessions(t *testing.T) {
 	guide := filepath.Join(e.Project, "docs", "guide.md")
 	must(t, os.MkdirAll(filepath.Dir(guide), 0o755))
 
-	// Nothing of bee on PATH, nor go: the launchers look in ~/go/bin last,
-	// where the wrappers that keep bee's stderr are.
-	gobin := filepath.Join(e.Home, "go", "bin")
-	must(t, os.MkdirAll(gobin, 0o755))
-	for _, name := range []string{"bee-mcp", "bee-hook"} {
-		data, err := os.ReadFile(filepath.Join(e.WrapDir, name))
-		must(t, err)
-		writeExec(t, filepath.Join(gobin, name), string(data))
-	}
-	var vars []string
-	for _, kv := range e.Vars {
-		if !strings.HasPrefix(kv, "PATH=") {
-			vars = append(vars, kv)
-		}
-	}
-	e.Vars = append(vars, "PATH=/usr/bin:/bin")
+	e.OnlyInGoBin(true)
 	settings := filepath.Join(e.Root, "settings.json")
 	writeJSON(t, settings, map[string]any{"permissions": map[string]any{"allow": []string{pluginPrefix, "Read", "Write", "Edit"}}})
 
@@ -131,13 +116,8 @@ func TestReservationsTwoSessions(t *testing.T) {
 
 	// A clears: its identity departs, and its reservation with it.
 	logOff := len(e.BridgeLogText())
-	a.Type("/clear")
-	if !a.WaitScreen(10*time.Second, "/clear") {
-		t.Fatal("typed /clear but the screen does not show it")
-	}
-	time.Sleep(150 * time.Millisecond)
+	a.Submit("/clear")
 	clearAt := time.Now()
-	a.Key("Enter")
 	line, seenAt, ok := e.WaitBridgeLog(logOff, 20*time.Second, "retired")
 	if !ok {
 		t.Fatal("A's bridge logged no retire within 20 s of /clear")
@@ -165,13 +145,8 @@ func TestReservationsTwoSessions(t *testing.T) {
 	e.expectDenied(3, login, "package auth // by B\n", holder2, reason2)
 
 	// A exits: its reservation ends with it.
-	a.Type("/exit")
-	if !a.WaitScreen(10*time.Second, "/exit") {
-		t.Fatal("typed /exit but the screen does not show it")
-	}
-	time.Sleep(150 * time.Millisecond)
+	a.Submit("/exit")
 	exitAt := time.Now()
-	a.Key("Enter")
 	if !eventually(15*time.Second, a.Dead) {
 		t.Fatal("A did not exit after /exit")
 	}
