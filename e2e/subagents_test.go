@@ -79,6 +79,7 @@ func (s *subagentRun) String() string {
 // back nothing; and the model requests stay at what the script needs (no
 // retry loop).
 func TestSubagentsWaitSideBySide(t *testing.T) {
+	t.Parallel()
 	e := NewEnv(t)
 	e.AddBeeWithCLI()
 
@@ -139,7 +140,8 @@ func TestSubagentsWaitSideBySide(t *testing.T) {
 		}
 		return Turn{Text: conv + ": again?"}
 	}
-	// Expected: main 2 turns plus one per subagent's end notice (4), each
+	// Expected: main 2 turns plus 1 or 2 for the subagents' end notices
+	// (Claude Code hands two that come close together to one turn), each
 	// subagent 3. The budget leaves room for a few more; a loop exhausts
 	// it, and the run then ends on "script exhausted" replies.
 	const budget = 16
@@ -309,7 +311,7 @@ func TestSubagentsWaitSideBySide(t *testing.T) {
 		t.Errorf("subagent requests: A %d, B %d; want 3 each (wait, finish, end)", a.requests, b.requests)
 	}
 	if mains > 4 || others > 0 {
-		t.Errorf("main conversation made %d requests (want at most 4: launch, end, one per subagent's end notice), other %d", mains, others)
+		t.Errorf("main conversation made %d requests (want at most 4: launch, end, and the subagents' end notices), other %d", mains, others)
 	}
 	if left := e.API.Pending(); left < budget-10 {
 		t.Errorf("the run used %d of %d scripted steps, want at most 10", budget-left, budget)
