@@ -36,10 +36,18 @@ type FakeAPI struct {
 	closed bool          // the test is over: log nothing more
 }
 
-// Turn is what the fake model answers: a tool call (Tool and Input set) or a
-// text reply (Text only).
+// Turn is what the fake model answers: a tool call (Tool and Input set),
+// several tool calls in one message (Also set too: they follow the first,
+// as a model's parallel calls do), or a text reply (Text only).
 type Turn struct {
 	Text  string
+	Tool  string
+	Input any
+	Also  []ToolUse
+}
+
+// ToolUse is one more tool call of a Turn.
+type ToolUse struct {
 	Tool  string
 	Input any
 }
@@ -66,7 +74,8 @@ type APIRequest struct {
 	Side      bool // not part of the main conversation
 	Scripted  bool // answered by a script step (false: side call or script exhausted)
 	Answer    Turn
-	ToolUseID string // id of the tool_use block answered, if any
+	ToolUseID string   // id of the (first) tool_use block answered, if any
+	AlsoIDs   []string // ids of the Turn's Also calls, in order
 	Answered  time.Time
 }
 
@@ -316,6 +325,10 @@ func (f *FakeAPI) Dump() string {
 		if r.Answer.Tool != "" {
 			in, _ := json.Marshal(r.Answer.Input)
 			fmt.Fprintf(&b, " -> call %s %s (%s)", r.Answer.Tool, in, r.ToolUseID)
+			for i, u := range r.Answer.Also {
+				in, _ := json.Marshal(u.Input)
+				fmt.Fprintf(&b, " + call %s %s (%s)", u.Tool, in, r.AlsoIDs[i])
+			}
 		} else {
 			fmt.Fprintf(&b, " -> say %.80q", r.Answer.Text)
 		}
@@ -395,6 +408,9 @@ func (f *FakeAPI) serve(w http.ResponseWriter, req *http.Request) {
 	r.Scripted = scripted
 	if turn.Tool != "" {
 		r.ToolUseID = fmt.Sprintf("toolu_e2e_%04d", r.N)
+		for i := range turn.Also {
+			r.AlsoIDs = append(r.AlsoIDs, fmt.Sprintf("toolu_e2e_also%d_%04d", i+1, r.N))
+		}
 	}
 	f.mu.Unlock()
 	f.stream(w, r, turn)
@@ -427,16 +443,20 @@ func (f *FakeAPI) stream(w http.ResponseWriter, r *APIRequest, turn Turn) {
 	}})
 	stop := "end_turn"
 	if turn.Tool != "" {
-		input := turn.Input
-		if input == nil {
-			input = map[string]any{}
+		uses := append([]ToolUse{{Tool: turn.Tool, Input: turn.Input}}, turn.Also...)
+		ids := append([]string{r.ToolUseID}, r.AlsoIDs...)
+		for i, u := range uses {
+			input := u.Input
+			if input == nil {
+				input = map[string]any{}
+			}
+			in, _ := json.Marshal(input)
+			ev("content_block_start", map[string]any{"index": i, "content_block": map[string]any{
+				"type": "tool_use", "id": ids[i], "name": u.Tool, "input": map[string]any{},
+			}})
+			ev("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "input_json_delta", "partial_json": string(in)}})
+			ev("content_block_stop", map[string]any{"index": i})
 		}
-		in, _ := json.Marshal(input)
-		ev("content_block_start", map[string]any{"index": 0, "content_block": map[string]any{
-			"type": "tool_use", "id": r.ToolUseID, "name": turn.Tool, "input": map[string]any{},
-		}})
-		ev("content_block_delta", map[string]any{"index": 0, "delta": map[string]any{"type": "input_json_delta", "partial_json": string(in)}})
-		ev("content_block_stop", map[string]any{"index": 0})
 		stop = "tool_use"
 	} else {
 		ev("content_block_start", map[string]any{"index": 0, "content_block": map[string]any{"type": "text", "text": ""}})
