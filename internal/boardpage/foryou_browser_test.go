@@ -1,6 +1,7 @@
 package boardpage
 
 import (
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -19,8 +20,9 @@ import (
 // the open page without a reload, at the top, counted in the tab's title,
 // the agent marked as waiting on them; an answer typed while the page
 // changes is kept; the answer form ends the question done with the answer,
-// and the agent's idle waiter, asleep meanwhile, is woken with it. A
-// decline from the page fails a question with the reason.
+// and the agent's idle waiter, asleep meanwhile, is woken with it. A blank
+// answer is refused; a decline fails a question with the reason. None of
+// it reloads the page.
 func TestBrowser_ForYouAnswer(t *testing.T) {
 	path := boardFile(t)
 	b, err := board.Open(path, nil)
@@ -62,8 +64,13 @@ func TestBrowser_ForYouAnswer(t *testing.T) {
 	require.Equal(t, "For you 1", eval[string](t, tab, `document.querySelector('.tabs a').textContent`))
 	agent := `#agents article[data-identity="agent:lead#0a1b2c3d"]`
 	require.Equal(t, "on you: a-2", eval[string](t, tab, `document.querySelector('`+agent+` .waiting-on').textContent.trim()`))
-	// The For you section is above the actions.
-	require.True(t, eval[bool](t, tab, `document.getElementById('foryou').getBoundingClientRect().top < document.getElementById('actions').getBoundingClientRect().top`))
+	// The For you section is above the actions; in one column (a phone),
+	// above the post form too.
+	above := `document.getElementById('foryou').getBoundingClientRect().top < document.getElementById(%q).getBoundingClientRect().top`
+	require.True(t, eval[bool](t, tab, fmt.Sprintf(above, "actions")))
+	within(t, tab, 10*time.Second, chromedp.EmulateViewport(390, 844))
+	require.True(t, eval[bool](t, tab, fmt.Sprintf(above, "post")), "on a phone, the questions come first")
+	within(t, tab, 10*time.Second, chromedp.EmulateViewport(1400, 900))
 
 	// The agent's idle waiter sleeps until the answer.
 	type heard struct {
@@ -122,7 +129,15 @@ func TestBrowser_ForYouAnswer(t *testing.T) {
 	require.Zero(t, eval[int](t, tab, `document.querySelectorAll('#q-a-2').length`))
 	require.Equal(t, "on you: a-3", eval[string](t, tab, `document.querySelector('`+agent+` .waiting-on').textContent.trim()`))
 
-	// Decline the other, from the page.
+	// A blank answer is refused in words, and changes nothing.
+	within(t, tab, 10*time.Second,
+		chromedp.SendKeys(chromedp.CSS(`#q-a-3 textarea[name="text"]`), "   "),
+		chromedp.Click(chromedp.CSS(`#q-a-3 button[type="submit"]`)),
+	)
+	waitFlash(t, tab, "Could not answer a-3: the answer is blank")
+	require.Equal(t, actions.Open, beeList(t, path)[2].State)
+
+	// Decline it, from the page.
 	within(t, tab, 10*time.Second,
 		chromedp.Click(chromedp.CSS(`details[data-op="decline-a-3"] summary`)),
 		chromedp.SendKeys(chromedp.CSS(`details[data-op="decline-a-3"] input[name="reason"]`), "ask the design review"),
@@ -136,4 +151,6 @@ func TestBrowser_ForYouAnswer(t *testing.T) {
 	require.True(t, eval[bool](t, tab, `document.getElementById('foryou').hidden`))
 	require.Equal(t, "For you 0", eval[string](t, tab, `document.querySelector('.tabs a').textContent`))
 	require.Zero(t, eval[int](t, tab, `document.querySelectorAll('`+agent+` .waiting-on').length`))
+	require.True(t, eval[bool](t, tab, `window.__sameLoad === true`), "answering reloaded the page")
+	require.Equal(t, "live", eval[string](t, tab, `document.getElementById('status').textContent`))
 }
