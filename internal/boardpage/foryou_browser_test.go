@@ -31,7 +31,8 @@ func TestBrowser_ForYouAnswer(t *testing.T) {
 	ctx := t.Context()
 	lead := identity.ID("agent:lead#0a1b2c3d")
 	require.NoError(t, b.Join(ctx, actions.Member{ID: lead, PID: os.Getpid()})) // this process: it stays live
-	bee(t, path, "post", "--to", "reviewer", "Already there")                   // not for the asker: its waiter hears only the answer
+	// Not for the asker: its waiter hears of nothing but the answer.
+	bee(t, path, "post", "--to", "reviewer", "Already there")
 
 	link := serve(t, path)
 	tab := newTab(t)
