@@ -190,6 +190,11 @@ func cleanEnviron() []string {
 			strings.HasPrefix(k, "MCP_"), strings.HasPrefix(k, "TMUX"), strings.HasPrefix(k, "OTEL_"),
 			k == "HOME", k == "PATH", k == "TERM", k == "DISABLE_AUTOUPDATER", k == "IS_SANDBOX":
 			continue
+		case k == "CI", k == "CONTINUOUS_INTEGRATION", strings.HasPrefix(k, "CI_"):
+			// CI=true (as CI runs this suite) turns Gemini CLI's TUI into
+			// its non-interactive mode ("No input provided via stdin"),
+			// through the is-in-ci check of its terminal UI library.
+			continue
 		}
 		out = append(out, kv)
 	}

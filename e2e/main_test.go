@@ -10,7 +10,7 @@
 // Run it with `scripts/e2e-setup && go test -tags e2e ./e2e/`. The suite
 // fails (it never skips) when the CLI or tmux is missing or the CLI is not
 // the pinned version. It builds ./cmd/... from this checkout (once for every
-// run that needs them, internal/testbin), links them into a temporary
+// run that needs them, internal/testbin), copies them into a temporary
 // directory and puts that first on PATH.
 package e2e
 
@@ -106,7 +106,7 @@ func setup() error {
 }
 
 // buildBee puts bee-mcp, bee-hook and bee, built from the checkout once
-// for every test run that needs them (testbin), into binDir as links.
+// for every test run that needs them (testbin), into binDir as copies.
 func buildBee() error {
 	built, err := testbin.Make(testbin.Options{Module: repoRoot, Packages: testbin.Commands})
 	if err != nil {
@@ -117,9 +117,21 @@ func buildBee() error {
 		if _, err := os.Stat(src); err != nil {
 			return fmt.Errorf("the build did not produce %s: %w", name, err)
 		}
-		if err := os.Symlink(src, filepath.Join(binDir, name)); err != nil {
+		// A copy, not a link: bee-hook --print-config names the bee-mcp
+		// beside its own executable, which a symlink would resolve to the
+		// shared build cache.
+		if err := copyExec(src, filepath.Join(binDir, name)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// copyExec copies the executable src to dst.
+func copyExec(src, dst string) error {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, data, 0o755)
 }

@@ -299,11 +299,23 @@ func (e *Engine) Readdress(ctx context.Context, by actions.Poster, id, to string
 	return rec, nil
 }
 
-// manage runs op (cancel, readdress) on an action that who may manage: in
-// one write transaction it reads the action, refuses an unknown or ended
-// one and one who may not manage (see actions.MayManage), then lets change
-// change it. Its errors name op and the action.
+// manage runs op (cancel, readdress) on an action that who may manage
+// (see actions.MayManage), as alter does.
 func (e *Engine) manage(ctx context.Context, op string, who identity.ID, id string,
+	change func(t *txn, cur actions.Record) (actions.Record, error)) (actions.Record, error) {
+	return e.alter(ctx, op, id, func(cur actions.Record) error {
+		if !actions.MayManage(who, cur.From) {
+			return fmt.Errorf("%s: action %s was posted by %s; only a person or an identity of its agent may %s it: %w",
+				op, id, cur.From, op, actions.ErrNotPoster)
+		}
+		return nil
+	}, change)
+}
+
+// alter runs op on the action id: in one write transaction it reads the
+// action, refuses an unknown or ended one and one may refuses, then lets
+// change change it. Its errors name op and the action.
+func (e *Engine) alter(ctx context.Context, op string, id string, may func(cur actions.Record) error,
 	change func(t *txn, cur actions.Record) (actions.Record, error)) (actions.Record, error) {
 	seq, ok := position.ParseActionID(id)
 	if !ok {
@@ -317,9 +329,9 @@ func (e *Engine) manage(ctx context.Context, op string, who identity.ID, id stri
 			return named(op, id, err)
 		case cur.State.Ended():
 			return actions.EndedErr(op, cur)
-		case !actions.MayManage(who, cur.From):
-			return fmt.Errorf("%s: action %s was posted by %s; only a person or an identity of its agent may %s it: %w",
-				op, id, cur.From, op, actions.ErrNotPoster)
+		}
+		if err := may(cur); err != nil {
+			return err
 		}
 		rec, err = change(t, cur)
 		return err

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/tractat-us/bee/actions"
-	"github.com/tractat-us/bee/actions/internal/position"
 	"github.com/tractat-us/bee/internal/logkey"
 )
 
@@ -55,31 +54,21 @@ func (e *Engine) reply(ctx context.Context, op string, by actions.Poster, id str
 	if by.Kind() != actions.PersonPoster {
 		return actions.Record{}, actions.CheckReply(op, by, actions.Record{ID: label(id)})
 	}
-	seq, ok := position.ParseActionID(id)
-	if !ok {
-		return actions.Record{}, unknown(op, id)
-	}
 	u.By, u.Holder, u.Told = string(by), string(by), ToldIfPerson
-	var rec actions.Record
-	err := e.write(ctx, op, func(t *txn) error {
-		cur, err := t.Action(seq)
-		switch {
-		case err != nil:
-			return named(op, id, err)
-		case cur.State.Ended():
-			return actions.EndedErr(op, cur)
-		}
+	rec, err := e.alter(ctx, op, id, func(cur actions.Record) error {
 		if err := actions.CheckReply(op, by, cur); err != nil {
 			return err
 		}
 		if cur.State != actions.Open {
 			return fmt.Errorf("%s: action %s is %s; a question can be answered only while it is open: %w", op, cur.ID, cur.State, actions.ErrNotOpen)
 		}
-		rec, _, err = e.changeTx(t, seq, "", u)
-		return err
+		return nil
+	}, func(t *txn, cur actions.Record) (actions.Record, error) {
+		rec, _, err := e.changeTx(t, cur.Seq, "", u)
+		return rec, err
 	})
 	if err != nil {
-		return actions.Record{}, wrap(op, id, err)
+		return actions.Record{}, err
 	}
 	e.log.Info("action answered", logkey.ActionID, rec.ID, logkey.Identity, string(by), logkey.State, rec.State)
 	return rec, nil
