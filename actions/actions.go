@@ -133,6 +133,10 @@ type Member struct {
 	PID       int    // the bridge process
 	ClaudePID int    // 0 when the bridge has no Claude ancestor
 	SessionID string // the Claude Code session, when known
+	// Client is the agent CLI the bridge serves, as the process tree names
+	// it ("claude", "codex", "gemini"; "" when unknown): people see which
+	// seat is which in bee agents and on the page.
+	Client string
 }
 
 // A MemberInfo is a live identity as a Board reports it to people.
@@ -145,6 +149,7 @@ type MemberInfo struct {
 	Host       string    `json:"host,omitempty"`
 	ClaudePID  int       `json:"claudePid,omitempty"`
 	SessionID  string    `json:"sessionId,omitempty"`
+	Client     string    `json:"client,omitempty"` // see Member.Client
 	JoinedAt   time.Time `json:"joinedAt"`
 	RenewedAt  time.Time `json:"renewedAt"`
 	LeaseUntil time.Time `json:"leaseUntil"`

@@ -54,6 +54,20 @@ const (
 // process may serve several sessions at once.
 func (c Client) OwnsSession() bool { return c == Claude || c == Gemini }
 
+// Title is c's name as people know it ("Codex CLI"); "" for a client the
+// rule does not know.
+func (c Client) Title() string {
+	switch c {
+	case Claude:
+		return "Claude Code"
+	case Codex:
+		return "Codex CLI"
+	case Gemini:
+		return "Gemini CLI"
+	}
+	return ""
+}
+
 // A Proc is one process in an ancestor listing.
 type Proc struct {
 	PID  int

@@ -144,6 +144,31 @@ func NewEnv(t testing.TB) *Env {
 	return e
 }
 
+// OnlyInGoBin takes bee's commands off PATH (it becomes
+// /usr/local/bin:/usr/bin:/bin, without go either) and puts them in
+// ~/go/bin, where the plugin's launchers look last: bee-mcp through the
+// wrapper that keeps its log; bee-hook through its wrapper when
+// keepHookLog (the guard decides on stdout), or as built (a waiter's wake
+// text is its stderr, which must reach Claude Code).
+func (e *Env) OnlyInGoBin(keepHookLog bool) {
+	e.t.Helper()
+	gobin := filepath.Join(e.Home, "go", "bin")
+	must(e.t, os.MkdirAll(gobin, 0o755))
+	must(e.t, os.Symlink(filepath.Join(e.WrapDir, "bee-mcp"), filepath.Join(gobin, "bee-mcp")))
+	hook := filepath.Join(binDir, "bee-hook")
+	if keepHookLog {
+		hook = filepath.Join(e.WrapDir, "bee-hook")
+	}
+	must(e.t, os.Symlink(hook, filepath.Join(gobin, "bee-hook")))
+	var vars []string
+	for _, kv := range e.Vars {
+		if !strings.HasPrefix(kv, "PATH=") {
+			vars = append(vars, kv)
+		}
+	}
+	e.Vars = append(vars, "PATH=/usr/local/bin:/usr/bin:/bin")
+}
+
 // OnFailure adds output to print when the test fails.
 func (e *Env) OnFailure(f func() string) {
 	e.mu.Lock()

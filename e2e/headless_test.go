@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -57,6 +58,9 @@ func TestHeadlessWaitClaimFinish(t *testing.T) {
 	}
 	if who.Agent != "e2e" {
 		t.Errorf("bee_whoami agent = %q, want e2e (BEE_AGENT)", who.Agent)
+	}
+	if agents := e.Bee("agents"); !regexp.MustCompile(regexp.QuoteMeta(who.Identity) + `\s+Claude Code\s`).MatchString(agents) {
+		t.Errorf("bee agents does not name %s's client Claude Code:\n%s", who.Identity, agents)
 	}
 	if who.SessionID != whoReq.SessionID {
 		t.Errorf("bee_whoami sessionId = %q, want the CLI's session %q", who.SessionID, whoReq.SessionID)

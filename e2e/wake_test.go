@@ -375,23 +375,7 @@ func TestWakeTwoSessionsOneWakes(t *testing.T) {
 func TestWakePluginWithoutPath(t *testing.T) {
 	t.Parallel()
 	e := NewEnv(t)
-	gobin := filepath.Join(e.Home, "go", "bin")
-	must(t, os.MkdirAll(gobin, 0o755))
-	for _, name := range []string{"bee-mcp", "bee-hook"} {
-		// The bridge through the wrapper that keeps its log; the hook as built.
-		src := filepath.Join(binDir, name)
-		if name == "bee-mcp" {
-			src = filepath.Join(e.WrapDir, name)
-		}
-		must(t, os.Symlink(src, filepath.Join(gobin, name)))
-	}
-	var vars []string
-	for _, kv := range e.Vars {
-		if !strings.HasPrefix(kv, "PATH=") {
-			vars = append(vars, kv)
-		}
-	}
-	e.Vars = append(vars, "PATH=/usr/local/bin:/usr/bin:/bin")
+	e.OnlyInGoBin(false)
 	settings := filepath.Join(e.Root, "settings.json")
 	writeJSON(t, settings, map[string]any{"permissions": map[string]any{"allow": []string{pluginPrefix}}})
 	x := e.StartTmuxNamed("plugin", claudeBin, "--plugin-dir", repoRoot, "--settings", settings)

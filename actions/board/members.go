@@ -35,7 +35,7 @@ func (s *store) Members(ctx context.Context) ([]actions.MemberInfo, error) {
 	members := []actions.MemberInfo{}
 	err := b.read(ctx, "members", func(ctx context.Context) error {
 		rows, err := b.rows(ctx, `SELECT m.identity, m.agent, m.pid, m.claude_pid, m.session_id, m.joined_at, m.renewed_at, m.lease_until,
-				(SELECT group_concat(a.seq) FROM actions a WHERE a.state = 'claimed' AND a.holder = m.identity), m.waiter_at
+				(SELECT group_concat(a.seq) FROM actions a WHERE a.state = 'claimed' AND a.holder = m.identity), m.waiter_at, m.client
 			FROM members m WHERE m.departed_at IS NULL
 			ORDER BY m.joined_at, m.identity`)
 		if err != nil {
@@ -50,7 +50,7 @@ func (s *store) Members(ctx context.Context) ([]actions.MemberInfo, error) {
 				held                      sql.NullString
 				waiter                    sql.NullInt64
 			)
-			if err := rows.Scan(&id, &mi.Agent, &mi.PID, &mi.ClaudePID, &mi.SessionID, &joined, &renewed, &leaseEnd, &held, &waiter); err != nil {
+			if err := rows.Scan(&id, &mi.Agent, &mi.PID, &mi.ClaudePID, &mi.SessionID, &joined, &renewed, &leaseEnd, &held, &waiter, &mi.Client); err != nil {
 				return err
 			}
 			if waiter.Valid {
@@ -210,9 +210,9 @@ func (b *Board) renewOnce(m actions.Member) (departed bool, err error) {
 		if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
-		_, err = t.exec(`INSERT INTO members (identity, agent, pid, claude_pid, session_id, joined_at, renewed_at, lease_until)
-			VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7)`,
-			string(m.ID), m.ID.Agent(), m.PID, m.ClaudePID, m.SessionID, now, lease)
+		_, err = t.exec(`INSERT INTO members (identity, agent, pid, claude_pid, session_id, joined_at, renewed_at, lease_until, client)
+			VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7, ?8)`,
+			string(m.ID), m.ID.Agent(), m.PID, m.ClaudePID, m.SessionID, now, lease, m.Client)
 		return err
 	})
 	return departed, err

@@ -165,6 +165,7 @@ CREATE TABLE prerequisites (
 CREATE INDEX prerequisites_pre ON prerequisites (pre, seq);
 `,
 	4: reservationsMigration,
+	5: `ALTER TABLE members ADD COLUMN client TEXT NOT NULL DEFAULT '';`,
 }
 
 // schemaVersion is the version this bee writes.

@@ -13,7 +13,7 @@ var wantShape = schemaShape{
 	"actions_paths":       "index CREATE INDEX actions_paths ON actions (repo) WHERE state = 'open' AND repo <> ''",
 	"actions_rev":         "index CREATE INDEX actions_rev ON actions (rev, seq)",
 	"actions_untold":      "index CREATE INDEX actions_untold ON actions (from_whom) WHERE told_at IS NULL AND state IN ('done', 'failed', 'cancelled')",
-	"members":             "table CREATE TABLE members ( identity TEXT PRIMARY KEY, agent TEXT NOT NULL, pid INTEGER NOT NULL, claude_pid INTEGER NOT NULL DEFAULT 0, session_id TEXT NOT NULL DEFAULT '', joined_at INTEGER NOT NULL, renewed_at INTEGER NOT NULL, lease_until INTEGER NOT NULL, departed_at INTEGER , waiter_at INTEGER) WITHOUT ROWID",
+	"members":             "table CREATE TABLE members ( identity TEXT PRIMARY KEY, agent TEXT NOT NULL, pid INTEGER NOT NULL, claude_pid INTEGER NOT NULL DEFAULT 0, session_id TEXT NOT NULL DEFAULT '', joined_at INTEGER NOT NULL, renewed_at INTEGER NOT NULL, lease_until INTEGER NOT NULL, departed_at INTEGER , waiter_at INTEGER, client TEXT NOT NULL DEFAULT '') WITHOUT ROWID",
 	"meta":                "table CREATE TABLE meta ( key TEXT PRIMARY KEY, value NOT NULL ) WITHOUT ROWID",
 	"prerequisites":       "table CREATE TABLE prerequisites ( seq INTEGER NOT NULL, pre INTEGER NOT NULL, ord INTEGER NOT NULL, PRIMARY KEY (seq, pre) ) WITHOUT ROWID",
 	"prerequisites_pre":   "index CREATE INDEX prerequisites_pre ON prerequisites (pre, seq)",

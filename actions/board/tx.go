@@ -308,11 +308,11 @@ func (t wtx) Join(m actions.Member) error {
 		now-engine.ForgetAfter.Milliseconds(), string(m.ID)); err != nil {
 		return err
 	}
-	_, err := t.exec(`INSERT INTO members (identity, agent, pid, claude_pid, session_id, joined_at, renewed_at, lease_until)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7)
+	_, err := t.exec(`INSERT INTO members (identity, agent, pid, claude_pid, session_id, joined_at, renewed_at, lease_until, client)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7, ?8)
 		ON CONFLICT (identity) DO UPDATE SET pid = ?3, claude_pid = ?4, session_id = ?5, renewed_at = ?6,
-			lease_until = ?7, departed_at = NULL`,
-		string(m.ID), m.ID.Agent(), m.PID, m.ClaudePID, m.SessionID, now, now+t.b.opts.Lease.Milliseconds())
+			lease_until = ?7, departed_at = NULL, client = ?8`,
+		string(m.ID), m.ID.Agent(), m.PID, m.ClaudePID, m.SessionID, now, now+t.b.opts.Lease.Milliseconds(), m.Client)
 	return err
 }
 

@@ -597,7 +597,7 @@ func testMembers(t *testing.T, open Opener) {
 	w := Mint(t, "w")
 	// A member's process must run, or the board departs it at once.
 	require.NoError(t, b.Join(ctx, actions.Member{ID: w, PID: os.Getpid(), ClaudePID: 4241, SessionID: "sess-1"}))
-	require.NoError(t, b.Join(ctx, actions.Member{ID: w, PID: os.Getpid(), ClaudePID: 4241, SessionID: "sess-2"}), "Join is idempotent")
+	require.NoError(t, b.Join(ctx, actions.Member{ID: w, PID: os.Getpid(), ClaudePID: 4241, SessionID: "sess-2", Client: "codex"}), "Join is idempotent")
 	a := post(t, b, "user:alice", "", "one")
 	c := post(t, b, "user:alice", "", "two")
 	next(t, b, w)
@@ -612,6 +612,7 @@ func testMembers(t *testing.T, open Opener) {
 	require.Equal(t, os.Getpid(), m.PID)
 	require.Equal(t, 4241, m.ClaudePID)
 	require.Equal(t, "sess-2", m.SessionID)
+	require.Equal(t, "codex", m.Client)
 	require.Equal(t, []string{a.ID, c.ID}, m.Holding)
 	require.True(t, m.LeaseUntil.After(time.Now()))
 

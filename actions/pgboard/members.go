@@ -138,7 +138,7 @@ func (s *store) Members(ctx context.Context) ([]actions.MemberInfo, error) {
 		members = []actions.MemberInfo{}
 		rows, err := b.pool.Query(ctx, `SELECT `+liveCols+`, m.agent, m.host, m.claude_pid, m.session_id, m.joined_at, m.renewed_at, m.lease_until,
 				coalesce((SELECT array_agg(a.seq ORDER BY a.seq) FROM bee_actions a WHERE a.state = 'claimed' AND a.holder = m.identity), '{}'),
-				m.waiter_at
+				m.waiter_at, m.client
 			FROM bee_members m WHERE m.departed_at IS NULL ORDER BY m.joined_at, m.identity`, b.graceMS(), b.now())
 		if err != nil {
 			return err
@@ -153,7 +153,7 @@ func (s *store) Members(ctx context.Context) ([]actions.MemberInfo, error) {
 				waiter                    *time.Time
 			)
 			if err := rows.Scan(&lm.id, &lm.departed, &lm.hostKey, &lm.pid, &lm.inLease, &mi.Agent, &mi.Host, &mi.ClaudePID, &mi.SessionID,
-				&joined, &renewed, &leaseEnd, &held, &waiter); err != nil {
+				&joined, &renewed, &leaseEnd, &held, &waiter, &mi.Client); err != nil {
 				return err
 			}
 			if !b.live(lm) {

@@ -109,6 +109,7 @@ CREATE TABLE bee_prerequisites (
 CREATE INDEX bee_prerequisites_pre ON bee_prerequisites (pre, seq);
 `,
 	3: reservationsMigration,
+	4: `ALTER TABLE bee_members ADD COLUMN client text NOT NULL DEFAULT '';`,
 }
 
 // schemaVersion is the version this bee writes.

@@ -268,11 +268,11 @@ func (t ptx) Join(m actions.Member) error {
 		engine.ForgetAfter.Milliseconds(), string(m.ID), now); err != nil {
 		return err
 	}
-	_, err := t.tx.Exec(t.ctx, `INSERT INTO bee_members (identity, agent, host, host_key, pid, claude_pid, session_id, joined_at, renewed_at, lease_until)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, `+nowSQL("$9")+`, `+nowSQL("$9")+`, `+nowSQL("$9")+` + $8 * interval '1 millisecond')
+	_, err := t.tx.Exec(t.ctx, `INSERT INTO bee_members (identity, agent, host, host_key, pid, claude_pid, session_id, joined_at, renewed_at, lease_until, client)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, `+nowSQL("$9")+`, `+nowSQL("$9")+`, `+nowSQL("$9")+` + $8 * interval '1 millisecond', $10)
 		ON CONFLICT (identity) DO UPDATE SET host = $3, host_key = $4, pid = $5, claude_pid = $6, session_id = $7,
-			renewed_at = `+nowSQL("$9")+`, lease_until = `+nowSQL("$9")+` + $8 * interval '1 millisecond', departed_at = NULL`,
-		string(m.ID), m.ID.Agent(), t.b.host, t.b.hostKey, m.PID, m.ClaudePID, m.SessionID, t.b.opts.Lease.Milliseconds(), now)
+			renewed_at = `+nowSQL("$9")+`, lease_until = `+nowSQL("$9")+` + $8 * interval '1 millisecond', departed_at = NULL, client = $10`,
+		string(m.ID), m.ID.Agent(), t.b.host, t.b.hostKey, m.PID, m.ClaudePID, m.SessionID, t.b.opts.Lease.Milliseconds(), now, m.Client)
 	return err
 }
 

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tractat-us/bee/ancestry"
 )
 
 // AgentsCommand is `bee agents`: the live identities and what they hold.
@@ -52,7 +54,7 @@ func (c *AgentsCommand) Run(ctx context.Context, args []string) error {
 	}
 	now := time.Now()
 	tw := newTable(out)
-	fmt.Fprintln(tw, "IDENTITY\tPID\tCLAUDE PID\tSESSION\tJOINED\tLEASE\tWAITER\tHOLDING")
+	fmt.Fprintln(tw, "IDENTITY\tCLIENT\tPID\tCLAUDE PID\tSESSION\tJOINED\tLEASE\tWAITER\tHOLDING")
 	for _, m := range members {
 		claude := "-"
 		if m.ClaudePID != 0 {
@@ -70,7 +72,7 @@ func (c *AgentsCommand) Run(ctx context.Context, args []string) error {
 		if m.Host != "" { // a board shared across machines: whose pid
 			pid += "@" + safe(m.Host)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s ago\t%s\t%s\t%s\n", safe(string(m.ID)), pid, claude, orDash(m.SessionID),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s ago\t%s\t%s\t%s\n", safe(string(m.ID)), orDash(clientTitle(m.Client)), pid, claude, orDash(m.SessionID),
 			age(now, m.JoinedAt), lease, waiter, orDash(strings.Join(m.Holding, " ")))
 	}
 	return tw.Flush()
@@ -95,4 +97,13 @@ Flags:
 
 `)
 	printFlags(w, c.flagSet())
+}
+
+// clientTitle is the name people know the agent CLI client by ("Codex
+// CLI"), or client itself when bee does not know it.
+func clientTitle(client string) string {
+	if t := ancestry.Client(client).Title(); t != "" {
+		return t
+	}
+	return safe(client)
 }

@@ -292,7 +292,7 @@ func TestMain_Agents(t *testing.T) {
 	require.NoError(t, err)
 	defer b.Close()
 	who := identity.ID("agent:worker#0491068b")
-	require.NoError(t, b.Join(t.Context(), actions.Member{ID: who, PID: os.Getpid(), ClaudePID: 4241, SessionID: "sess-1"}))
+	require.NoError(t, b.Join(t.Context(), actions.Member{ID: who, PID: os.Getpid(), ClaudePID: 4241, SessionID: "sess-1", Client: "gemini"}))
 	bee(t, path, "post", "job")
 	_, err = b.Next(t.Context(), who, "", time.Second)
 	require.NoError(t, err)
@@ -300,8 +300,8 @@ func TestMain_Agents(t *testing.T) {
 	out := bee(t, path, "agents")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.Len(t, lines, 2, out)
-	require.Regexp(t, `^IDENTITY\s+PID\s+CLAUDE PID\s+SESSION\s+JOINED\s+LEASE\s+WAITER\s+HOLDING$`, lines[0])
-	require.Regexp(t, `^agent:worker#0491068b\s+`+strconv.Itoa(os.Getpid())+`\s+4241\s+sess-1\s+\d+s ago\s+\d+s left\s+-\s+a-1$`, lines[1])
+	require.Regexp(t, `^IDENTITY\s+CLIENT\s+PID\s+CLAUDE PID\s+SESSION\s+JOINED\s+LEASE\s+WAITER\s+HOLDING$`, lines[0])
+	require.Regexp(t, `^agent:worker#0491068b\s+Gemini CLI\s+`+strconv.Itoa(os.Getpid())+`\s+4241\s+sess-1\s+\d+s ago\s+\d+s left\s+-\s+a-1$`, lines[1])
 
 	// An armed waiter shows, in the table and in --json.
 	require.NoError(t, b.SetWaiter(t.Context(), who, true))

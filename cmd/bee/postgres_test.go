@@ -73,7 +73,7 @@ func TestMain_OnPostgres(t *testing.T) {
 	require.Len(t, p.Records, 1)
 	out = bee(t, url, "agents")
 	host, _ := os.Hostname()
-	require.Regexp(t, `agent:worker#0491068b\s+\d+@`+host+`\s+4241\s+`, out)
+	require.Regexp(t, `agent:worker#0491068b\s+-\s+\d+@`+host+`\s+4241\s+`, out)
 	require.Contains(t, out, "a-1")
 	noPassword(t, out)
 	out = bee(t, url, "show", "a-1")

@@ -164,7 +164,7 @@ func (s *Server) agentsKey(ctx context.Context) (string, error) {
 		if m.WaiterSince != nil {
 			waiter = m.WaiterSince.UnixMilli()
 		}
-		fmt.Fprintf(&b, "%s|%d|%d|%s|%d|%s\n", m.ID, m.PID, m.ClaudePID, m.SessionID, waiter, strings.Join(slices.Clone(m.Holding), ","))
+		fmt.Fprintf(&b, "%s|%d|%d|%s|%s|%d|%s\n", m.ID, m.PID, m.ClaudePID, m.SessionID, m.Client, waiter, strings.Join(slices.Clone(m.Holding), ","))
 	}
 	rs, err := s.reservationsKey(ctx)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/ancestry"
 	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/internal/logkey"
 	"github.com/tractat-us/bee/internal/termtext"
@@ -163,6 +164,15 @@ type agentView struct {
 	Waiter    *moment
 	Reserves  []reservationView // the paths it reserves
 	HoldsBack []string          // ids of the open actions its reservations hold back
+}
+
+// ClientTitle is the agent CLI the identity's bridge serves, as people
+// know it ("Codex CLI"); its short name when bee does not know it.
+func (a agentView) ClientTitle() string {
+	if t := ancestry.Client(a.Client).Title(); t != "" {
+		return t
+	}
+	return a.Client
 }
 
 // A flash is a message the next full page shows once: the outcome of a
@@ -337,7 +347,7 @@ func shownRecord(r actions.Record) actions.Record {
 // shownRecord does.
 func shownMember(m actions.MemberInfo) actions.MemberInfo {
 	m.ID = identity.ID(termtext.Line(string(m.ID)))
-	for _, f := range []*string{&m.Agent, &m.Host, &m.SessionID} {
+	for _, f := range []*string{&m.Agent, &m.Host, &m.SessionID, &m.Client} {
 		*f = termtext.Line(*f)
 	}
 	holding := make([]string, len(m.Holding))

@@ -36,7 +36,7 @@ func TestView_States(t *testing.T) {
 	}
 	waiter := now.Add(-3 * time.Minute)
 	members := []actions.MemberInfo{
-		{ID: "agent:builder#12345678", Agent: "builder", PID: 10, ClaudePID: 11, SessionID: "s-1", Holding: []string{"a-2"}, JoinedAt: now},
+		{ID: "agent:builder#12345678", Agent: "builder", PID: 10, ClaudePID: 11, SessionID: "s-1", Client: "codex", Holding: []string{"a-2"}, JoinedAt: now},
 		{ID: "agent:builder#9abcdef0", Agent: "builder", PID: 12, Holding: []string{}, JoinedAt: now, WaiterSince: &waiter},
 	}
 	html := render(t, "", records, members)
@@ -63,6 +63,8 @@ func TestView_States(t *testing.T) {
 	require.Contains(t, html, `<span class="armed">armed</span>`)
 	require.Contains(t, html, ">3m</time> ago")
 	require.Contains(t, html, "not armed")
+	require.Contains(t, html, `<dd class="client">Codex CLI</dd>`)
+	require.Contains(t, html, `<dd class="client">–</dd>`, "a bridge that found no client")
 	require.Contains(t, html, `<option value="builder"><option value="agent:builder#12345678"><option value="agent:builder#9abcdef0">`)
 
 	open := render(t, "open", records, members)

@@ -131,9 +131,9 @@ func (t *tools) reserve(ctx context.Context, c *toolCall, in reserveIn) (reserve
 		return reserveOut{}, err
 	}
 	t.log.Info("paths reserved", logkey.Identity, who, logkey.Reservation, r.ID, logkey.Repo, r.Repo, logkey.Count, len(r.Patterns))
-	ends := "when you release them, or when this session ends or is cleared"
+	ends := "you release them, or this session ends or is cleared"
 	if r.Action != "" {
-		ends = "when you release them, when " + r.Action + " ends, or when this session ends or is cleared"
+		ends = "you release them, " + r.Action + " ends, or this session ends or is cleared"
 	}
 	next := fmt.Sprintf("Reserved as %s: other sessions' edits of these paths are refused until %s. Make your changes, then call %s as soon as you are done.", r.ID, ends, ToolReleasePaths)
 	if !r.Exclusive {

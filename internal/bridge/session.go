@@ -64,6 +64,9 @@ type Config struct {
 	// ClaudePID is the Claude Code process this bridge belongs to; 0 means
 	// none was found.
 	ClaudePID int
+	// Client is the agent CLI of ClaudePID's process ("claude", "codex",
+	// "gemini"), recorded on the board's member row; "" when unknown.
+	Client string
 	// SessionID is the Claude Code session at start (CLAUDE_CODE_SESSION_ID),
 	// "" when unknown.
 	SessionID string
@@ -89,6 +92,7 @@ type Session struct {
 	agent     string
 	source    actions.Source
 	claudePID int
+	client    string
 	pid       int
 	started   time.Time
 	log       *slog.Logger
@@ -154,6 +158,7 @@ func NewSession(ctx context.Context, cfg Config) (*Session, error) {
 		agent:     cfg.Agent,
 		source:    cfg.Source,
 		claudePID: cfg.ClaudePID,
+		client:    cfg.Client,
 		pid:       os.Getpid(),
 		started:   time.Now(),
 		log:       cfg.Logger,
@@ -176,7 +181,7 @@ func NewSession(ctx context.Context, cfg Config) (*Session, error) {
 }
 
 func (s *Session) member(id identity.ID, sessionID string) actions.Member {
-	return actions.Member{ID: id, PID: s.pid, ClaudePID: s.claudePID, SessionID: sessionID}
+	return actions.Member{ID: id, PID: s.pid, ClaudePID: s.claudePID, SessionID: sessionID, Client: s.client}
 }
 
 // Identity returns the current identity.

@@ -44,13 +44,6 @@ type Client struct {
 	Wakes bool
 }
 
-// Titles of the clients, as people know them.
-var titles = map[ancestry.Client]string{
-	ancestry.Claude: "Claude Code",
-	ancestry.Codex:  "Codex CLI",
-	ancestry.Gemini: "Gemini CLI",
-}
-
 // CodexWaitCap is the longest wait bee serves Codex CLI. Codex's tool-call
 // limit (tool_timeout_sec) is 300 s by default in 0.171.0, but it was 60 s
 // in earlier releases and is what its documentation and many setups still
@@ -112,7 +105,7 @@ func (c Client) Cap(d time.Duration) time.Duration {
 // Title is the client's name as people know it ("Codex CLI"), or the name
 // it gave when bee does not know it.
 func (c Client) Title() string {
-	if t, ok := titles[c.Kind]; ok {
+	if t := c.Kind.Title(); t != "" {
 		return t
 	}
 	return c.Name

@@ -154,7 +154,8 @@ type running struct {
 	cfg       Config
 	log       *slog.Logger
 	began     time.Time
-	claudePID int // 0 when there is no Claude process above the bridge
+	claudePID int    // 0 when there is no Claude process above the bridge
+	client    string // its client (ancestry.Client), "" when none
 
 	pending      *bridge.Pending
 	abandonSetup context.CancelFunc // ends a session setup still running
@@ -183,6 +184,7 @@ func start(ctx context.Context, cfg Config) (*running, error) {
 	r.pending = bridge.Start(setupCtx, bridge.Config{
 		Agent:          cfg.Agent,
 		ClaudePID:      r.claudePID,
+		Client:         r.client,
 		SessionID:      cfg.SessionID,
 		Logger:         r.log,
 		HandoverWithin: cfg.HandoverWithin,
@@ -214,7 +216,7 @@ func (r *running) findClaude(ctx context.Context) bool {
 		r.log.Warn("claude runs under another command name; taking this bridge's parent as the claude process because CLAUDECODE=1 (the /clear hook finds the same one through $CLAUDE_PID)",
 			logkey.ClaudePID, claude.PID, logkey.Comm, claude.Comm, logkey.Rule, string(claude.Rule))
 	}
-	r.claudePID = claude.PID
+	r.claudePID, r.client = claude.PID, string(claude.Client)
 	r.log = r.log.With(logkey.ClaudePID, claude.PID)
 	if !claude.Client.OwnsSession() {
 		// A run file keyed by a process that serves several sessions would
