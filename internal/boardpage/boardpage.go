@@ -1,6 +1,7 @@
 // Package boardpage serves the board page: a live web view of an
 // actions.Board that a person keeps open beside their sessions, with forms
-// to post, cancel and re-address actions.
+// to post, cancel and re-address actions, and to answer or decline the
+// questions agents asked the person (the "For you" view, foryou.go).
 //
 // The Server promises:
 //
@@ -45,8 +46,9 @@
 //     goroutine and the HTTP server. It does not close the Board.
 //
 // The Server acts on the board as one person (New's person, "user:<name>"):
-// that name is what the board records as the poster of what is posted and
-// the canceller of what is cancelled.
+// that name is what the board records as the poster of what is posted, the
+// canceller of what is cancelled and the person who answered or declined a
+// question; no form field can name anyone else.
 package boardpage
 
 import (

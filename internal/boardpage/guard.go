@@ -46,6 +46,8 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /post", s.signedIn(s.checked(s.handlePost)))
 	mux.HandleFunc("POST /cancel", s.signedIn(s.checked(s.handleCancel)))
 	mux.HandleFunc("POST /readdress", s.signedIn(s.checked(s.handleReaddress)))
+	mux.HandleFunc("POST /answer", s.signedIn(s.checked(s.handleAnswer)))
+	mux.HandleFunc("POST /decline", s.signedIn(s.checked(s.handleDecline)))
 	return s.guard(mux)
 }
 

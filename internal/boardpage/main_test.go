@@ -165,14 +165,26 @@ func newTab(t *testing.T) context.Context {
 	return ctx
 }
 
-// within runs steps in the tab, bounded by d (stretched by
-// testtime.Factor).
+// within runs steps in the tab, one after another, bounded by d
+// (stretched by testtime.Factor). A step that failed because the node it
+// had found was replaced before it acted (the page's live update swapped
+// that part) runs again: such a step fails before it clicks or types.
 func within(t *testing.T, tab context.Context, d time.Duration, steps ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(tab, testtime.Bound(d))
 	defer cancel()
-	require.NoError(t, chromedp.Do(ctx, steps...))
+	for _, step := range steps {
+		err := chromedp.Do(ctx, step)
+		for try := 1; err != nil && try < 5 && strings.Contains(err.Error(), staleNode) && ctx.Err() == nil; try++ {
+			err = chromedp.Do(ctx, step)
+		}
+		require.NoError(t, err)
+	}
 }
+
+// staleNode is how the DevTools protocol refuses a node id whose node has
+// left the document.
+const staleNode = "Could not find node with given id"
 
 // eval evaluates a JavaScript expression in the tab.
 func eval[T any](t *testing.T, tab context.Context, expr string) T {

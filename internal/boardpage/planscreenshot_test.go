@@ -1,11 +1,8 @@
 package boardpage
 
 import (
-	"bytes"
 	"context"
-	"image/png"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -58,32 +55,14 @@ func demoPlan(t *testing.T, b *board.Board) {
 // real browser and checks that it is an image of the whole page; with
 // $BEE_SCREENSHOT_PLAN set it writes it there (docs/plan-view.png).
 func TestScreenshotPlan(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "board.db")
-	b, err := board.Open(path, nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, b.Close()) })
-	demoPlan(t, b)
-	srv := New(shownAs{b, "~/.bee/board.db"}, alice, nil)
-	require.NoError(t, srv.Start())
-	t.Cleanup(func() { require.NoError(t, srv.Close()) })
-
+	srv := demoServer(t, demoPlan)
 	tab := newTab(t)
 	within(t, tab, 10*time.Second, chromedp.EmulateViewport(1360, 820))
 	signIn(t, tab, srv.LoginURL())
 	origin := eval[string](t, tab, `location.origin`)
 	within(t, tab, 10*time.Second, chromedp.Navigate(origin+"/?plan=a-5"), chromedp.WaitVisible(chromedp.CSS("#plan-graph")))
 	require.Equal(t, []string{"a-1 done", "a-2 claimed", "a-3 open", "a-4 failed", "a-5 blocked", "a-6 cancelled"}, planNodesSorted(t, tab))
-	ctx, cancel := testContext(tab, 20*time.Second)
-	img, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-	cancel()
-	require.NoError(t, err)
-	cfg, err := png.DecodeConfig(bytes.NewReader(img))
-	require.NoError(t, err, "the screenshot is a PNG")
-	require.Equal(t, 1360, cfg.Width)
-	if out := os.Getenv(screenshotPlanEnv); out != "" {
-		require.NoError(t, os.WriteFile(out, img, 0o644))
-		t.Logf("wrote %s (%dx%d)", out, cfg.Width, cfg.Height)
-	}
+	fullScreenshot(t, tab, 1360, screenshotPlanEnv)
 }
 
 // planNodesSorted is planNodes in id order.

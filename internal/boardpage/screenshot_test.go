@@ -2,6 +2,7 @@ package boardpage
 
 import (
 	"bytes"
+	"context"
 	"image/png"
 	"os"
 	"path/filepath"
@@ -91,14 +92,7 @@ func (s shownAs) Location() string { return s.where }
 // the real browser and checks that it is an image of the whole page; with
 // $BEE_SCREENSHOT set it writes it there (docs/board-page.png).
 func TestScreenshot(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "board.db")
-	b, err := board.Open(path, nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, b.Close()) })
-	demoBoard(t, b)
-	srv := New(shownAs{b, "~/.bee/board.db"}, alice, nil)
-	require.NoError(t, srv.Start())
-	t.Cleanup(func() { require.NoError(t, srv.Close()) })
+	srv := demoServer(t, demoBoard)
 
 	tab := newTab(t)
 	for _, shot := range []struct {
@@ -112,9 +106,8 @@ func TestScreenshot(t *testing.T) {
 		if shot.env == screenshotEnv {
 			signIn(t, tab, srv.LoginURL())
 		}
-		var img []byte
 		ctx, cancel := testContext(tab, 20*time.Second)
-		img, err = chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		img, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 		cancel()
 		require.NoError(t, err)
 		cfg, err := png.DecodeConfig(bytes.NewReader(img))
@@ -126,4 +119,66 @@ func TestScreenshot(t *testing.T) {
 			t.Logf("wrote %s (%dx%d)", out, cfg.Width, cfg.Height)
 		}
 	}
+}
+
+// screenshotForYouEnv names the file TestScreenshotForYou writes the page
+// to: BEE_SCREENSHOT_FORYOU=$PWD/docs/for-you.png.
+const screenshotForYouEnv = "BEE_SCREENSHOT_FORYOU"
+
+// demoServer starts a Server, as alice, on a fresh board that fill fills,
+// shown as ~/.bee/board.db; the test ends both.
+func demoServer(t *testing.T, fill func(*testing.T, *board.Board)) *Server {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "board.db")
+	b, err := board.Open(path, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, b.Close()) })
+	fill(t, b)
+	srv := New(shownAs{b, "~/.bee/board.db"}, alice, nil)
+	require.NoError(t, srv.Start())
+	t.Cleanup(func() { require.NoError(t, srv.Close()) })
+	return srv
+}
+
+// fullScreenshot takes a screenshot of the whole page in tab, requires
+// that it is a PNG width pixels wide, and writes it to the file $env
+// names, if any.
+func fullScreenshot(t *testing.T, tab context.Context, width int, env string) {
+	t.Helper()
+	ctx, cancel := testContext(tab, 20*time.Second)
+	img, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	cancel()
+	require.NoError(t, err)
+	cfg, err := png.DecodeConfig(bytes.NewReader(img))
+	require.NoError(t, err, "the screenshot is a PNG")
+	require.Equal(t, width, cfg.Width)
+	if out := os.Getenv(env); out != "" {
+		require.NoError(t, os.WriteFile(out, img, 0o644))
+		t.Logf("wrote %s (%dx%d)", out, cfg.Width, cfg.Height)
+	}
+}
+
+// TestScreenshotForYou draws the demo board with two questions for its
+// person, one asked of them and one of people, and checks that the page
+// shows them first; with $BEE_SCREENSHOT_FORYOU set it writes the
+// screenshot there (docs/for-you.png).
+func TestScreenshotForYou(t *testing.T) {
+	srv := demoServer(t, func(t *testing.T, b *board.Board) {
+		demoBoard(t, b)
+		ctx := t.Context()
+		_, err := b.Post(ctx, actions.Agent(builder), actions.Draft{To: string(alice), Title: "Raise the staging registry's storage quota?",
+			Body: "The staging deploy failed: the registry's quota (50 GiB) is used up. Raise it to 80 GiB, or should I prune images older than 30 days instead?"})
+		require.NoError(t, err)
+		_, err = b.Post(ctx, actions.Agent(docs), actions.Draft{To: actions.People, Title: "Which name for the 0.4 release: \"Drone\" or \"Comb\"?"})
+		require.NoError(t, err)
+	})
+	tab := newTab(t)
+	within(t, tab, 10*time.Second, chromedp.EmulateViewport(1360, 820))
+	signIn(t, tab, srv.LoginURL())
+	require.Equal(t, "(2) bee board", eval[string](t, tab, `document.title`))
+	require.Equal(t, 2, eval[int](t, tab, `document.querySelectorAll('#foryou .question').length`))
+	require.True(t, eval[bool](t, tab, `document.getElementById('foryou').getBoundingClientRect().top < document.getElementById('actions').getBoundingClientRect().top`))
+	within(t, tab, 10*time.Second, chromedp.Click(chromedp.CSS(`#foryou .question textarea`)),
+		chromedp.SendKeys(chromedp.CSS(`#foryou .question textarea`), "Prune the old images first; raise it only if that frees less than 10 GiB."))
+	fullScreenshot(t, tab, 1360, screenshotForYouEnv)
 }

@@ -35,7 +35,7 @@ const (
 // crafted value never reaches a redirect or a link.
 func cleanShow(v string) string {
 	switch v {
-	case showOpen, showClaimed, showEnded:
+	case showOpen, showClaimed, showEnded, showForYou:
 		return v
 	}
 	return showAll
@@ -55,6 +55,7 @@ type pageView struct {
 	EndedMore  int
 	Agents     []agentView
 	People     []holderView // holders of reservations that are not live agents (people)
+	ForYou     forYou       // the questions for the page's person
 	Recipients []string     // the datalist of the "to" fields: agent names, then identities
 	CSRF       string
 	Version    uint64
@@ -80,7 +81,7 @@ func (v *pageView) MaxBody() int { return actions.MaxBodyLen }
 func (v *pageView) MaxReason() int { return actions.MaxResultLen }
 
 // ShowActive reports whether the view has the open/claimed table.
-func (v *pageView) ShowActive() bool { return v.Show != showEnded }
+func (v *pageView) ShowActive() bool { return v.Show != showEnded && v.Show != showForYou }
 
 // ShowEnded reports whether the view has the ended table.
 func (v *pageView) ShowEnded() bool { return v.Show == showAll || v.Show == showEnded }
@@ -211,6 +212,7 @@ func (s *Server) view(ctx context.Context, sess *session, show, plan string) *pa
 		if members, err = s.board.Members(ctx); err == nil {
 			now := time.Now()
 			v.fill(now, records, members)
+			v.fillForYou(now, records, s.person)
 			// Without its reservations the board is still worth showing.
 			if rs, rerr := s.board.Reservations(ctx, ""); rerr != nil {
 				s.logger.Warn("board page cannot read the reservations", logkey.Err, rerr)
@@ -403,6 +405,10 @@ func plainWords(what string, err error) string {
 	switch {
 	case errors.Is(err, actions.ErrEmptyTitle):
 		return "Could not " + what + ": an action needs a title."
+	case errors.Is(err, actions.ErrEmptyAnswer):
+		return "Could not " + what + ": the answer is blank. Write something the agent that asked can act on."
+	case errors.Is(err, actions.ErrEmptyReason):
+		return "Could not " + what + ": say why. The agent that asked reads it."
 	case errors.Is(err, actions.ErrUnknownAction):
 		return "Could not " + what + ": no action has that id (" + err.Error() + ")."
 	case errors.Is(err, actions.ErrNotLive):

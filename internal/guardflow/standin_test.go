@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tractat-us/bee/internal/bridgetest"
+	"github.com/tractat-us/bee/internal/testbin"
 	"github.com/tractat-us/bee/runfile"
 )
 
@@ -35,9 +36,11 @@ var (
 	buildErr  error
 )
 
-// built builds bee and noop into bin, once, and returns bin.
+// built builds bee and noop into bin, once, and returns bin. Under -short
+// it skips t: bridgetest.Main builds nothing then, and bin is empty.
 func built(t testing.TB) string {
 	t.Helper()
+	testbin.SkipShort(t)
 	buildOnce.Do(func() {
 		noop := filepath.Join(bin, "noop.go")
 		if buildErr = os.WriteFile(noop, []byte("package main\n\nfunc main() {}\n"), 0o644); buildErr != nil {
@@ -142,6 +145,7 @@ type session struct {
 // directory runDir.
 func start(t testing.TB, dir, board, runDir string) *session {
 	t.Helper()
+	testbin.SkipShort(t) // bridgetest.Main built nothing
 	ctlR, ctlW, err := os.Pipe()
 	require.NoError(t, err)
 	ansR, ansW, err := os.Pipe()

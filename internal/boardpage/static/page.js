@@ -1,7 +1,8 @@
 // The board page's one script. It keeps the page live: it listens to the
 // server's change events (/events) and, when the board has changed, fetches
 // the parts of the page that change (/fragment) and puts them in place,
-// keeping any form a person has open. It also keeps the ages current.
+// keeping any form a person has open. It also keeps the ages current, and
+// sends the For you section's answers and declines without leaving the page.
 // Without it the page still works; it is then current as of its last load.
 (function () {
   'use strict';
@@ -139,6 +140,74 @@
       t.textContent = span(now - Number(t.dataset.since));
     });
   }
+
+  // showFlash puts the message a form's outcome brought at the top of the
+  // page, in place of the last one; null just removes the last one.
+  function showFlash(fresh) {
+    var old = document.getElementById('flash');
+    if (old) {
+      old.remove();
+    }
+    if (fresh) {
+      document.querySelector('header.top').after(fresh);
+    }
+  }
+
+  // errorFlash makes a message that says something went wrong.
+  function errorFlash(text) {
+    var p = document.createElement('p');
+    p.id = 'flash';
+    p.className = 'flash error';
+    p.setAttribute('role', 'alert');
+    p.textContent = text;
+    return p;
+  }
+
+  // The answer and decline forms of the For you section are sent in
+  // place: the same POST, with the same fields and token, as without the
+  // script, and the page the server then sends back is read only for its
+  // message. The question leaves the page at the next change, as any
+  // change does, and a half-typed answer elsewhere stays where it is.
+  document.addEventListener('submit', function (e) {
+    var form = e.target;
+    if (!form.closest('#foryou') || !window.fetch || !window.DOMParser) {
+      return; // an ordinary form: post, redirect, load
+    }
+    e.preventDefault();
+    var button = form.querySelector('button[type=submit]');
+    if (button.disabled) {
+      return; // sent already
+    }
+    button.disabled = true;
+    fetch(form.action, {
+      method: 'POST',
+      body: new URLSearchParams(new FormData(form)),
+      credentials: 'same-origin',
+      cache: 'no-store',
+    })
+      .then(function (res) {
+        return res.text().then(function (html) {
+          var doc = new DOMParser().parseFromString(html, 'text/html');
+          if (res.ok) {
+            var msg = doc.getElementById('flash');
+            showFlash(msg ? document.importNode(msg, true) : null);
+            return;
+          }
+          // A refusal (the session ended, the token is stale) says what
+          // happened: show its words.
+          var what = doc.querySelector('main h2');
+          showFlash(errorFlash('Not sent (HTTP ' + res.status + ')' +
+            (what ? ': ' + what.textContent.trim() : '.') + ' Reload the page.'));
+        });
+      })
+      .catch(function () {
+        showFlash(errorFlash('Not sent: bee serve did not answer. Is it still running? Try again, or reload.'));
+      })
+      .then(function () {
+        button.disabled = false;
+        refresh();
+      });
+  });
 
   events = new EventSource('/events');
   events.addEventListener('change', function (e) {
