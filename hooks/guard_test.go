@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tractat-us/bee/clearctl"
+	"github.com/tractat-us/bee/internal/testtime"
 	"github.com/tractat-us/bee/runfile"
 )
 
@@ -62,7 +63,7 @@ func (g *guardFixture) config() GuardConfig {
 			Alive:    func(int) bool { return true },
 			Listener: func(int, int) error { return nil },
 		},
-		Timeout: 5 * time.Second,
+		Timeout: testtime.Bound(5 * time.Second),
 		CheckPaths: func(ctx context.Context, port int, token string, req clearctl.CheckPathsRequest) (clearctl.CheckPathsAnswer, error) {
 			g.mu.Lock()
 			g.asks = append(g.asks, req)
