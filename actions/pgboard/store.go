@@ -37,9 +37,10 @@ func (s *store) Write(ctx context.Context, op string, fn func(engine.Tx) error) 
 	return s.b().write(ctx, op, func(ctx context.Context, tx pgx.Tx) error { return fn(ptx{b: s.b(), ctx: ctx, tx: tx}) })
 }
 
-// Tell implements engine.Store: the transaction has NOTIFYed already (see
-// ptx.Notify).
-func (s *store) Tell(engine.Event) {}
+// Tell implements engine.Store: the transaction has NOTIFYed those e
+// concerns already (see ptx.Notify); those who watch every change hear of
+// it on the change channel, coalesced (see Board.tellChanged).
+func (s *store) Tell(engine.Event) { s.b().tellChanged() }
 
 // Action implements engine.Store.
 func (s *store) Action(ctx context.Context, seq int64) (actions.Record, error) {
