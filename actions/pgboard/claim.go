@@ -140,6 +140,11 @@ func (s *store) Claim(ctx context.Context, w engine.Want) (engine.Claimed, error
 		if err == nil {
 			return got, nil
 		}
+		if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) && !a.sent {
+			// The caller's time is up (its context may not say so yet):
+			// nothing was claimed.
+			return engine.Claimed{}, nil
+		}
 		if isSentinel(err) {
 			return engine.Claimed{}, err
 		}

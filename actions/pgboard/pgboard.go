@@ -246,6 +246,8 @@ type Board struct {
 	changeBusy    bool       // sendChanges runs
 	changePending bool       // a change came since its last notification
 
+	procs procCache // this machine's members, as Processes read them
+
 	// orphansAt is when a claim last looked for orphaned claims (Unix
 	// nanoseconds; see lookForOrphans).
 	orphansAt atomic.Int64
