@@ -39,7 +39,8 @@ type Store interface {
 	Write(ctx context.Context, op string, fn func(Tx) error) error
 	// Tell carries e to the board's other processes once the transaction
 	// that made it has committed. A store whose transactions carry their
-	// events themselves (Tx.Notify) does nothing here.
+	// events themselves (Tx.Notify) does here only what it leaves out of
+	// its commits (PostgreSQL: the change channel, coalesced).
 	Tell(e Event)
 
 	Reads
@@ -114,7 +115,8 @@ type Tx interface {
 	ReserveTx
 	// Notify queues e in the transaction, for a store whose transactions
 	// carry wake-ups to other processes (PostgreSQL's NOTIFY); it is sent
-	// at the commit and never on a rollback. Other stores do nothing.
+	// at the commit and never on a rollback. Other stores do nothing, and
+	// a store may leave an event out of its commit for Tell to carry.
 	Notify(e Event) error
 	// Insert adds the actions of batch, in order (so that each has a
 	// higher seq than the ones before it), with their prerequisites, and
