@@ -50,7 +50,7 @@ import (
 //     or waits for it, and then puts the claim back.
 //   - The commit carries no NOTIFY: the engine tells the claim after it
 //     (Store.Tell), and the Board sends the change channel's notification
-//     coalesced (see changeNotifier).
+//     coalesced (see Board.tellChanged).
 //   - A claim whose answer is lost is resolved by reading the row: the
 //     claim writes a random token with it (in told_at, which nothing
 //     reads while an action is open or claimed, and which every end

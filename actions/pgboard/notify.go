@@ -42,14 +42,15 @@ func (b *Board) channelFor(e engine.Event) string {
 	return b.channel(e.Kind) + "_" + strconv.FormatUint(h.Sum64(), 36)
 }
 
-// notify queues e's notification in tx: PostgreSQL delivers it when tx
-// commits, and never when it rolls back. It goes to the channel of e's
+// notify queues e's notifications in tx: PostgreSQL delivers them when tx
+// commits, and never when it rolls back. One goes to the channel of e's
 // key, whom it concerns (see package wakeup), with the key as its
-// payload. A claim (Changed) concerns only those who watch every change
-// (bee watch, the board page, Await for a person's actions): it sends
-// nothing in the transaction, since a NOTIFY in a commit serialises
-// commits across the server; every change reaches the change channel
-// after its commit instead, coalesced (see Board.tellChanged).
+// payload; one goes to the change channel, for those who watch every
+// change (bee watch, the board page, Await, which hears of every end
+// there). A claim (Changed) concerns only those who watch every change:
+// it sends nothing in its transaction, since a NOTIFY in a commit
+// serialises commits across the server, and the change channel hears of
+// claims after their commits instead, coalesced (see Board.tellChanged).
 //
 // Bees before per-agent channels LISTEN only on the channels of everyone:
 // during an upgrade they hear of addressed work and ends at their safety
@@ -59,20 +60,22 @@ func (b *Board) notify(ctx context.Context, tx pgx.Tx, e engine.Event) error {
 	if e.Kind == engine.Changed {
 		return nil
 	}
-	_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, b.channelFor(e), e.Key)
+	_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2), pg_notify($3, '')`,
+		b.channelFor(e), e.Key, b.channel(engine.Changed))
 	return err
 }
 
-// changeWindow is the least time between two notifications on the change
-// channel from one Board: River coalesces its insert notifications per
-// queue the same way (at most one per 100 ms). Those who watch every
-// change are people's views and Await for a person's actions, for whom a
-// tenth of a second is not seen; the first change after a quiet spell is
-// told at once.
+// changeWindow is the least time between two notifications of claims on
+// the change channel from one Board: River coalesces its insert
+// notifications per queue the same way (at most one per 100 ms). Those
+// who care about a claim are people's views (bee watch, the board page),
+// for whom a tenth of a second is not seen; the first claim after a
+// quiet spell is told at once. Posts and ends, which waiters wait for,
+// notify in their own commits.
 const changeWindow = 100 * time.Millisecond
 
 // tellChanged sends a notification on the change channel, after the
-// commit of the change it tells and outside any transaction: at once when
+// commit of the claim it tells and outside any transaction: at once when
 // none was sent in the last changeWindow, else one at the window's end
 // for all the changes within it. Sending runs in the Board's lifetime, on
 // one goroutine at a time, which ends once a window passes without a

@@ -39,9 +39,14 @@ func (s *store) Write(ctx context.Context, op string, fn func(engine.Tx) error) 
 }
 
 // Tell implements engine.Store: the transaction has NOTIFYed those e
-// concerns already (see ptx.Notify); those who watch every change hear of
-// it on the change channel, coalesced (see Board.tellChanged).
-func (s *store) Tell(engine.Event) { s.b().tellChanged() }
+// concerns already (see ptx.Notify), but for a claim (Changed), which
+// those who watch every change hear of on the change channel, coalesced
+// (see Board.tellChanged).
+func (s *store) Tell(e engine.Event) {
+	if e.Kind == engine.Changed {
+		s.b().tellChanged()
+	}
+}
 
 // Action implements engine.Store.
 func (s *store) Action(ctx context.Context, seq int64) (actions.Record, error) {

@@ -40,7 +40,8 @@ type Store interface {
 	// Tell carries e to the board's other processes once the transaction
 	// that made it has committed. A store whose transactions carry their
 	// events themselves (Tx.Notify) does here only what it leaves out of
-	// its commits (PostgreSQL: the change channel, coalesced).
+	// its commits (PostgreSQL: a claim's, on the change channel,
+	// coalesced).
 	Tell(e Event)
 
 	Reads
