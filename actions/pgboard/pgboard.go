@@ -242,6 +242,16 @@ type Board struct {
 	// the database (see refuseNewer).
 	broken atomic.Pointer[error]
 
+	changeMu      sync.Mutex // guards changeBusy and changePending
+	changeBusy    bool       // sendChanges runs
+	changePending bool       // a change came since its last notification
+
+	procs procCache // this machine's members, as Processes read them
+
+	// orphansAt is when a claim last looked for orphaned claims (Unix
+	// nanoseconds; see lookForOrphans).
+	orphansAt atomic.Int64
+
 	mu      sync.Mutex                     // guards members
 	members map[identity.ID]actions.Member // joined through this Board, renewed by it
 }

@@ -24,6 +24,11 @@ import (
 // transaction still running, so that a change committed late with a low
 // rev is never skipped. Times are the server's.
 //
+// told_at is when the poster of an ended action heard of its end; while
+// an action is open or claimed nothing reads it, and a claim writes its
+// claim token there (a time in the 1970s, see tokenSQL), by which a claim
+// whose answer was lost is found; every end writes told_at afresh.
+//
 // bee_members: one row per identity that joined. host_key says where its
 // pid means something (see hostKey); lease_until is renewed every
 // Options.Renew while the member lives.

@@ -3,6 +3,7 @@ package pgboard
 import (
 	"context"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -37,9 +38,15 @@ func (s *store) Write(ctx context.Context, op string, fn func(engine.Tx) error) 
 	return s.b().write(ctx, op, func(ctx context.Context, tx pgx.Tx) error { return fn(ptx{b: s.b(), ctx: ctx, tx: tx}) })
 }
 
-// Tell implements engine.Store: the transaction has NOTIFYed already (see
-// ptx.Notify).
-func (s *store) Tell(engine.Event) {}
+// Tell implements engine.Store: the transaction has NOTIFYed those e
+// concerns already (see ptx.Notify), but for a claim (Changed), which
+// those who watch every change hear of on the change channel, coalesced
+// (see Board.tellChanged).
+func (s *store) Tell(e engine.Event) {
+	if e.Kind == engine.Changed {
+		s.b().tellChanged()
+	}
+}
 
 // Action implements engine.Store.
 func (s *store) Action(ctx context.Context, seq int64) (actions.Record, error) {
@@ -157,8 +164,16 @@ func (s *store) Untold(ctx context.Context, who identity.ID) (int64, error) {
 	return seq, noRows(err)
 }
 
-// Processes implements engine.Store: the members of this machine.
+// Processes implements engine.Store: the members of this machine, read
+// at most processesFresh ago. The engine reaps before every look, which
+// on PostgreSQL was a round trip of its own before every claim; the pids
+// it judges are checked afresh each time, so a list a moment old misses
+// only a member that joined through another Board within that moment.
+// Every departure, join and reap through this Board reads it afresh.
 func (s *store) Processes(ctx context.Context) ([]engine.Process, error) {
+	if procs, ok := s.procs.get(); ok {
+		return procs, nil
+	}
 	var procs []engine.Process
 	err := s.b().read(ctx, "look for dead members", func(ctx context.Context) error {
 		rows, err := s.pool.Query(ctx, `SELECT identity, pid FROM bee_members WHERE departed_at IS NULL AND host_key = $1 AND pid > 0`, s.hostKey)
@@ -173,7 +188,42 @@ func (s *store) Processes(ctx context.Context) ([]engine.Process, error) {
 		procs = slices.DeleteFunc(procs, func(p engine.Process) bool { return !identity.IsID(string(p.ID)) })
 		return err
 	})
+	if err == nil {
+		s.procs.put(procs)
+	}
 	return procs, err
+}
+
+// processesFresh is how long Processes answers from the list it read.
+const processesFresh = 100 * time.Millisecond
+
+// A procCache is the list of this machine's members Processes read last.
+type procCache struct {
+	mu    sync.Mutex
+	at    time.Time // when it was read; zero when it must be read again
+	procs []engine.Process
+}
+
+func (c *procCache) get() ([]engine.Process, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.at.IsZero() || time.Since(c.at) >= processesFresh {
+		return nil, false
+	}
+	return slices.Clone(c.procs), true
+}
+
+func (c *procCache) put(procs []engine.Process) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at, c.procs = time.Now(), slices.Clone(procs)
+}
+
+// forget makes the next Processes read the list afresh.
+func (c *procCache) forget() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at = time.Time{}
 }
 
 // memberRows reads the member rows m where judges (its parameters after
@@ -238,6 +288,7 @@ func lifeOf(rows []memberRow) []engine.MemberLife {
 
 // Joined implements engine.Store: this Board renews m's lease.
 func (s *store) Joined(m actions.Member) {
+	s.procs.forget()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.members[m.ID] = m

@@ -226,6 +226,7 @@ func (t ptx) ReleaseOrphans(who identity.ID) ([]string, error) {
 // departed), then its claims go back to open and the open actions
 // addressed to it exactly go to its agent name.
 func (t ptx) Depart(who identity.ID) (released, readdressed []string, err error) {
+	t.b.procs.forget()
 	_, err = t.tx.Exec(t.ctx, `INSERT INTO bee_members (identity, agent, joined_at, renewed_at, lease_until, departed_at)
 		VALUES ($1, $2, `+nowSQL("$3")+`, `+nowSQL("$3")+`, `+nowSQL("$3")+`, `+nowSQL("$3")+`)
 		ON CONFLICT (identity) DO UPDATE SET lease_until = least(bee_members.lease_until, `+nowSQL("$3")+`),
@@ -249,6 +250,7 @@ func (t ptx) Depart(who identity.ID) (released, readdressed []string, err error)
 // StillDead implements engine.Tx: under the row lock, who may have
 // departed or joined again (on another machine) meanwhile.
 func (t ptx) StillDead(who identity.ID) (bool, error) {
+	t.b.procs.forget()
 	var pid int
 	var key string
 	err := t.tx.QueryRow(t.ctx, `SELECT pid, host_key FROM bee_members WHERE identity = $1 AND departed_at IS NULL FOR UPDATE`,
@@ -261,6 +263,7 @@ func (t ptx) StillDead(who identity.ID) (bool, error) {
 
 // Join implements engine.Tx: the member lives on this machine.
 func (t ptx) Join(m actions.Member) error {
+	t.b.procs.forget()
 	now := t.b.now()
 	// Forget long-gone members, but never one that holds a claim.
 	if _, err := t.tx.Exec(t.ctx, `DELETE FROM bee_members WHERE lease_until < `+nowSQL("$3")+` - $1 * interval '1 millisecond'
