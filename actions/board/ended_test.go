@@ -11,6 +11,7 @@ import (
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/boardtest"
+	"github.com/tractat-us/bee/internal/testtime"
 )
 
 // A board file written by schema 5 (ended actions in the hot table) opens
@@ -109,12 +110,12 @@ func TestBoard_MigratesSchema5(t *testing.T) {
 	require.Len(t, ended.Records, 3)
 
 	// The outcome nobody was told of is told once.
-	n, ok, err := b.Notice(ctx, poster, nil, 0)
+	n, ok, err := b.Notice(ctx, poster, nil, testtime.Bound(5*time.Second))
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Equal(t, actions.NoticeOutcome, n.Kind)
 	require.Equal(t, "a-1", n.Record.ID)
-	_, ok, err = b.Notice(ctx, poster, nil, 0)
+	_, ok, err = b.Notice(ctx, poster, nil, 200*time.Millisecond)
 	require.NoError(t, err)
 	require.False(t, ok, "told once")
 
