@@ -138,3 +138,22 @@ func TestBoard_MigratesSchema5(t *testing.T) {
 	require.NoError(t, b.db.QueryRow(`SELECT rev FROM actions WHERE seq = 8`).Scan(&rev))
 	require.Greater(t, rev, int64(60))
 }
+
+// The views that read both tables walk each by its index and merge the
+// two in order: a page of every action never sorts, nor scans, a long
+// history.
+func TestEveryAction_PlansMerge(t *testing.T) {
+	t.Parallel()
+	b := openTest(t, filepath.Join(t.TempDir(), "board.db"), nil)
+	for _, q := range []string{
+		`SELECT ` + everyCols + `, rev FROM every_action WHERE (rev, seq) > (?1, ?1) ORDER BY rev, seq LIMIT 10`,
+		`SELECT ` + everyCols + ` FROM every_action WHERE seq > ?1 ORDER BY seq LIMIT 10`,
+		`SELECT ` + everyCols + ` FROM every_action WHERE seq > ?1 AND state IN ('open', 'done') ORDER BY seq LIMIT 10`,
+	} {
+		plan := explain(t, b, q, 1)
+		require.Contains(t, plan, "MERGE (UNION ALL)", plan)
+		require.NotContains(t, plan, "SCAN actions", plan)
+		require.NotContains(t, plan, "SCAN ended_actions", plan)
+		require.NotContains(t, plan, "FOR ORDER BY", plan)
+	}
+}
