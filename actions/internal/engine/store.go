@@ -276,18 +276,21 @@ const (
 	NotTold
 )
 
-// Which of its tables a store that keeps ended actions apart from the
-// live ones reads, for a List (see TablesOf).
+// Tables says which of its tables a store that keeps ended actions apart
+// from the live ones reads, for a List (see TablesOf).
+type Tables int
+
+// The kinds of Tables.
 const (
-	BothTables = iota
-	LiveTable  // open, blocked and claimed actions
-	EndedTable // done, failed and cancelled actions
+	BothTables Tables = iota
+	LiveTable         // open, blocked and claimed actions
+	EndedTable        // done, failed and cancelled actions
 )
 
 // TablesOf says which of a store's tables holds every action in one of
 // states: LiveTable when none of them has ended, EndedTable when all
 // have, BothTables otherwise (and when states is empty: every state).
-func TablesOf(states []actions.State) int {
+func TablesOf(states []actions.State) Tables {
 	var live, ended bool
 	for _, st := range states {
 		if st.Ended() {
