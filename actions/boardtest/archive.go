@@ -1,6 +1,7 @@
 package boardtest
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -169,4 +170,84 @@ func testEndedEveryView(t *testing.T, open Opener) {
 	p, err := b.Changes(ctx, cursor, testtime.Bound(time.Second))
 	require.NoError(t, err)
 	require.Equal(t, []string{g2.ID}, ids(p.Records))
+}
+
+// An OldAction is a row of EndedFixture, as a board's migration test
+// writes it in the schema before its ended actions moved.
+type OldAction struct {
+	State, Holder string
+	Text          string // the result of a done action, else the reason
+	By            string // who ended it
+	Told          bool   // its poster has heard of its end
+}
+
+// The identities EndedFixture's actions name.
+const (
+	FixturePoster = "agent:old#00000003"
+	FixtureWorker = "agent:old#00000001" // a member, live for an hour
+)
+
+// EndedFixture is what a board's migration test writes before ended
+// actions moved, seq by seq from 1 (index 0 unused): posted by
+// FixturePoster to "someone", titled "old job <seq>"; seq 3 waits for 1
+// and 2 (edges in that order), and seq 7 is deleted afterwards (its seq
+// must not come back). CheckEndedFixture reads it back.
+var EndedFixture = []OldAction{
+	1: {"done", FixtureWorker, "it worked", FixtureWorker, false},
+	2: {"claimed", FixtureWorker, "", "", false},
+	3: {"blocked", "", "", "", false},
+	4: {"failed", FixtureWorker, "no disk", FixtureWorker, true},
+	5: {"cancelled", "", "not needed", "user:alice", true},
+	6: {"open", "", "", "", false},
+	7: {"done", FixtureWorker, "gone", FixtureWorker, true},
+}
+
+// CheckEndedFixture reads EndedFixture back through b's views once b has
+// migrated it: every action as it was, a blocked action's prerequisite
+// that ended done before the migration counted done, the outcome nobody
+// was told of told once, the claimed one finished (its waiter opens), and
+// a new post's seq is 8.
+func CheckEndedFixture(t *testing.T, b actions.Board) {
+	t.Helper()
+	ctx := t.Context()
+	p, err := b.List(ctx, "")
+	require.NoError(t, err)
+	require.Len(t, p.Records, 6)
+	for _, r := range p.Records {
+		want := EndedFixture[r.Seq]
+		require.Equal(t, fmt.Sprintf("old job %d", r.Seq), r.Title)
+		require.Equal(t, actions.State(want.State), r.State, r.ID)
+		require.Equal(t, want.Holder, r.Holder, r.ID)
+		require.Equal(t, want.Text, r.Result+r.Reason, r.ID)
+		require.Equal(t, want.By, r.EndedBy, r.ID)
+	}
+	blocked, err := b.Get(ctx, "a-3")
+	require.NoError(t, err)
+	require.Equal(t, []string{"a-1", "a-2"}, blocked.After)
+	require.Equal(t, []string{"a-2"}, blocked.BlockedBy, "a-1 ended done before the migration")
+	ended, err := b.ListFiltered(ctx, "", actions.ListFilter{States: []actions.State{actions.Done, actions.Failed, actions.Cancelled}})
+	require.NoError(t, err)
+	require.Len(t, ended.Records, 3)
+
+	// The outcome nobody was told of is told once.
+	n, ok, err := b.Notice(ctx, FixturePoster, nil, testtime.Bound(5*time.Second))
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, actions.NoticeOutcome, n.Kind)
+	require.Equal(t, "a-1", n.Record.ID)
+	_, ok, err = b.Notice(ctx, FixturePoster, nil, 200*time.Millisecond)
+	require.NoError(t, err)
+	require.False(t, ok, "told once")
+
+	// Ending the claimed one opens its waiter.
+	done, err := b.Finish(ctx, FixtureWorker, "a-2", "late")
+	require.NoError(t, err)
+	require.Equal(t, actions.Done, done.State)
+	opened, err := b.Get(ctx, "a-3")
+	require.NoError(t, err)
+	require.Equal(t, actions.Open, opened.State)
+
+	rec, err := b.Post(ctx, actions.Agent(Mint(t, "new")), actions.Draft{Title: "new"})
+	require.NoError(t, err)
+	require.Equal(t, "a-8", rec.ID, "no seq comes back")
 }
