@@ -85,6 +85,7 @@ func TestBoard_Chaos(t *testing.T) {
 	// Post while the blows fall.
 	posted := make(chan string, total)
 	var lockedPosts atomic.Int64 // posts refused with ErrLocked, then tried again
+	var postedN atomic.Int64     // posts made, for the progress lines
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		defer close(posted)
@@ -106,6 +107,7 @@ func TestBoard_Chaos(t *testing.T) {
 				return
 			}
 			posted <- r.ID
+			postedN.Add(1)
 		}
 	})
 
@@ -117,11 +119,20 @@ func TestBoard_Chaos(t *testing.T) {
 	deadline := time.Now().Add(allowed)
 	tick := time.NewTicker(every)
 	defer tick.Stop()
+	progress := time.Now()
 	for {
 		var done int
 		require.NoError(t, b.db.QueryRow(`SELECT count(*) FROM every_action WHERE state = 'done'`).Scan(&done))
 		if done == total {
 			break
+		}
+		if time.Since(progress) >= 10*time.Second {
+			// How a long run goes: the post rate is what a loaded machine
+			// slows first.
+			progress = time.Now()
+			el := time.Since(start)
+			t.Logf("progress %v: posted %d (%.1f/s), done %d, posts refused as locked %d, kills %d, stops %d",
+				el.Round(time.Second), postedN.Load(), float64(postedN.Load())/el.Seconds(), done, lockedPosts.Load(), kills, stops)
 		}
 		require.True(t, time.Now().Before(deadline), "only %d of %d actions done after %v", done, total, allowed)
 		<-tick.C
