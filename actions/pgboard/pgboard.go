@@ -58,7 +58,9 @@
 //     advisory lock on its name, so no two holders ever hold overlapping
 //     reservations one of which is exclusive.
 //
-// The board does not delete finished actions, and keeps its tables (all
+// The board does not delete finished actions (an action that ends moves
+// to bee_ended_actions in the transaction that ends it, out of the table
+// claims walk), and keeps its tables (all
 // named bee_*) in the first schema of the role's search_path: give the URL
 // a search_path (postgres://.../db?search_path=bee) to keep them apart.
 package pgboard

@@ -53,22 +53,31 @@ func (s *store) Action(ctx context.Context, seq int64) (actions.Record, error) {
 	var rec actions.Record
 	err := s.b().read(ctx, "get "+position.ActionID(seq), func(ctx context.Context) error {
 		var err error
-		rec, err = scanRecord(s.pool.QueryRow(ctx, `SELECT `+recordCols+` FROM bee_actions WHERE seq = $1`, seq))
+		rec, err = scanRecord(s.pool.QueryRow(ctx, `SELECT `+everyCols+` FROM bee_every_action WHERE seq = $1`, seq))
 		return err
 	})
 	return rec, noRows(err)
 }
 
-// List implements engine.Store.
+// List implements engine.Store: from the hot table alone when every state
+// asked for is live, from bee_ended_actions alone when every one has
+// ended, else from both (see engine.TablesOf).
 func (s *store) List(ctx context.Context, after int64, states []actions.State, limit int) ([]pages.Row, error) {
-	query := `SELECT ` + recordCols + ` FROM bee_actions WHERE seq > $1 ORDER BY seq LIMIT $2`
+	table, cols := "bee_every_action", everyCols
+	switch engine.TablesOf(states) {
+	case engine.LiveTable:
+		table, cols = "bee_actions", recordCols
+	case engine.EndedTable:
+		table, cols = "bee_ended_actions", endedCols
+	}
+	query := `SELECT ` + cols + ` FROM ` + table + ` WHERE seq > $1 ORDER BY seq LIMIT $2`
 	args := []any{after, limit}
 	if len(states) > 0 {
 		names := make([]string, len(states))
 		for i, st := range states {
 			names[i] = string(st)
 		}
-		query = `SELECT ` + recordCols + ` FROM bee_actions WHERE seq > $1 AND state = ANY($3) ORDER BY seq LIMIT $2`
+		query = `SELECT ` + cols + ` FROM ` + table + ` WHERE seq > $1 AND state = ANY($3) ORDER BY seq LIMIT $2`
 		args = append(args, names)
 	}
 	return s.page(ctx, "list", false, query, args...)
@@ -94,7 +103,7 @@ func (s *store) page(ctx context.Context, op string, withRev bool, query string,
 func (s *store) Known(ctx context.Context, seqs []int64) ([]int64, error) {
 	var known []int64
 	err := s.b().read(ctx, "await", func(ctx context.Context) error {
-		rows, err := s.pool.Query(ctx, `SELECT seq FROM bee_actions WHERE seq = ANY($1)`, seqs)
+		rows, err := s.pool.Query(ctx, `SELECT seq FROM bee_every_action WHERE seq = ANY($1)`, seqs)
 		if err != nil {
 			return err
 		}
@@ -109,8 +118,8 @@ func (s *store) EndedAmong(ctx context.Context, seqs []int64) ([]actions.Record,
 	var recs []actions.Record
 	err := s.b().read(ctx, "await", func(ctx context.Context) error {
 		var err error
-		recs, err = collect(s.pool.Query(ctx, `SELECT `+recordCols+` FROM bee_actions WHERE seq = ANY($1)
-			AND state IN ('done', 'failed', 'cancelled') ORDER BY seq`, seqs))
+		recs, err = collect(s.pool.Query(ctx, `SELECT `+endedCols+` FROM bee_ended_actions WHERE seq = ANY($1)
+			ORDER BY seq`, seqs))
 		return err
 	})
 	return recs, err
@@ -137,7 +146,7 @@ func (s *store) Look(ctx context.Context, w engine.Want) (engine.Look, error) {
 			EXISTS (SELECT 1 FROM bee_actions a WHERE a.state = 'claimed' AND a.holder <> $1
 				AND NOT EXISTS (SELECT 1 FROM bee_members m WHERE m.identity = a.holder AND m.departed_at IS NULL)),
 			(SELECT min(`+leaseEnd("m", "$4")+`) FROM bee_members m WHERE m.departed_at IS NULL AND m.identity <> $1),
-			(SELECT coalesce(max(seq), 0) FROM bee_actions),
+			greatest((SELECT coalesce(max(seq), 0) FROM bee_actions), (SELECT coalesce(max(seq), 0) FROM bee_ended_actions)),
 			(SELECT departed_at IS NOT NULL FROM bee_members WHERE identity = $1),
 			`+nowSQL("$5"),
 			string(w.Who), w.Recipients(), w.Skip, s.b().graceMS(), s.b().now()).

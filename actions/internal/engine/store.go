@@ -279,6 +279,38 @@ const (
 	NotTold
 )
 
+// Tables says which of its tables a store that keeps ended actions apart
+// from the live ones reads, for a List (see TablesOf).
+type Tables int
+
+// The kinds of Tables.
+const (
+	BothTables Tables = iota
+	LiveTable         // open, blocked and claimed actions
+	EndedTable        // done, failed and cancelled actions
+)
+
+// TablesOf says which of a store's tables holds every action in one of
+// states: LiveTable when none of them has ended, EndedTable when all
+// have, BothTables otherwise (and when states is empty: every state).
+func TablesOf(states []actions.State) Tables {
+	var live, ended bool
+	for _, st := range states {
+		if st.Ended() {
+			ended = true
+		} else {
+			live = true
+		}
+	}
+	switch {
+	case live && !ended:
+		return LiveTable
+	case ended && !live:
+		return EndedTable
+	}
+	return BothTables
+}
+
 // A Process is a member as Processes returns it.
 type Process struct {
 	ID  identity.ID
