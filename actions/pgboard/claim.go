@@ -92,7 +92,8 @@ u AS (UPDATE bee_actions a SET state = 'claimed', holder = $1, claimed_at = ` + 
 	FROM c WHERE a.seq = c.seq AND NOT c.slow RETURNING ` + recordColsOf("a") + `)
 SELECT u.*, (SELECT version FROM v), coalesce((SELECT departed FROM m), false), EXISTS (SELECT 1 FROM m), EXISTS (SELECT 1 FROM j),
 	EXISTS (SELECT 1 FROM bee_actions WHERE ` + openFor + `), (SELECT reclaim FROM r), coalesce((SELECT slow FROM c), false),
-	(SELECT expiry FROM e), (SELECT coalesce(max(seq), 0) FROM bee_actions), ` + nowSQL("$4") + `
+	(SELECT expiry FROM e), greatest((SELECT coalesce(max(seq), 0) FROM bee_actions), (SELECT coalesce(max(seq), 0) FROM bee_ended_actions)),
+	` + nowSQL("$4") + `
 FROM (SELECT 1) one LEFT JOIN u ON true`
 
 // tokenSQL is the told_at that holds the claim token p: a time in the
