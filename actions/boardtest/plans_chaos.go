@@ -11,14 +11,29 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/internal/race"
 )
 
 func init() {
 	cases = append(cases, testCase{"KilledMidEnd", testKilledMidEnd})
 }
 
-// EnvKillTrials sets how many trials KilledMidEnd runs (default 8).
+// EnvKillTrials sets how many trials KilledMidEnd runs (default 8, and 3
+// under -race).
 const EnvKillTrials = "BEE_BOARDTEST_KILLS"
+
+// killTrials is how many killed trials KilledMidEnd runs by default. The
+// race detector slows each trial (a plan of 1,000 posted, ended and called
+// off) about tenfold, and the code a trial runs is what the other contract
+// cases run under it too: under -race three kills still judge a finish, a
+// fail and one more at random moments; the full eight run without -race
+// (go test ./actions/board/).
+func killTrials() int {
+	if race.Enabled {
+		return 3
+	}
+	return 8
+}
 
 // A process SIGKILLed while it ends an action that 999 others wait for
 // (a plan of 1,000) leaves the board as if the end and all its effects
@@ -30,7 +45,7 @@ const EnvKillTrials = "BEE_BOARDTEST_KILLS"
 func testKilledMidEnd(t *testing.T, open Opener) {
 	b := open(t, "", Options{})
 	ctx := t.Context()
-	trials := 8
+	trials := killTrials()
 	if n := EnvMillis(EnvKillTrials); n > 0 {
 		trials = int(n / time.Millisecond)
 	}
