@@ -141,25 +141,10 @@ func TestHeadlessCancelledHolderIsTold(t *testing.T) {
 func TestWakePosterHearsOutcome(t *testing.T) {
 	t.Parallel()
 	e := NewEnv(t)
-	e.AddBeeWithCLI()
-	x := e.StartWakeSession("poster", e.WriteWakeSettings())
-	e.waitArmed(1, 30*time.Second)
-
 	// A typed turn: the model posts work for agent worker and ends its turn.
 	const title, reason = "e2e: run the migration", "the database is read-only"
-	e.API.Push(
-		Call(toolPost, map[string]any{"to": "worker", "title": title, "body": "bee migrate"}),
-		Say("posted-it"),
-	)
-	x.Submit("Hand the migration to the worker.")
-	if !x.WaitScreen(30*time.Second, "posted-it") {
-		t.Fatal("the posting turn did not finish on screen")
-	}
-	rec, ok := e.FindByTitle(title)
-	if !ok {
-		t.Fatalf("the model's post is not on the board")
-	}
-	e.waitArmed(1, 30*time.Second) // its Stop waiter
+	x, rec := e.postFromIdleSession("poster", "Hand the migration to the worker.", "posted-it",
+		map[string]any{"to": "worker", "title": title, "body": "bee migrate"})
 
 	b, err := board.Open(e.Board, nil)
 	must(t, err)

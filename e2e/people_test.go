@@ -15,24 +15,9 @@ import (
 func TestWakeAskerHearsAnswer(t *testing.T) {
 	t.Parallel()
 	e := NewEnv(t)
-	e.AddBeeWithCLI()
-	x := e.StartWakeSession("asker", e.WriteWakeSettings())
-	e.waitArmed(1, 30*time.Second)
-
 	const title, answer = "e2e: may I drop the sessions table?", "Yes, drop it after the backup"
-	e.API.Push(
-		Call(toolPost, map[string]any{"to": "user:alice", "title": title, "body": "It is unused since v2; a backup exists."}),
-		Say("asked-alice"),
-	)
-	x.Submit("Ask Alice whether the sessions table can go.")
-	if !x.WaitScreen(30*time.Second, "asked-alice") {
-		t.Fatal("the asking turn did not finish on screen")
-	}
-	rec, ok := e.FindByTitle(title)
-	if !ok {
-		t.Fatal("the model's question is not on the board")
-	}
-	e.waitArmed(1, 30*time.Second) // its Stop waiter
+	x, rec := e.postFromIdleSession("asker", "Ask Alice whether the sessions table can go.", "asked-alice",
+		map[string]any{"to": "user:alice", "title": title, "body": "It is unused since v2; a backup exists."})
 	before := e.lastN()
 
 	// A while with the question waiting: nobody takes it, and the idle
