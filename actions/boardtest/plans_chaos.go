@@ -18,25 +18,27 @@ func init() {
 	cases = append(cases, testCase{"KilledMidEnd", testKilledMidEnd})
 }
 
-// EnvKillTrials sets how many trials KilledMidEnd runs (default 8, and 3
+// EnvKillTrials sets how many trials KilledMidEnd runs (default 8, and 4
 // under -race).
 const EnvKillTrials = "BEE_BOARDTEST_KILLS"
 
-// killTrials is how many killed trials KilledMidEnd runs by default. The
-// race detector slows each trial (a plan of 1,000 posted, ended and called
-// off) about tenfold, and the code a trial runs is what the other contract
-// cases run under it too: under -race three kills still judge a finish, a
-// fail and one more at random moments; the full eight run without -race
+// killShape is how many killed trials KilledMidEnd runs by default, and
+// how large a plan each ends. The race detector slows a trial (a plan
+// posted, ended and called off) about twentyfold, and what a trial runs is
+// what the other contract cases run under it too: under -race four kills,
+// two finishes and two fails, of a plan of 250 still fall at random
+// moments of an end that touches hundreds of rows (a quarter of a second
+// and more); the full eight of 1,000 (actions.MaxPlan) run without -race
 // (go test ./actions/board/).
-func killTrials() int {
+func killShape() (trials, size int) {
 	if race.Enabled {
-		return 3
+		return 4, 250
 	}
-	return 8
+	return 8, actions.MaxPlan
 }
 
 // A process SIGKILLed while it ends an action that 999 others wait for
-// (a plan of 1,000) leaves the board as if the end and all its effects
+// (a plan of 1,000; 250 under -race, see killShape) leaves the board as if the end and all its effects
 // happened, or none did: the action done and every waiter open, or failed
 // and every waiter cancelled; or the action not ended and every waiter
 // still blocked. The kill falls at a random moment of the end, measured
@@ -45,7 +47,7 @@ func killTrials() int {
 func testKilledMidEnd(t *testing.T, open Opener) {
 	b := open(t, "", Options{})
 	ctx := t.Context()
-	trials := killTrials()
+	trials, size := killShape()
 	if n := EnvMillis(EnvKillTrials); n > 0 {
 		trials = int(n / time.Millisecond)
 	}
@@ -55,7 +57,7 @@ func testKilledMidEnd(t *testing.T, open Opener) {
 		fail := trial%2 == 1
 		w := StartProc(t, "worker", b.Location())
 		who := strings.TrimPrefix(w.Expect("ready ", 30*time.Second), "ready ")
-		plan := make([]actions.PlanEntry, actions.MaxPlan)
+		plan := make([]actions.PlanEntry, size)
 		plan[0] = actions.PlanEntry{Key: "root", To: who, Title: fmt.Sprintf("trial %d root", trial)}
 		for i := 1; i < len(plan); i++ {
 			plan[i] = actions.PlanEntry{Key: fmt.Sprintf("w%d", i), To: "nobody", Title: fmt.Sprintf("trial %d waiter %d", trial, i),
