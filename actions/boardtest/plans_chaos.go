@@ -19,7 +19,7 @@ func init() {
 }
 
 // EnvKillTrials sets how many trials KilledMidEnd runs (default 8, and 4
-// under -race).
+// under -race or -short).
 const EnvKillTrials = "BEE_BOARDTEST_KILLS"
 
 // killShape is how many killed trials KilledMidEnd runs by default, and
@@ -29,16 +29,17 @@ const EnvKillTrials = "BEE_BOARDTEST_KILLS"
 // two finishes and two fails, of a plan of 250 still fall at random
 // moments of an end that touches hundreds of rows (a quarter of a second
 // and more); the full eight of 1,000 (actions.MaxPlan) run without -race
-// (go test ./actions/board/).
+// (go test ./actions/board/). The inner loop (-short) runs the small shape
+// too.
 func killShape() (trials, size int) {
-	if race.Enabled {
+	if race.Enabled || testing.Short() {
 		return 4, 250
 	}
 	return 8, actions.MaxPlan
 }
 
 // A process SIGKILLed while it ends an action that 999 others wait for
-// (a plan of 1,000; 250 under -race, see killShape) leaves the board as if the end and all its effects
+// (a plan of 1,000; 250 under -race or -short, see killShape) leaves the board as if the end and all its effects
 // happened, or none did: the action done and every waiter open, or failed
 // and every waiter cancelled; or the action not ended and every waiter
 // still blocked. The kill falls at a random moment of the end, measured
