@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -152,7 +153,7 @@ func BenchmarkStartup(b *testing.B) {
 		b.Run(tgt.name, func(b *testing.B) {
 			claude := standInClaude(b)
 			board := benchBoard(b, claude, bin, tgt.args)
-			var times []time.Duration
+			var times, cpu []time.Duration
 			for b.Loop() {
 				start := time.Now()
 				p := startBench(b, claude, bin, tgt.args, board)
@@ -160,13 +161,44 @@ func BenchmarkStartup(b *testing.B) {
 				p.readUntilID(b, 2)
 				times = append(times, time.Since(start))
 				b.StopTimer()
+				cpu = append(cpu, cpuTime(b, p.serverPID(b)))
 				p.stop()
 				b.StartTimer()
 			}
-			sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
-			b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, "median-ms")
+			b.ReportMetric(median(times), "median-ms")
+			b.ReportMetric(median(cpu), "median-cpu-ms")
 		})
 	}
+}
+
+// median returns the median of ds in milliseconds.
+func median(ds []time.Duration) float64 {
+	ds = slices.Clone(ds)
+	slices.Sort(ds)
+	return float64(ds[len(ds)/2].Microseconds()) / 1000
+}
+
+// cpuTime returns the CPU time process pid has used so far, all its
+// threads together (the first field of each thread's schedstat: time on a
+// CPU, in ns).
+func cpuTime(b *testing.B, pid int) time.Duration {
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	if err != nil || len(tasks) == 0 {
+		b.Fatalf("threads of %d: %v", pid, err)
+	}
+	var sum time.Duration
+	for _, f := range tasks {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue // the thread has ended
+		}
+		ns, err := strconv.ParseInt(strings.Fields(string(data))[0], 10, 64)
+		if err != nil {
+			b.Fatalf("%s: %q", f, data)
+		}
+		sum += time.Duration(ns)
+	}
+	return sum
 }
 
 // procKiB reads one "<field>: N kB" line of /proc/<pid>/<file>.
@@ -234,6 +266,50 @@ func BenchmarkIdleRSS(b *testing.B) {
 				sort.Ints(m.kib)
 				b.ReportMetric(float64(m.kib[len(m.kib)/2])/1024, m.unit)
 			}
+		})
+	}
+}
+
+// extraSessions is how many servers BenchmarkExtraSessionPSS starts beside
+// the first.
+const extraSessions = 9
+
+// BenchmarkExtraSessionPSS reports what one more session costs the
+// machine: the Pss of 1+extraSessions servers side by side minus that of
+// one alone, per extra server (pss-per-extra-MiB). Pss splits each shared
+// page among the processes mapping it, so the binary's code counts once
+// and what remains is each process's own memory. The servers are idle
+// 1.5 s after start, with no handshake: what every open session costs
+// before it is used.
+func BenchmarkExtraSessionPSS(b *testing.B) {
+	for _, tgt := range benchTargets {
+		bin := buildBench(b, tgt.pkg)
+		b.Run(tgt.name, func(b *testing.B) {
+			claude := standInClaude(b)
+			board := benchBoard(b, claude, bin, tgt.args)
+			totalPss := func(n int) int {
+				procs := make([]*benchProc, n)
+				for i := range procs {
+					procs[i] = startBench(b, claude, bin, tgt.args, board)
+				}
+				time.Sleep(1500 * time.Millisecond) // started and idle
+				sum := 0
+				for _, p := range procs {
+					sum += procKiB(b, p.serverPID(b), "smaps_rollup", "Pss")
+				}
+				for _, p := range procs {
+					p.stop()
+				}
+				return sum
+			}
+			var per []int
+			for b.Loop() {
+				one := totalPss(1)
+				many := totalPss(1 + extraSessions)
+				per = append(per, (many-one)/extraSessions)
+			}
+			slices.Sort(per)
+			b.ReportMetric(float64(per[len(per)/2])/1024, "pss-per-extra-MiB")
 		})
 	}
 }

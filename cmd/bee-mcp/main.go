@@ -18,12 +18,14 @@ import (
 	"syscall"
 )
 
-// gcPercent is the bridge's garbage-collection target unless $GOGC says
-// otherwise. A bridge idles for hours with well under a megabyte live, and
-// a machine runs one per Claude Code session: half Go's default keeps about
-// 1.7 MiB less resident per bridge (RssAnon 7.7 -> 6.0 MiB after 100 calls)
-// for about 0.03 ms more CPU per tool call (a burst of 1000 bee_list_actions
-// calls: 230 -> 270-290 ms).
+// gcPercent is the bridge's garbage-collection target once it has started,
+// unless $GOGC says otherwise. A bridge idles for hours with well under a
+// megabyte live, and a machine runs one per Claude Code session: half Go's
+// default keeps about 1.7 MiB less resident per bridge (RssAnon 7.7 -> 6.0
+// MiB after 100 calls) for about 0.03 ms more CPU per tool call (a burst of
+// 1000 bee_list_actions calls: 230 -> 270-290 ms). During start-up it
+// would cost two collections for nothing (start-up's garbage is freed at
+// once after), so the target is lowered only when the bridge has started.
 const gcPercent = 50
 
 func main() {
@@ -34,8 +36,17 @@ func main() {
 	// A closed stdout or stderr (claude gone) must fail a write, not kill
 	// the bridge halfway through its cleanup.
 	signal.Ignore(syscall.SIGPIPE)
-	if _, set := os.LookupEnv("GOGC"); !set {
+	_, gogc := os.LookupEnv("GOGC")
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr, sigs, func() { settle(gogc) }))
+}
+
+// settle readies a started bridge for its idle hours: a lower GC target
+// (unless $GOGC set one), and start-up's garbage given back to the system
+// now rather than over the next minutes (BenchmarkExtraSessionPSS
+// measures what an idle bridge keeps).
+func settle(gogcSet bool) {
+	if !gogcSet {
 		debug.SetGCPercent(gcPercent)
 	}
-	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr, sigs))
+	debug.FreeOSMemory()
 }

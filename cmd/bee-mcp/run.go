@@ -119,8 +119,9 @@ func parseLevel(s string) (slog.Level, error) {
 }
 
 // run is the bridge's whole life. It returns the exit code: 0 for every
-// clean end, 2 for bad flags, 1 when it could not start.
-func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
+// clean end, 2 for bad flags, 1 when it could not start. settled runs once
+// the bridge has started (see lifecycle.Config.Settled).
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, sigs <-chan os.Signal, settled func()) int {
 	cfg, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -156,6 +157,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		Stdout:           stdout,
 		Signals:          sigs,
 		Logger:           log,
+		Settled:          settled,
 	})
 	if err != nil {
 		log.Error("bee-mcp failed", logkey.Err, err)

@@ -1,11 +1,13 @@
 package bridge
 
 import (
+	_ "embed"
 	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
@@ -15,13 +17,70 @@ import (
 
 // The tools' JSON schemas come from their Go types (jsonschema.For, as
 // mcp.AddTool infers them), with descriptions from the fields' jsonschema
-// tags. What the types cannot say comes from typeSchemas: the bounds of
+// tags. Deriving them takes reflection and a marshal per tool: a third of
+// a bridge's start-up CPU. So they are derived once, when the types
+// change, into schemas.json, which the bridge serves as it is;
+// TestToolSchemas_UpToDate fails while that file differs from what the
+// types say, and rewrites it under -update. What the types cannot say comes from typeSchemas: the bounds of
 // timeoutSeconds, what an action id list holds. Two rules hold for every
 // tool: an optional argument may be null (decodeArgs takes null for
 // absent), and an answer requires no property, because a refusal's
 // structured content holds only the Guidance fields (the client validates
 // whatever structured content it gets against the output schema, on an
 // error result too).
+
+// regenerate is the command that rewrites schemas.json.
+const regenerate = "go test ./internal/bridge -run TestToolSchemas_UpToDate -update"
+
+// toolSchemas are one tool's input and output schemas as JSON.
+type toolSchemas struct {
+	Input  json.RawMessage `json:"input"`
+	Output json.RawMessage `json:"output"`
+}
+
+//go:embed schemas.json
+var schemasJSON []byte
+
+// servedSchemas reads schemas.json: the schemas the bridge serves, by tool
+// name.
+var servedSchemas = sync.OnceValues(func() (map[string]toolSchemas, error) {
+	var m map[string]toolSchemas
+	if err := json.Unmarshal(schemasJSON, &m); err != nil {
+		return nil, fmt.Errorf("schemas.json: %w (regenerate it: %s)", err, regenerate)
+	}
+	return m, nil
+})
+
+// marshalSchemas returns in and out as JSON.
+func marshalSchemas(in, out *jsonschema.Schema) (toolSchemas, error) {
+	var s toolSchemas
+	var err error
+	if s.Input, err = json.Marshal(in); err != nil {
+		return s, fmt.Errorf("input schema: %w", err)
+	}
+	if s.Output, err = json.Marshal(out); err != nil {
+		return s, fmt.Errorf("output schema: %w", err)
+	}
+	return s, nil
+}
+
+// derivedSchemas derives every tool's schemas from its types, and returns
+// them as schemas.json should hold them.
+func derivedSchemas() ([]byte, error) {
+	m := make(map[string]toolSchemas)
+	for _, d := range toolTable() {
+		s, err := d.schemas()
+		if err != nil {
+			return nil, fmt.Errorf("tool %s: %w", d.name, err)
+		}
+		m[d.name] = s
+	}
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
 
 // typeSchemas are the schemas of the types whose Go type alone says too
 // little.

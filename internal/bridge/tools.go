@@ -120,8 +120,12 @@ func NewServer(p *Pending, opts *ServerOptions) *mcp.Server {
 	// Each connection's model is told what waiting means under its client
 	// (how long a wait may last, whether bee can wake the session).
 	srv.AddReceivingMiddleware(clients.Middleware(clients.Tools{Wait: ToolWait, Await: ToolAwait, Post: ToolPost, Plan: ToolPlan}))
+	served, err := servedSchemas()
+	if err != nil {
+		panic(fmt.Sprintf("bridge: %v", err)) // the build is wrong
+	}
 	for _, d := range toolTable() {
-		tool, h, err := d.bind(t)
+		tool, h, err := d.bind(t, served)
 		if err != nil {
 			panic(fmt.Sprintf("bridge: tool %s: %v", d.name, err)) // the table is wrong
 		}
@@ -140,8 +144,11 @@ type tools struct {
 // A toolDef is one entry of the tool table.
 type toolDef struct {
 	name string
-	// bind makes the tool, with its schemas, and its MCP handler.
-	bind func(t *tools) (*mcp.Tool, mcp.ToolHandler, error)
+	// schemas derives the tool's input and output schemas from its Go
+	// types (see schema.go); the bridge serves them from schemas.json.
+	schemas func() (toolSchemas, error)
+	// bind makes the tool, with its schemas as in, and its MCP handler.
+	bind func(t *tools, in map[string]toolSchemas) (*mcp.Tool, mcp.ToolHandler, error)
 }
 
 // A toolCall is one tool call as a handler sees it.
@@ -174,17 +181,24 @@ type metaCarrier interface {
 // define makes the table entry of a tool whose arguments decode into In
 // and whose answer is an Out.
 func define[In, Out any](tool *mcp.Tool, h handler[In, Out]) toolDef {
-	return toolDef{name: tool.Name, bind: func(t *tools) (*mcp.Tool, mcp.ToolHandler, error) {
+	schemas := func() (toolSchemas, error) {
 		in, err := inputSchema[In]()
 		if err != nil {
-			return nil, nil, fmt.Errorf("input schema: %w", err)
+			return toolSchemas{}, fmt.Errorf("input schema: %w", err)
 		}
 		out, err := outputSchema[Out]()
 		if err != nil {
-			return nil, nil, fmt.Errorf("output schema: %w", err)
+			return toolSchemas{}, fmt.Errorf("output schema: %w", err)
+		}
+		return marshalSchemas(in, out)
+	}
+	return toolDef{name: tool.Name, schemas: schemas, bind: func(t *tools, served map[string]toolSchemas) (*mcp.Tool, mcp.ToolHandler, error) {
+		s, ok := served[tool.Name]
+		if !ok {
+			return nil, nil, fmt.Errorf("no schemas in schemas.json (regenerate it: %s)", regenerate)
 		}
 		tt := *tool
-		tt.InputSchema, tt.OutputSchema = in, out
+		tt.InputSchema, tt.OutputSchema = s.Input, s.Output
 		fields := argFields(reflect.TypeFor[In]())
 		return &tt, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return serve(ctx, t, req, fields, h)

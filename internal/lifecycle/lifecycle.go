@@ -76,6 +76,10 @@ type Config struct {
 	Signals <-chan os.Signal
 	// Logger receives every log line; nil discards them.
 	Logger *slog.Logger
+	// Settled, when set, runs once the bridge has started: its session is
+	// set up (or has failed to be) and MCP is served. The process may
+	// settle there into how it idles (bee-mcp lowers its GC target).
+	Settled func()
 }
 
 // Bounds on the steps of the bridge's cleanup, together well inside
@@ -290,6 +294,9 @@ func (r *running) serveMCP(ctx context.Context) error {
 // it ends when the setup does (the board's busy timeout bounds it).
 func (r *running) sayWhenReady(ctx context.Context) {
 	s, err := r.pending.Wait(ctx)
+	if r.cfg.Settled != nil {
+		defer r.cfg.Settled()
+	}
 	switch {
 	case err == nil:
 		r.log.Info("session ready", logkey.Identity, s.Identity(), logkey.Source, r.cfg.Source, logkey.Elapsed, time.Since(r.began))

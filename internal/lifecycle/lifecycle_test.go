@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -43,6 +44,8 @@ type proc struct {
 	board  string
 	logBuf *testio.Buffer
 	logged *records
+	// settled counts Config.Settled's runs.
+	settled atomic.Int32
 }
 
 func startBridge(t *testing.T) *proc {
@@ -75,6 +78,7 @@ func startBridgeOn(t *testing.T, dir string) *proc {
 			Signals:    b.sigs,
 			WatchEvery: 50 * time.Millisecond,
 			Logger:     slog.New(teeHandler{slogTo(b.logBuf).Handler(), b.logged}),
+			Settled:    func() { b.settled.Add(1) },
 		})
 		outW.Close()
 	}()
@@ -169,6 +173,19 @@ func TestRun_Ends(t *testing.T) {
 			require.True(t, b.logged.has(slog.LevelInfo, logkey.Path, b.board), "the bridge made this board and says where")
 		})
 	}
+}
+
+func TestRun_SettlesOnceStarted(t *testing.T) {
+	b := startBridge(t)
+	b.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`)
+	b.await(`"id":1`)
+	b.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"bee_whoami"}}`)
+	require.NotContains(t, b.await(`"id":2`), `"isError":true`)
+	// The session is set up, so the bridge has settled, once.
+	require.Eventually(t, func() bool { return b.settled.Load() > 0 }, testtime.Bound(5*time.Second), 5*time.Millisecond)
+	b.sigs <- syscall.SIGTERM
+	b.ended()
+	require.Equal(t, int32(1), b.settled.Load())
 }
 
 func TestRun_BoardUnusable(t *testing.T) {
