@@ -279,6 +279,13 @@ type Board struct {
 
 	created bool // see Created
 
+	// readOnly, when set, says why this user cannot write the board: the
+	// Board only reads (see Read-only boards in readonly.go), and every
+	// write returns ErrReadOnly. immutable: it reads the file alone, there
+	// being no WAL when it opened.
+	readOnly  *readOnlyReason
+	immutable bool
+
 	// life is the Board's lifetime, ended by Close; ctx is its context,
 	// which ends renewals and aborts their writes. Close is the only
 	// exception to "ctx comes first".
@@ -362,7 +369,7 @@ func newBoard(abs string, o Options, set engine.Settings) *Board {
 	}
 	b.ctx = b.life.Context()
 	b.hub = engine.NewHub(func(e engine.Event) {
-		if e.Kind == engine.Changed {
+		if e.Kind == engine.Changed && b.notify != nil {
 			b.notify.watch()
 		}
 	}, false)
@@ -374,6 +381,9 @@ func newBoard(abs string, o Options, set engine.Settings) *Board {
 // open opens the Board's files: the write lock, the database (admitted,
 // set up and migrated), the watch on the file and the notifier.
 func (b *Board) open() (err error) {
+	if b.readOnly = readOnly(b.path); b.readOnly != nil {
+		return b.openReadOnly()
+	}
 	if b.lock, err = openWriteLock(b.path+"-lock", b.opts.noWriteLock); err != nil {
 		return fmt.Errorf("open board %s: %w", b.path, err)
 	}
@@ -390,7 +400,7 @@ func (b *Board) open() (err error) {
 			}
 		}()
 	}
-	if b.db, err = openDB(b.path, b.opts.BusyTimeout); err != nil {
+	if b.db, err = openDB(b.path, b.opts.BusyTimeout, dbMode{}); err != nil {
 		return fmt.Errorf("open board %s: %w", b.path, err)
 	}
 	if b.wconn, err = b.db.Conn(b.ctx); err != nil {
@@ -405,12 +415,45 @@ func (b *Board) open() (err error) {
 	if err := b.setUp(); err != nil {
 		return err
 	}
+	return b.watch()
+}
+
+// openReadOnly is open for a Board that cannot write (see readOnlyReason):
+// it reads the lock file's record, admits the file without the lock and
+// opens the database read-only; nothing on disk is made or changed.
+func (b *Board) openReadOnly() (err error) {
+	if b.lock, err = openLockReadOnly(b.path + "-lock"); err != nil {
+		return fmt.Errorf("open board %s: %w", b.path, err)
+	}
+	if err := b.admitReadOnly(); err != nil {
+		return err
+	}
+	if b.db, err = openDB(b.path, b.opts.BusyTimeout, dbMode{readOnly: true, immutable: b.immutable}); err != nil {
+		return fmt.Errorf("open board %s: %w", b.path, err)
+	}
+	if b.wconn, err = b.db.Conn(b.ctx); err != nil {
+		return b.dbErr("connect", err)
+	}
+	if err := b.setUp(); err != nil {
+		return err
+	}
+	return b.watch()
+}
+
+// watch starts the watch on the file and the notifier. A read-only Board
+// whose notify files are missing (none can be made) does without: its
+// waits fall back to the safety poll.
+func (b *Board) watch() (err error) {
 	if b.fwatch, err = watchFile(b.path, func() { _ = b.checkFile() }, b.life); err != nil {
 		// Each call still checks the file; only an idle Board notices late.
 		b.log.Warn("cannot watch the board file; a move or delete shows at the next call", logkey.Err, err)
 	}
-	if b.notify, err = newNotifier(b.path+"-notify", b.path+"-watching", b.log, b.hub, b.life); err != nil {
-		return fmt.Errorf("open board %s: %w", b.path, err)
+	if b.notify, err = newNotifier(b.path+"-notify", b.path+"-watching", b.log, b.hub, b.life, b.readOnly != nil); err != nil {
+		if b.readOnly == nil {
+			return fmt.Errorf("open board %s: %w", b.path, err)
+		}
+		b.log.Warn("cannot watch the read-only board's notify files; waits fall back to the safety poll", logkey.Err, err)
+		b.notify = nil
 	}
 	return nil
 }

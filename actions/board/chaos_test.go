@@ -88,6 +88,7 @@ func TestBoard_Chaos(t *testing.T) {
 	// Post while the blows fall.
 	posted := make(chan string, total)
 	var lockedPosts atomic.Int64 // posts refused with ErrLocked, then tried again
+	var postedN atomic.Int64     // posts made, for the progress lines
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		defer close(posted)
@@ -109,6 +110,7 @@ func TestBoard_Chaos(t *testing.T) {
 				return
 			}
 			posted <- r.ID
+			postedN.Add(1)
 		}
 	})
 
@@ -121,11 +123,20 @@ func TestBoard_Chaos(t *testing.T) {
 	blows := max(10, int(2*float64(total)/rate*float64(time.Second)/float64(every)))
 	tick := time.NewTicker(every)
 	defer tick.Stop()
+	progress := time.Now()
 	for {
 		var done int
 		require.NoError(t, b.db.QueryRow(`SELECT count(*) FROM actions WHERE state = 'done'`).Scan(&done))
 		if done == total {
 			break
+		}
+		if time.Since(progress) >= 10*time.Second {
+			// How a long run goes: the post rate is what a loaded machine
+			// slows first.
+			progress = time.Now()
+			el := time.Since(start)
+			t.Logf("progress %v: posted %d (%.1f/s), done %d, posts refused as locked %d, kills %d, stops %d",
+				el.Round(time.Second), postedN.Load(), float64(postedN.Load())/el.Seconds(), done, lockedPosts.Load(), kills, stops)
 		}
 		require.True(t, time.Now().Before(deadline), "only %d of %d actions done after %v", done, total, allowed)
 		<-tick.C

@@ -172,3 +172,37 @@ func TestBoard_DamagedFileRefusesWrites(t *testing.T) {
 	require.NoError(t, os.Rename(path, path+".bad"))
 	post(t, openTest(t, path, nil), "user:alice", "", "new")
 }
+
+// A board file emptied (truncated to 0 bytes) under a running Board stops
+// it at the next call, with an error that says the file was emptied and
+// what to do. Before, posts went on committing into the WAL of the empty
+// file, and a claim waited the whole busy timeout and read "another
+// process has held it for more than 5s".
+func TestBoard_EmptiedUnderARunningBoard(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "board.db")
+	b := openTest(t, path, nil)
+	other := openTest(t, path, nil) // another Board that has it open
+	alice := mint(t, "alice")
+	post(t, b, alice, "", "first")
+	require.NoError(t, os.Truncate(path, 0))
+
+	requireEmptied := func(err error) {
+		t.Helper()
+		require.ErrorIs(t, err, ErrCorrupt)
+		require.ErrorContains(t, err, "board "+path+" was emptied (truncated to 0 bytes) while this process had it open")
+		require.ErrorContains(t, err, "mv "+path+" "+path+".bad")
+		require.NotContains(t, err.Error(), "held it for more than")
+	}
+	start := time.Now()
+	_, err := b.Post(t.Context(), actions.Agent(alice), actions.Draft{Title: "second"})
+	requireEmptied(err)
+	_, err = other.Next(t.Context(), mint(t, "worker"), "", time.Second)
+	requireEmptied(err)
+	_, err = b.List(t.Context(), "")
+	requireEmptied(err)
+	require.Less(t, time.Since(start), testtime.Bound(2*time.Second), "no call waits for a lock")
+	info, err := os.Stat(path)
+	require.NoError(t, err)
+	require.Zero(t, info.Size(), "nothing was written into the emptied file")
+}

@@ -98,11 +98,20 @@ func (b *Board) write(ctx context.Context, op string, fn func(t wtx) error) (err
 	if err := b.closed(); err != nil {
 		return err
 	}
+	if b.readOnly != nil {
+		return b.readOnlyErr(op)
+	}
 	wctx, cancel := b.life.Bound(ctx, b.opts.BusyTimeout)
 	defer cancel()
 	release, err := b.lock.acquire(wctx)
 	if err != nil {
 		return b.waitErr(ctx, op, err)
+	}
+	// Unthrottled, under the lock: a write to a file emptied meanwhile
+	// would commit into a WAL whose file is gone (see checkFile).
+	if err := b.checkFile(); err != nil {
+		release()
+		return err
 	}
 	err = b.transact(wctx, fn)
 	release()
@@ -215,12 +224,17 @@ func (b *Board) waitErr(ctx context.Context, op string, err error) error {
 }
 
 // read runs fn, a read, and says why it failed. Reads do not wait for
-// writers (WAL), so they need no bound of their own.
+// writers (WAL), so they need no bound of their own. A read of a Board
+// that reads the file alone fails with ErrReadOnly once another process
+// has begun writing (see checkStillAlone): its answer may be torn.
 func (b *Board) read(ctx context.Context, op string, fn func(ctx context.Context) error) error {
 	if err := b.closed(); err != nil {
 		return err
 	}
 	err := fn(ctx)
+	if aerr := b.checkStillAlone(op); aerr != nil {
+		return aerr
+	}
 	if err == nil || errors.Is(err, sql.ErrNoRows) || !isDBErr(err) {
 		return err
 	}

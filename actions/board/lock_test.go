@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -180,4 +181,36 @@ func TestReadProcLocks(t *testing.T) {
 	require.False(t, h.since.IsZero())
 	require.Contains(t, h.String(), fmt.Sprintf("pid %d (", os.Getpid()))
 	require.NotContains(t, h.String(), "stopped")
+}
+
+// A write lock held through an inherited descriptor (a child that
+// inherited the locked descriptor outlives the process that took the
+// lock): the refusal names the child as the holder and the taker as
+// gone, never the dead taker as the holder (/proc/locks names only it).
+func TestBoard_LockHeldThroughInheritedDescriptor(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "board.db")
+	b := openTest(t, path, &Options{BusyTimeout: 300 * time.Millisecond})
+	post(t, b, "user:alice", "", "first")
+
+	locker := boardtest.StartProc(t, "locker", path)
+	child, err := strconv.Atoi(strings.TrimPrefix(locker.Expect("child ", 30*time.Second), "child "))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = syscall.Kill(child, syscall.SIGKILL) })
+	taker := locker.Pid()
+	locker.Finish(30 * time.Second) // gone, and reaped
+
+	_, err = b.Post(t.Context(), "user:alice", actions.Draft{Title: "second"})
+	require.ErrorIs(t, err, ErrLocked)
+	t.Log(err)
+	require.ErrorContains(t, err, fmt.Sprintf("is locked by pid %d (", child))
+	require.ErrorContains(t, err, fmt.Sprintf("which inherited the descriptor pid %d (gone) locked", taker))
+	require.ErrorContains(t, err, "until it exits or closes that descriptor")
+	require.NotContains(t, err.Error(), fmt.Sprintf("locked by pid %d", taker))
+
+	require.NoError(t, syscall.Kill(child, syscall.SIGKILL))
+	require.Eventually(t, func() bool {
+		_, err := b.Post(t.Context(), "user:alice", actions.Draft{Title: "third"})
+		return err == nil
+	}, testtime.Bound(10*time.Second), 50*time.Millisecond, "the lock is free once the child is gone")
 }

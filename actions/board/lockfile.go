@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -254,21 +256,92 @@ func parseProcLocks(raw []byte) []procLock {
 type lockHolder struct {
 	pid   int
 	since time.Time // zero when unknown
+	// took is the process that took the lock, when that is not pid: a
+	// flock belongs to the open file, so a process that inherited the
+	// descriptor (a child that outlives its parent) holds it after the
+	// taker is gone. -1: pid is not known (another user's process, say),
+	// only that took is gone.
+	took     int
+	tookGone bool
 }
 
-// String says "pid 123 (bee-mcp, stopped)".
+// String says "pid 123 (bee-mcp, stopped)", or, for a lock held through
+// an inherited descriptor, "pid 456 (sleep), which inherited the
+// descriptor pid 123 (gone) locked".
 func (h lockHolder) String() string {
+	if h.took == 0 {
+		return procDesc(h.pid)
+	}
+	taker := procDesc(h.took)
+	if h.tookGone {
+		taker = fmt.Sprintf("pid %d (gone)", h.took)
+	}
+	if h.pid <= 0 {
+		return fmt.Sprintf("a process that inherited the descriptor %s locked (bee cannot see which: another user's?)", taker)
+	}
+	return fmt.Sprintf("%s, which inherited the descriptor %s locked", procDesc(h.pid), taker)
+}
+
+// procDesc says "pid 123 (bee-mcp, stopped)".
+func procDesc(pid int) string {
 	var detail []string
-	if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", h.pid)); err == nil {
+	if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil {
 		detail = append(detail, strings.TrimSpace(string(comm)))
 	}
-	if procStopped(h.pid) {
+	if procStopped(pid) {
 		detail = append(detail, "stopped")
 	}
 	if len(detail) == 0 {
-		return fmt.Sprintf("pid %d", h.pid)
+		return fmt.Sprintf("pid %d", pid)
 	}
-	return fmt.Sprintf("pid %d (%s)", h.pid, strings.Join(detail, ", "))
+	return fmt.Sprintf("pid %d (%s)", pid, strings.Join(detail, ", "))
+}
+
+// descriptorHolders lists the processes holding a descriptor of the open
+// file that carries a flock of the file id: /proc/<pid>/fdinfo/<fd> lists
+// the locks of the open file behind each descriptor, so a child that
+// inherited a locked descriptor shows there, while /proc/locks names only
+// the process that took the lock. It sees only the processes this one
+// may inspect (the same user's), and runs only on the way to an error:
+// it reads every descriptor's fdinfo.
+func descriptorHolders(id fileID) []int {
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	self := os.Getpid()
+	var pids []int
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		dir := filepath.Join("/proc", p.Name(), "fdinfo")
+		fds, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+	fds:
+		for _, fd := range fds {
+			raw, err := os.ReadFile(filepath.Join(dir, fd.Name()))
+			if err != nil || !bytes.Contains(raw, []byte("FLOCK")) {
+				continue
+			}
+			var lines []byte
+			for line := range bytes.SplitSeq(raw, []byte("\n")) {
+				if rest, ok := bytes.CutPrefix(line, []byte("lock:")); ok {
+					lines = append(append(lines, rest...), '\n')
+				}
+			}
+			for _, k := range parseProcLocks(lines) {
+				if k.kind == "FLOCK" && k.write && !k.blocked && k.file == id {
+					pids = append(pids, pid)
+					break fds
+				}
+			}
+		}
+	}
+	return pids
 }
 
 // procStopped reports whether process pid is stopped (SIGSTOP, Ctrl-Z).
@@ -293,7 +366,7 @@ func (l *writeLock) holder() (h lockHolder, ok bool) {
 	if err != nil {
 		// No /proc: trust the record while its process lives.
 		if rec.holderPID > 0 && processAlive(rec.holderPID) {
-			return lockHolder{rec.holderPID, rec.holderSince}, true
+			return lockHolder{pid: rec.holderPID, since: rec.holderSince}, true
 		}
 		return lockHolder{}, false
 	}
@@ -305,7 +378,7 @@ func (l *writeLock) holder() (h lockHolder, ok bool) {
 					if rec.holderPID == k.pid {
 						h.since = rec.holderSince
 					}
-					return h, true
+					return inherited(h, id), true
 				}
 			}
 		}
@@ -320,6 +393,26 @@ func (l *writeLock) holder() (h lockHolder, ok bool) {
 		}
 	}
 	return lockHolder{}, false
+}
+
+// inherited corrects h, the holder /proc/locks names for the flock of the
+// file id, when that process is gone or no longer holds the lock's open
+// file: the processes that do (see descriptorHolders) hold it, through a
+// descriptor they inherited.
+func inherited(h lockHolder, id fileID) lockHolder {
+	if h.pid == os.Getpid() {
+		return h
+	}
+	alive := processAlive(h.pid)
+	holders := descriptorHolders(id)
+	if slices.Contains(holders, h.pid) || (alive && len(holders) == 0) {
+		return h
+	}
+	out := lockHolder{pid: -1, since: h.since, took: h.pid, tookGone: !alive}
+	if len(holders) > 0 {
+		out.pid = holders[0]
+	}
+	return out
 }
 
 // users lists the processes holding any lock on the file at path (none when

@@ -66,8 +66,13 @@ type notifier struct {
 	hub *engine.Hub // the local waiters
 }
 
-func newNotifier(dir, watchingPath string, log *slog.Logger, hub *engine.Hub, life *engine.Life) (*notifier, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+// newNotifier watches the notify directory dir, making it (and the
+// watching file) when missing unless readOnly is set.
+func newNotifier(dir, watchingPath string, log *slog.Logger, hub *engine.Hub, life *engine.Life, readOnly bool) (*notifier, error) {
+	create := os.O_CREATE
+	if readOnly {
+		create = 0
+	} else if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("notify directory: %w", err)
 	}
 	w, err := fsnotify.NewWatcher()
@@ -78,7 +83,7 @@ func newNotifier(dir, watchingPath string, log *slog.Logger, hub *engine.Hub, li
 		_ = w.Close()
 		return nil, fmt.Errorf("watch %s: %w", dir, err)
 	}
-	probe, err := os.OpenFile(watchingPath, os.O_RDONLY|os.O_CREATE, 0o600)
+	probe, err := os.OpenFile(watchingPath, os.O_RDONLY|create, 0o600)
 	if err != nil {
 		_ = w.Close()
 		return nil, fmt.Errorf("notify directory: %w", err)

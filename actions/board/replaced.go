@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/tractat-us/bee/internal/logkey"
 )
 
@@ -32,16 +34,24 @@ import (
 //     as PATH-wal.orphaned-<time>, never applied.
 
 // checkFile stops the Board when its path no longer names the file it
-// opened, and returns the error every call will return from then on.
-// Errors other than a missing path (a permission change, say) prove
-// nothing and are ignored.
+// opened, or names it emptied, and returns the error every call will
+// return from then on. Errors other than a missing path (a permission
+// change, say) prove nothing and are ignored.
 func (b *Board) checkFile() error {
 	if b.file == (fileID{}) {
 		return nil // not admitted yet
 	}
-	id, err := statID(b.path)
+	var st unix.Stat_t
+	err := unix.Stat(b.path, &st)
+	id := fileID{uint64(st.Dev), st.Ino}
 	var what string
 	switch {
+	case err == nil && id == b.file && st.Size == 0:
+		// A board's file is never empty once made (see admitLocked): it
+		// was truncated (": > board.db", say). SQLite would go on writing
+		// commits into a WAL whose file is gone, and claims would wait on
+		// locks that never come free.
+		return b.stop(emptiedErr(b.path))
 	case err == nil && id == b.file:
 		return nil
 	case err == nil:
@@ -53,6 +63,15 @@ func (b *Board) checkFile() error {
 	}
 	return b.stop(fmt.Errorf("board %s %s while this process had it open; it stopped using the old file so that a new board can start there: open the board again (restart the bridge, or run /mcp in Claude Code): %w",
 		b.path, what, ErrReplaced))
+}
+
+// emptiedErr says that the board file at path was emptied under a running
+// Board, and what to do.
+func emptiedErr(path string) error {
+	return fmt.Errorf("board %s was emptied (truncated to 0 bytes) while this process had it open, so its actions are gone from it; "+
+		"this process stopped using it: restore the file from a copy (see bee backup), or move it aside (mv %s %s.bad) and bee will start a new board there; "+
+		"then open the board again (restart the bridge, or run /mcp in Claude Code): %w",
+		path, path, path, ErrCorrupt)
 }
 
 // stop makes err the answer of every later call (unless the Board already

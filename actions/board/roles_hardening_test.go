@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/boardtest"
@@ -34,6 +37,38 @@ var moreRoles = map[string]boardtest.Role[*Board]{
 	"staller":  roleStaller,
 	"follower": roleFollower,
 	"chaos":    roleChaos,
+	"locker":   roleLocker,
+	"sleeper":  roleSleeper,
+}
+
+// roleLocker takes the board's write lock through a descriptor of its
+// own, starts a "sleeper" child that inherits that descriptor, reports
+// "child <pid>" and ends: the lock is then held by the child alone, while
+// /proc/locks still names the locker.
+func roleLocker(_ context.Context, b *Board, out *boardtest.Out, _ <-chan string) error {
+	f, err := os.OpenFile(b.path+"-lock", os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		return err
+	}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), boardtest.EnvRole+"=sleeper")
+	cmd.ExtraFiles = []*os.File{f} // the same open file, and so its flock
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	out.Say("child %d", cmd.Process.Pid)
+	return cmd.Process.Release()
+}
+
+// roleSleeper sleeps, holding what it inherited, until it is killed (or
+// a bound passes: it has no stdin to end it).
+func roleSleeper(context.Context, *Board, *boardtest.Out, <-chan string) error {
+	time.Sleep(testtime.Bound(2 * time.Minute))
+	return nil
 }
 
 // stallNext makes the staller's next write stop its process while it holds

@@ -267,14 +267,27 @@ func corruptErr(path, what string, cause error) error {
 	return fmt.Errorf("%s: %w", msg, ErrCorrupt)
 }
 
+// A dbMode says how openDB opens the file: read-write (the zero value),
+// or read-only, through the WAL or (immutable) the file alone.
+type dbMode struct{ readOnly, immutable bool }
+
 // openDB opens the pool. Every connection gets the same PRAGMAs, and
 // BeginTx starts BEGIN IMMEDIATE: the board opens transactions only to
 // write, and taking the write lock up front means a transaction never fails
 // half-way to upgrade its lock.
-func openDB(path string, busy time.Duration) (*sql.DB, error) {
+func openDB(path string, busy time.Duration, mode dbMode) (*sql.DB, error) {
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(busy.Milliseconds(), 10)+")")
-	q.Add("_pragma", "journal_mode(WAL)")
+	switch {
+	case mode.readOnly:
+		// See Read-only boards: the journal mode is the file's, WAL.
+		q.Set("mode", "ro")
+		if mode.immutable {
+			q.Set("immutable", "1")
+		}
+	default:
+		q.Add("_pragma", "journal_mode(WAL)")
+	}
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Add("_pragma", "foreign_keys(on)")
 	q.Set("_txlock", "immediate")
@@ -455,8 +468,12 @@ func (b *Board) lockedErr(op string, cause error) error {
 		if !h.since.IsZero() {
 			held = fmt.Sprintf(" for %v", roundAge(time.Since(h.since)))
 		}
-		msg = fmt.Sprintf("board %s is locked by %s%s: %s gave up after %v; if that process is stopped (Ctrl-Z) or hung, resume or end it",
-			b.path, h, held, op, b.opts.BusyTimeout)
+		mend := "if that process is stopped (Ctrl-Z) or hung, resume or end it"
+		if h.took != 0 {
+			mend = fmt.Sprintf("it holds the lock until it exits or closes that descriptor: end it (find it with `fuser %s-lock`)", b.path)
+		}
+		msg = fmt.Sprintf("board %s is locked by %s%s: %s gave up after %v; %s",
+			b.path, h, held, op, b.opts.BusyTimeout, mend)
 	} else {
 		msg = fmt.Sprintf("board %s: %s: another process has held it for more than %v; find it with `fuser %s %s-lock`",
 			b.path, op, b.opts.BusyTimeout, b.path, b.path)

@@ -39,7 +39,11 @@ func (s *store) Write(ctx context.Context, op string, fn func(engine.Tx) error) 
 }
 
 // Tell implements engine.Store: it touches the notify file of e.
-func (s *store) Tell(e engine.Event) { s.notify.tell(e) }
+func (s *store) Tell(e engine.Event) {
+	if s.notify != nil {
+		s.notify.tell(e)
+	}
+}
 
 // Action implements engine.Store.
 func (s *store) Action(ctx context.Context, seq int64) (actions.Record, error) {

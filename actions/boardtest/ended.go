@@ -245,7 +245,7 @@ func testNoticeClaimsForOneWaiter(t *testing.T, open Opener) {
 	if other == first.who {
 		other = ids[1]
 	}
-	n, ok, err := b.Notice(ctx, other, nil, time.Second)
+	n, ok, err := b.Notice(ctx, other, nil, testtime.Bound(time.Second))
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Equal(t, r.ID, n.Record.ID)

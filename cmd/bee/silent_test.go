@@ -58,3 +58,24 @@ func TestWait_TimeoutBoundsASilentServer(t *testing.T) {
 		})
 	}
 }
+
+// bee wait --timeout 0 looks once: on a silent server it ends by
+// lookOnceBound (5 s), naming the silent server, not after the 10 s
+// connect timeout.
+func TestWait_LookOnceBoundsASilentServer(t *testing.T) {
+	t.Parallel()
+	pgtest.SkipShort(t)
+	c := pgtest.Shared(t)
+	url := c.URL(c.NewDB(t))
+	bee(t, url, "post", "a job nobody ends")
+	proxy := pgtest.NewSilentProxy(t, c)
+	proxy.Quiet()
+	start := time.Now()
+	_, errOut, err := run(t, proxy.URL(url), "", "wait", "a-1", "--timeout", "0")
+	took := time.Since(start)
+	t.Logf("bee wait --timeout 0 on a silent server: returned after %v: %v", took.Round(time.Millisecond), err)
+	require.Less(t, took, lookOnceBound+testtime.Bound(1500*time.Millisecond), "within the look's bound")
+	require.Empty(t, errOut)
+	require.Equal(t, exitNo, exitOf(err), "%v", err)
+	require.ErrorIs(t, err, pgboard.ErrUnreachable)
+}

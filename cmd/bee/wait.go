@@ -78,8 +78,16 @@ func (c *WaitCommand) Run(ctx context.Context, args []string) error {
 		deadline = time.Now().Add(c.timeout.d)
 	}
 	var openBy time.Time // --timeout bounds opening too: a silent server cannot hold bee wait past it
-	if c.timeout.d > 0 {
+	switch {
+	case c.timeout.d > 0:
 		openBy = deadline
+	case c.timeout.set:
+		// --timeout 0 looks once: opening and the look end by
+		// lookOnceBound, not by a server's connect timeout (10 s).
+		openBy = time.Now().Add(lookOnceBound)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, openBy)
+		defer cancel()
 	}
 	b, err := c.env.openBy("wait", false, openBy)
 	if err != nil {
@@ -176,6 +184,10 @@ func (c *WaitCommand) verdict(w *waited) error {
 	}
 	return nil
 }
+
+// lookOnceBound bounds bee wait --timeout 0, opening included: as long
+// as a write waits for a file board's lock.
+const lookOnceBound = 5 * time.Second
 
 // look is --timeout 0: the ended actions among ids, looked at once.
 func (c *WaitCommand) look(ctx context.Context, b actions.Board, ids []string) ([]actions.Record, error) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/identity"
@@ -127,6 +128,13 @@ type postIn struct {
 	Priority priority `json:"priority,omitzero" jsonschema:"0 (most urgent) to 4; default 2. Of the open actions someone may take, the most urgent is taken first."`
 }
 
+// writeBound bounds each write a tool makes (post, finish, release, fail,
+// cancel, a plan's post): a board's server that falls silent cannot hold
+// the call longer (the PostgreSQL board then answers that it may have
+// been made or not, and to look before doing it again). It is above the
+// file board's lock wait (5 s), which gives up first with who holds it.
+const writeBound = 10 * time.Second
+
 // actionOut is what post, finish, release, fail and cancel answer.
 type actionOut struct {
 	Action actions.Record `json:"action" jsonschema:"The action as it is now."`
@@ -142,7 +150,9 @@ func (t *tools) post(ctx context.Context, c *toolCall, in postIn) (actionOut, er
 	if err := c.s.withPaths(&d, in.Paths); err != nil {
 		return actionOut{}, err
 	}
-	rec, err := c.s.source.Post(ctx, actions.Agent(who), d)
+	wctx, cancel := context.WithTimeout(ctx, writeBound)
+	defer cancel()
+	rec, err := c.s.source.Post(wctx, actions.Agent(who), d)
 	if errors.Is(err, actions.ErrEmptyTitle) {
 		return actionOut{}, &argError{name: "title", msg: "must not be empty"}
 	}
@@ -166,14 +176,18 @@ type finishIn struct {
 }
 
 func (t *tools) finish(ctx context.Context, c *toolCall, in finishIn) (actionOut, error) {
+	wctx, cancel := context.WithTimeout(ctx, writeBound)
+	defer cancel()
 	return t.change(c, in.ID, "action finished", func(who identity.ID) (actions.Record, error) {
-		return c.s.source.Finish(ctx, who, in.ID, in.Result)
+		return c.s.source.Finish(wctx, who, in.ID, in.Result)
 	})
 }
 
 func (t *tools) release(ctx context.Context, c *toolCall, in idIn) (actionOut, error) {
+	wctx, cancel := context.WithTimeout(ctx, writeBound)
+	defer cancel()
 	return t.change(c, in.ID, "action released", func(who identity.ID) (actions.Record, error) {
-		return c.s.source.Release(ctx, who, in.ID)
+		return c.s.source.Release(wctx, who, in.ID)
 	})
 }
 
@@ -187,8 +201,10 @@ func (t *tools) fail(ctx context.Context, c *toolCall, in failIn) (actionOut, er
 	if strings.TrimSpace(in.Reason) == "" {
 		return actionOut{}, &argError{name: "reason", msg: "must say why the action cannot be done"}
 	}
+	wctx, cancel := context.WithTimeout(ctx, writeBound)
+	defer cancel()
 	return t.change(c, in.ID, "action failed", func(who identity.ID) (actions.Record, error) {
-		return c.s.source.Fail(ctx, who, in.ID, in.Reason)
+		return c.s.source.Fail(wctx, who, in.ID, in.Reason)
 	})
 }
 
@@ -199,8 +215,10 @@ type cancelIn struct {
 }
 
 func (t *tools) cancel(ctx context.Context, c *toolCall, in cancelIn) (actionOut, error) {
+	wctx, cancel := context.WithTimeout(ctx, writeBound)
+	defer cancel()
 	return t.change(c, in.ID, "action cancelled", func(who identity.ID) (actions.Record, error) {
-		return c.s.source.Cancel(ctx, actions.Agent(who), in.ID, in.Reason)
+		return c.s.source.Cancel(wctx, actions.Agent(who), in.ID, in.Reason)
 	})
 }
 

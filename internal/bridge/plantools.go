@@ -208,7 +208,9 @@ func (t *tools) postPlan(ctx context.Context, c *toolCall, in planIn) (planOut, 
 		}
 		in.Actions[i].Repo = d.Repo
 	}
-	posted, err := c.s.source.PostPlan(ctx, actions.Agent(who), in.Actions)
+	wctx, cancel := context.WithTimeout(ctx, writeBound)
+	defer cancel()
+	posted, err := c.s.source.PostPlan(wctx, actions.Agent(who), in.Actions)
 	if err != nil {
 		return planOut{}, err
 	}
