@@ -33,9 +33,9 @@ const envChaos = "BEE_BOARD_CHAOS"
 // they claim and finish actions posted meanwhile: a blow every 150 ms, as
 // many as fall while twice the posting lasts, then the survivors finish
 // the rest (on a loaded machine, where a new claimant takes seconds to
-// start, blows without end would leave the work to the few that got going). Exactly once holds: every
-// action ends done, finished by exactly one identity, the last one that
-// claimed it. A claimant stopped past its lease finds its claim gone to
+// start, blows without end would leave the work to the few that got
+// going). Exactly once holds: every action ends done, finished by exactly
+// one identity, the last one that claimed it. A claimant stopped past its lease finds its claim gone to
 // another (its finish is refused) and its identity departed (it carries on
 // under a new one); a killed claimant's claims go to others at the next
 // look.
