@@ -18,7 +18,6 @@ import (
 // it cancels another action, whose holder's finish is then refused with
 // the reason. Everything goes through MCP against a real board file.
 func TestTools_OutcomesThroughMCP(t *testing.T) {
-	t.Parallel()
 	b := openBoard(t)
 	s, cs := connect(t, b, nil, nil)
 	ctx := t.Context()
