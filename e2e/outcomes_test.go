@@ -173,14 +173,5 @@ func TestWakePosterHearsOutcome(t *testing.T) {
 	if !strings.Contains(text, "failed") || !strings.Contains(text, reason) {
 		t.Errorf("the woken request says %q, want the failure and its reason", text)
 	}
-	if !x.WaitScreen(30*time.Second, "heard-the-failure") {
-		t.Fatal("the woken turn did not finish on screen")
-	}
-
-	e.waitArmed(1, 30*time.Second)
-	x.Submit("/exit")
-	if !eventually(15*time.Second, x.Dead) {
-		t.Fatal("claude did not exit after /exit")
-	}
-	expectNoWaiters(t, e)
+	endAfterWokenTurn(t, e, x, "heard-the-failure")
 }

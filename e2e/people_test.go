@@ -61,14 +61,5 @@ func TestWakeAskerHearsAnswer(t *testing.T) {
 	if got := e.Show(rec.IDString()); got.State != "done" || got.Result != any(answer) || got.Holder != "user:alice" {
 		t.Errorf("after the answer %s is %s, held by %q, result %q; want done by user:alice with the answer", rec.IDString(), got.State, got.Holder, got.Result)
 	}
-	if !x.WaitScreen(30*time.Second, "heard-the-answer") {
-		t.Fatal("the woken turn did not finish on screen")
-	}
-
-	e.waitArmed(1, 30*time.Second)
-	x.Submit("/exit")
-	if !eventually(15*time.Second, x.Dead) {
-		t.Fatal("claude did not exit after /exit")
-	}
-	expectNoWaiters(t, e)
+	endAfterWokenTurn(t, e, x, "heard-the-answer")
 }

@@ -58,6 +58,22 @@ func (e *Env) postFromIdleSession(agent, prompt, said string, post map[string]an
 	return x, rec
 }
 
+// endAfterWokenTurn waits for the woken turn of session x to finish on
+// screen (saying said) and its Stop waiter to arm again, then ends the
+// session with /exit and requires that no waiter is left.
+func endAfterWokenTurn(t *testing.T, e *Env, x *Tmux, said string) {
+	t.Helper()
+	if !x.WaitScreen(30*time.Second, said) {
+		t.Fatalf("the woken turn did not finish on screen (%q)", said)
+	}
+	e.waitArmed(1, 30*time.Second)
+	x.Submit("/exit")
+	if !eventually(15*time.Second, x.Dead) {
+		t.Fatal("claude did not exit after /exit")
+	}
+	expectNoWaiters(t, e)
+}
+
 // StartWakeSession starts an interactive claude with bee registered and
 // the waiter configured, in a tmux server of its own named name, and waits
 // for its prompt.

@@ -37,7 +37,6 @@ func openBoard(t *testing.T) *board.Board {
 // share it, and nothing tells their calls apart): each gets an action of
 // its own, none ends another, and no action is handed out twice.
 func TestWait_ParallelWaitsEachGetTheirOwn(t *testing.T) {
-	t.Parallel()
 	const n = 3
 	b := openBoard(t)
 	var mu sync.Mutex
@@ -97,7 +96,6 @@ func TestWait_ParallelWaitsEachGetTheirOwn(t *testing.T) {
 // it to GiveBackUndelivered. Nothing departs here, so only that can put
 // the action back.
 func TestWait_ClaimGoesBackWhenTheAnswerCannotBeWritten(t *testing.T) {
-	t.Parallel()
 	b := openBoard(t)
 	released := make(chan string, 1)
 	src := releaseWatch{Board: b, released: released}

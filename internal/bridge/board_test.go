@@ -14,7 +14,6 @@ import (
 // TestTools_BoardRefusalsByName drives every board tool's refusals through
 // MCP against a real board file: each says exactly what was wrong.
 func TestTools_BoardRefusalsByName(t *testing.T) {
-	t.Parallel()
 	b := openBoard(t)
 	s, cs := connect(t, b, nil, nil)
 	me := string(s.Identity())

@@ -48,7 +48,6 @@ func (s *stuckRelease) endedAt() []time.Duration {
 // release in progress short at once (the departure before it gave every
 // claim back).
 func TestGiveBack_ReleaseBounded(t *testing.T) {
-	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		src := newStuckRelease()
 		s, err := NewSession(t.Context(), Config{Agent: "x", Source: src})
@@ -69,7 +68,6 @@ func TestGiveBack_ReleaseBounded(t *testing.T) {
 // A claim a wake made goes back HandoverWithin after the wake, and that
 // release too gives up after 2 s.
 func TestWaitForWork_HandoverReleaseBounded(t *testing.T) {
-	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		src := newStuckRelease()
 		var once sync.Once
@@ -92,7 +90,6 @@ func TestWaitForWork_HandoverReleaseBounded(t *testing.T) {
 // A setup whose join lands after its bridge began ending departs within
 // 200 ms (abandonBound), however stuck the board is: Wait returns then.
 func TestStart_AbandonedDepartureBounded(t *testing.T) {
-	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		joining, release := make(chan struct{}), make(chan struct{})
 		src := &closeCounting{Source: &actionstest.Source{

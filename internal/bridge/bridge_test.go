@@ -134,7 +134,6 @@ func structured[T any](t *testing.T, res *mcp.CallToolResult) T {
 }
 
 func TestServer_ToolsList(t *testing.T) {
-	t.Parallel()
 	_, cs := connect(t, nil, nil, nil)
 	res, err := cs.ListTools(t.Context(), nil)
 	require.NoError(t, err)
@@ -193,7 +192,6 @@ func withArgs(t *testing.T, base map[string]any, extra string) json.RawMessage {
 }
 
 func TestWaits_TimeoutRefusals(t *testing.T) {
-	t.Parallel()
 	for _, wt := range waitingTools() {
 		_, cs := connect(t, wt.src, nil, nil)
 		for _, tc := range []struct {
@@ -216,7 +214,6 @@ func TestWaits_TimeoutRefusals(t *testing.T) {
 }
 
 func TestWait_Refusals(t *testing.T) {
-	t.Parallel()
 	_, cs := connect(t, nil, nil, nil)
 	for _, tc := range []struct {
 		name string
@@ -262,7 +259,6 @@ func TestWaits_TimeOutAtTheirBound(t *testing.T) {
 }
 
 func TestWait_EmptyPageAtTheBound(t *testing.T) {
-	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		_, cs := connect(t, nil, nil, nil)
 		res := call(t, cs, ToolWait, json.RawMessage(`{"timeoutSeconds":1,"cursor":null}`))
@@ -372,7 +368,6 @@ func TestWaits_CancelEndsAtOnce(t *testing.T) {
 }
 
 func TestWhoami(t *testing.T) {
-	t.Parallel()
 	_, cs := connect(t, nil, nil, nil)
 	w := structured[Whoami](t, call(t, cs, ToolWhoami, nil))
 	require.Regexp(t, `^agent:tester#[0-9a-f]{8}$`, w.Identity)
@@ -384,7 +379,6 @@ func TestWhoami(t *testing.T) {
 }
 
 func TestWhoami_NoClaude(t *testing.T) {
-	t.Parallel()
 	s, err := NewSession(t.Context(), Config{Agent: "x"})
 	require.NoError(t, err)
 	raw, err := json.Marshal(s.Whoami())
@@ -393,7 +387,6 @@ func TestWhoami_NoClaude(t *testing.T) {
 }
 
 func TestSession_RetireMintsThenReports(t *testing.T) {
-	t.Parallel()
 	src := &actionstest.Source{}
 	s, cs := connect(t, src, nil, nil)
 	before := s.Identity()
@@ -415,7 +408,6 @@ func TestSession_RetireMintsThenReports(t *testing.T) {
 }
 
 func TestSession_RetireReportFailsStaysOnNew(t *testing.T) {
-	t.Parallel()
 	src := &actionstest.Source{DepartFunc: func(context.Context, identity.ID) error { return errors.New("board locked") }}
 	s, err := NewSession(t.Context(), Config{Agent: "x", Source: src})
 	require.NoError(t, err)
@@ -427,7 +419,6 @@ func TestSession_RetireReportFailsStaysOnNew(t *testing.T) {
 }
 
 func TestSession_ConcurrentRetiresEachRetireOne(t *testing.T) {
-	t.Parallel()
 	src := &actionstest.Source{}
 	s, err := NewSession(t.Context(), Config{Agent: "x", Source: src})
 	require.NoError(t, err)
@@ -456,7 +447,6 @@ func TestSession_ConcurrentRetiresEachRetireOne(t *testing.T) {
 }
 
 func TestWait_RetireEndsWaitUnderOldIdentity(t *testing.T) {
-	t.Parallel()
 	waiting := make(chan struct{})
 	src := &actionstest.Source{NextFunc: func(ctx context.Context, _ identity.ID, _ actions.Cursor, _ time.Duration) (actions.Page, error) {
 		close(waiting)
@@ -487,7 +477,6 @@ func TestWait_RetireEndsWaitUnderOldIdentity(t *testing.T) {
 }
 
 func TestWait_CancelAfterClaimGivesItBack(t *testing.T) {
-	t.Parallel()
 	claimed := make(chan struct{})
 	src := &actionstest.Source{
 		NextFunc: func(ctx context.Context, who identity.ID, _ actions.Cursor, _ time.Duration) (actions.Page, error) {
@@ -509,7 +498,6 @@ func TestWait_CancelAfterClaimGivesItBack(t *testing.T) {
 }
 
 func TestSession_GiveBackUndelivered(t *testing.T) {
-	t.Parallel()
 	src := &actionstest.Source{ReleaseFunc: func(_ context.Context, _ identity.ID, id string) (actions.Record, error) {
 		return actions.Record{ID: id}, nil
 	}}
@@ -529,7 +517,6 @@ func TestSession_GiveBackUndelivered(t *testing.T) {
 // The answer a wait gives carries the claims it hands over in _meta, which
 // is what GiveBackUndelivered reads when that answer is dropped.
 func TestWait_MarksTheClaimsItHandsOver(t *testing.T) {
-	t.Parallel()
 	src := &actionstest.Source{NextFunc: func(_ context.Context, who identity.ID, _ actions.Cursor, _ time.Duration) (actions.Page, error) {
 		return actions.Page{Records: []actions.Record{{ID: "a-5", State: actions.Claimed, Holder: string(who)}}, Cursor: "c5"}, nil
 	}}
@@ -548,7 +535,6 @@ func TestWait_MarksTheClaimsItHandsOver(t *testing.T) {
 }
 
 func TestTools_SourceRefusalsByName(t *testing.T) {
-	t.Parallel()
 	_, cs := connect(t, nil, nil, nil)
 	for _, tc := range []struct {
 		tool, args, want string
@@ -571,7 +557,6 @@ func TestTools_SourceRefusalsByName(t *testing.T) {
 }
 
 func TestSession_DepartRefusesLaterCalls(t *testing.T) {
-	t.Parallel()
 	src := &actionstest.Source{}
 	s, cs := connect(t, src, nil, nil)
 	id := s.Identity()
@@ -585,7 +570,6 @@ func TestSession_DepartRefusesLaterCalls(t *testing.T) {
 }
 
 func TestServer_SourceFailedToOpen(t *testing.T) {
-	t.Parallel()
 	p := Start(t.Context(), Config{Agent: "x"}, func() (actions.Source, error) {
 		return nil, errors.New("open board /tmp/b.db: file is not a database; move it aside")
 	})
@@ -601,7 +585,6 @@ func TestServer_SourceFailedToOpen(t *testing.T) {
 }
 
 func TestPending_WaitHonoursContext(t *testing.T) {
-	t.Parallel()
 	release := make(chan struct{})
 	p := Start(t.Context(), Config{Agent: "x"}, func() (actions.Source, error) {
 		<-release

@@ -20,7 +20,6 @@ import (
 // the new identity, is not woken for it (it used to claim it back 8 ms
 // later), and another session's waiter gets it.
 func TestRetire_DroppedWorkGoesToAnotherIdentity(t *testing.T) {
-	t.Parallel()
 	b := openBoard(t)
 	cleared := newWakeSession(t, b, time.Minute)
 	other := newWakeSession(t, b, time.Minute)
@@ -48,7 +47,6 @@ func TestRetire_DroppedWorkGoesToAnotherIdentity(t *testing.T) {
 // The cleared session is the agent's only live identity: nobody else of
 // the agent could take what it held, so its waiter is woken for it.
 func TestRetire_OnlyIdentityIsWokenForWhatItDropped(t *testing.T) {
-	t.Parallel()
 	b := openBoard(t)
 	s := newWakeSession(t, b, time.Minute)
 	cs := connectPending(t, Ready(s), nil, nil)

@@ -67,7 +67,6 @@ func (s *timeouts) last() time.Duration {
 // timeoutSeconds is refused, naming the bound; other clients get bee's own
 // bounds. An empty wait's next step says whether bee can wake the session.
 func TestWait_BoundsPerClient(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct {
 		client, version string
 		ask             int
@@ -105,7 +104,6 @@ func TestWait_BoundsPerClient(t *testing.T) {
 // Each connection's model is told what waiting means under its client: the
 // instructions and the descriptions of the tools that wait and post.
 func TestServer_DescribesWaitingPerClient(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct {
 		client                   string
 		wait, await, post, instr string // in each
@@ -156,7 +154,6 @@ func TestServer_DescribesWaitingPerClient(t *testing.T) {
 
 // bee_whoami names the client from the handshake.
 func TestWhoami_NamesClient(t *testing.T) {
-	t.Parallel()
 	cs := connectAs(t, newTimeouts(), "codex-mcp-client", "0.171.0")
 	w := structured[Whoami](t, call(t, cs, ToolWhoami, map[string]any{}))
 	require.Equal(t, "Codex CLI 0.171.0", w.Client)
@@ -165,7 +162,6 @@ func TestWhoami_NamesClient(t *testing.T) {
 
 // A post's next step says how its poster hears the outcome, per client.
 func TestPost_NextPerClient(t *testing.T) {
-	t.Parallel()
 	for client, want := range map[string]string{
 		"codex-mcp-client": "bee cannot wake this Codex CLI session when it ends",
 		"claude-code":      "bee wakes you when it ends",

@@ -27,7 +27,6 @@ func (c *closeCounting) Close() error {
 
 // A setup whose bridge ends while the source opens never joins.
 func TestStart_AbandonedBeforeJoin(t *testing.T) {
-	t.Parallel()
 	src := &closeCounting{Source: &actionstest.Source{}}
 	opening, release := make(chan struct{}), make(chan struct{})
 	ctx, cancel := context.WithCancel(t.Context())
@@ -48,7 +47,6 @@ func TestStart_AbandonedBeforeJoin(t *testing.T) {
 // A setup whose join completes after its bridge began ending departs at
 // once: nobody else would, and the identity would look live for a lease.
 func TestStart_AbandonedDuringJoin(t *testing.T) {
-	t.Parallel()
 	joining, release := make(chan struct{}), make(chan struct{})
 	src := &closeCounting{Source: &actionstest.Source{
 		// A join already past the point of no return: it commits whatever
@@ -76,7 +74,6 @@ func TestStart_AbandonedDuringJoin(t *testing.T) {
 
 // A setup that finishes before its bridge ends is the bridge's to depart.
 func TestStart_Ready(t *testing.T) {
-	t.Parallel()
 	src := &closeCounting{Source: &actionstest.Source{}}
 	p := Start(t.Context(), Config{Agent: "ready"}, func() (actions.Source, error) { return src, nil })
 	s, err := p.Wait(t.Context())

@@ -17,7 +17,6 @@ import (
 // bee_post_action tells the model when to ask a person, and to end its
 // turn after asking; its to argument names the two ways to address people.
 func TestServer_DescribesAskingPeople(t *testing.T) {
-	t.Parallel()
 	cs := connectAs(t, newTimeouts(), "claude-code", "2.1.328")
 	tools, err := cs.ListTools(t.Context(), nil)
 	require.NoError(t, err)
@@ -47,7 +46,6 @@ func TestServer_DescribesAskingPeople(t *testing.T) {
 // the session with the answer); under a client bee cannot wake, to await
 // it. A post to an agent keeps its own next step.
 func TestPost_AskingPeopleNext(t *testing.T) {
-	t.Parallel()
 	posted := func(_ context.Context, by actions.Poster, d actions.Draft) (actions.Record, error) {
 		return actions.Record{ID: "a-3", To: d.To, From: string(by), Title: d.Title, State: actions.Open}, nil
 	}
@@ -82,7 +80,6 @@ func TestPost_AskingPeopleNext(t *testing.T) {
 // question wakes neither it nor another agent's waiter. The person's
 // answer wakes the asker once, with a line that carries the answer.
 func TestWaitForWork_AskerWokenOnceByAnswer(t *testing.T) {
-	t.Parallel()
 	b := openBoard(t)
 	bystander := newWakeSession(t, b, time.Minute)
 	by := arm(t, bystander, WaitRequest{})
@@ -113,7 +110,6 @@ func TestWaitForWork_AskerWokenOnceByAnswer(t *testing.T) {
 }
 
 func TestWakeLine_Answers(t *testing.T) {
-	t.Parallel()
 	who := identity.ID("agent:lead#1a2b3c4d")
 	rec := actions.Record{ID: "a-7", To: "user:alice", Title: "approve?", From: string(who), EndedBy: "user:alice", State: actions.Done, Result: "yes"}
 	wake := func(r actions.Record) string {

@@ -28,7 +28,6 @@ func (temporaryErr) Temporary() bool { return true }
 // that doubles from 250 ms up to 5 s; tool calls meanwhile say what it
 // waits for, and work once it succeeds.
 func TestPending_RetriesTemporaryErrors(t *testing.T) {
-	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		var mu sync.Mutex
@@ -65,7 +64,6 @@ func TestPending_RetriesTemporaryErrors(t *testing.T) {
 
 // Any other error ends the setup at once.
 func TestPending_OtherErrorsAreFinal(t *testing.T) {
-	t.Parallel()
 	var attempts atomic.Int32
 	p := Start(t.Context(), Config{Agent: "x"}, func() (actions.Source, error) {
 		attempts.Add(1)
@@ -80,7 +78,6 @@ func TestPending_OtherErrorsAreFinal(t *testing.T) {
 // say) says who holds it while it retries, and serves once the lock is let
 // go.
 func TestPending_LockedBoard(t *testing.T) {
-	t.Parallel()
 	path := filepath.Join(t.TempDir(), "board.db")
 	b, err := board.Open(path, nil)
 	require.NoError(t, err)
@@ -124,7 +121,6 @@ func TestPending_LockedBoard(t *testing.T) {
 
 // A setup that retries stops when its bridge ends.
 func TestPending_RetryAbandoned(t *testing.T) {
-	t.Parallel()
 	ctx, cancel := context.WithCancel(t.Context())
 	var attempts atomic.Int32
 	p := Start(ctx, Config{Agent: "x"}, func() (actions.Source, error) {

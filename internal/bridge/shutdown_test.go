@@ -19,7 +19,6 @@ import (
 // that a new bridge takes over and to call again, not only that this one
 // is going: "shutting down" alone reads as final.
 func TestWait_ShutdownSaysANewBridgeTakesOver(t *testing.T) {
-	t.Parallel()
 	waiting := make(chan struct{}, 1)
 	src := &actionstest.Source{NextFunc: func(ctx context.Context, _ identity.ID, _ actions.Cursor, _ time.Duration) (actions.Page, error) {
 		waiting <- struct{}{}

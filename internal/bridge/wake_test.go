@@ -131,7 +131,6 @@ func waiterSince(t *testing.T, b *board.Board, who identity.ID) *time.Time {
 // action; the action is claimed for the session before the wake, and the
 // woken model's bee_wait_action returns that claim at once.
 func TestWaitForWork_WakesAndHandsOver(t *testing.T) {
-	t.Parallel()
 	b := openBoard(t)
 	s := newWakeSession(t, b, time.Minute)
 	cs := connectPending(t, Ready(s), nil, nil)
@@ -161,7 +160,6 @@ func TestWaitForWork_WakesAndHandsOver(t *testing.T) {
 // Work posted before the waiter registers (between the last empty wait and
 // the Stop) wakes it at once.
 func TestWaitForWork_LooksFirst(t *testing.T) {
-	t.Parallel()
 	b := openBoard(t)
 	s := newWakeSession(t, b, time.Minute)
 	rec := post(t, b, "user:alice", "", "already there")
@@ -229,7 +227,6 @@ func TestWaitForWork_OncePerActionAndHandoverBound(t *testing.T) {
 
 // A newer waiter supersedes the older one, which is answered at once.
 func TestWaitForWork_Supersede(t *testing.T) {
-	t.Parallel()
 	b := openBoard(t)
 	s := newWakeSession(t, b, time.Minute)
 	first := arm(t, s, WaitRequest{PID: 1})
@@ -254,7 +251,6 @@ func waiterSinceEventually(t *testing.T, b *board.Board, who identity.ID) *time.
 // While a bee_wait_action is in flight the waiter is silent: the wait gets
 // the action, the waiter stays armed.
 func TestWaitForWork_SilentWhileAWaitRuns(t *testing.T) {
-	t.Parallel()
 	b := openBoard(t)
 	s := newWakeSession(t, b, time.Minute)
 	cs := connectPending(t, Ready(s), nil, nil)
@@ -287,7 +283,6 @@ func TestWaitForWork_SilentWhileAWaitRuns(t *testing.T) {
 
 // Of two idle sessions, one action for anyone wakes exactly one.
 func TestWaitForWork_ClaimBeforeWake(t *testing.T) {
-	t.Parallel()
 	b := openBoard(t)
 	s1 := newWakeSession(t, b, time.Minute)
 	s2 := newWakeSession(t, b, time.Minute)
@@ -315,7 +310,6 @@ func TestWaitForWork_ClaimBeforeWake(t *testing.T) {
 // /clear while armed: the old identity's watch ends and the waiter carries
 // on under the new identity, which the next wake names.
 func TestWaitForWork_RetireCarriesOn(t *testing.T) {
-	t.Parallel()
 	b := openBoard(t)
 	s := newWakeSession(t, b, time.Minute)
 	old := s.Identity()
@@ -334,7 +328,6 @@ func TestWaitForWork_RetireCarriesOn(t *testing.T) {
 
 // The poster hears of its action's end.
 func TestWaitForWork_Outcome(t *testing.T) {
-	t.Parallel()
 	b := openBoard(t)
 	s := newWakeSession(t, b, time.Minute)
 	other := identity.ID("agent:other#0000000b")
@@ -354,7 +347,6 @@ func TestWaitForWork_Outcome(t *testing.T) {
 
 // Depart answers a waiter "shutting down".
 func TestWaitForWork_DepartEndsIt(t *testing.T) {
-	t.Parallel()
 	b := openBoard(t)
 	s := newWakeSession(t, b, time.Minute)
 	a := arm(t, s, WaitRequest{})
@@ -380,7 +372,6 @@ func TestWaitForWork_Rearm(t *testing.T) {
 
 // News a waiter found as it went away is kept: the next waiter hears it.
 func TestWaitForWork_KeepsNewsForTheNextWaiter(t *testing.T) {
-	t.Parallel()
 	claimed := make(chan struct{})
 	var calls atomic.Int32
 	src := &actionstest.Source{
@@ -409,7 +400,6 @@ func TestWaitForWork_KeepsNewsForTheNextWaiter(t *testing.T) {
 // out while the process was stopped), the session carries on under a new
 // identity instead of refusing every call: both the waiter and a wait.
 func TestSession_ReplacesADepartedIdentity(t *testing.T) {
-	t.Parallel()
 	var mu sync.Mutex
 	gone := map[identity.ID]bool{}
 	departed := func(who identity.ID) bool {
@@ -457,7 +447,6 @@ func TestSession_ReplacesADepartedIdentity(t *testing.T) {
 }
 
 func TestWakeLine(t *testing.T) {
-	t.Parallel()
 	who := identity.ID("agent:reviewer#1a2b3c4d")
 	rec := actions.Record{ID: "a-7", Title: "Fix the\nflaky\x1b[31m test", From: "user:alice", EndedBy: "agent:dev#00000001"}
 	require.Equal(t, `bee: action a-7 "Fix the flaky [31m test" from user:alice is waiting for agent:reviewer#1a2b3c4d; call bee_wait_action to take it.`,
@@ -487,7 +476,6 @@ func TestWakeLine(t *testing.T) {
 }
 
 func TestPending_WaitForWork_SetupFailed(t *testing.T) {
-	t.Parallel()
 	p := Start(t.Context(), Config{Agent: "tester"}, func() (actions.Source, error) { return nil, errors.New("board is damaged") })
 	resp := p.WaitForWork(t.Context(), WaitRequest{})
 	require.Equal(t, "bee cannot serve actions: board is damaged", resp.Reason)
