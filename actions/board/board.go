@@ -51,8 +51,10 @@
 //   - A Board serves the file it opened and never another: see Moving the
 //     file.
 //
-// The board does not delete finished actions (the file keeps the history),
-// does not work across machines, and makes no promise for a file on a
+// The board does not delete finished actions (the file keeps the history:
+// an action that ends moves out of the table claims walk, in the
+// transaction that ends it, so a long history does not slow the live
+// board), does not work across machines, and makes no promise for a file on a
 // network filesystem, where SQLite's WAL mode and the lock file do not hold.
 // Leases compare the wall clock of processes on one machine, so a clock
 // set forward by more than a lease ends leases early (their holders keep

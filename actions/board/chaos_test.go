@@ -126,7 +126,7 @@ func TestBoard_Chaos(t *testing.T) {
 	progress := time.Now()
 	for {
 		var done int
-		require.NoError(t, b.db.QueryRow(`SELECT count(*) FROM actions WHERE state = 'done'`).Scan(&done))
+		require.NoError(t, b.db.QueryRow(`SELECT count(*) FROM every_action WHERE state = 'done'`).Scan(&done))
 		if done == total {
 			break
 		}
@@ -216,7 +216,7 @@ func TestBoard_Chaos(t *testing.T) {
 	}
 	require.Len(t, ids, total)
 	var lost, doubles, reclaimed int
-	rows, err := b.db.Query(`SELECT seq, state, holder, result FROM actions`)
+	rows, err := b.db.Query(`SELECT seq, state, holder, result FROM every_action`)
 	require.NoError(t, err)
 	defer rows.Close()
 	for rows.Next() {

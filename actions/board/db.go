@@ -15,23 +15,40 @@ import (
 )
 
 // recordCols are the columns scanRecord reads, in order, of a row of
-// actions (unaliased: the subqueries name it): the last two are the
-// action's prerequisites as given and, while it is blocked, those not yet
-// done, each a comma-separated list of seqs or NULL (see prereqCols).
-const recordCols = `seq, to_whom, from_whom, title, body, state, holder, result, reason, ended_by, posted_at, claimed_at, done_at, repo, paths, ` +
-	prereqCols
+// actions (the hot table, unaliased: the subqueries name it); see
+// recordColsOf.
+var recordCols = recordColsOf("actions")
 
-// prereqCols read what an action waits for: two index lookups per row
-// (prerequisites' primary key), on the page's own statement.
-const prereqCols = `priority,
-	(SELECT group_concat(p.pre, ',' ORDER BY p.ord) FROM prerequisites p WHERE p.seq = actions.seq),
+// everyCols are recordCols of a row of every_action (see endedMigration).
+var everyCols = recordColsOf("every_action")
+
+// recordColsOf are the columns scanRecord reads, in order, of a row of
+// table (named so, unaliased: the subqueries name it): the last two are
+// the action's prerequisites as given and, while it is blocked, those not
+// yet done, each a comma-separated list of seqs or NULL (see
+// prereqColsOf).
+func recordColsOf(table string) string {
+	return `seq, to_whom, from_whom, title, body, state, holder, result, reason, ended_by, posted_at, claimed_at, done_at, repo, paths, ` +
+		prereqColsOf(table)
+}
+
+// prereqColsOf read what an action of table waits for: index lookups on
+// prerequisites' primary key and ended_actions' (a prerequisite is done
+// when it has ended done), on the page's own statement.
+func prereqColsOf(table string) string {
+	return `priority,
+	(SELECT group_concat(p.pre, ',' ORDER BY p.ord) FROM prerequisites p WHERE p.seq = ` + table + `.seq),
 	CASE WHEN state = 'blocked' THEN (SELECT group_concat(p.pre, ',' ORDER BY p.ord)
-		FROM prerequisites p JOIN actions b ON b.seq = p.pre WHERE p.seq = actions.seq AND b.state <> 'done') END`
+		FROM prerequisites p WHERE p.seq = ` + table + `.seq AND NOT ` + preDone + `) END`
+}
+
+// preDone says that the prerequisite p.pre has ended done.
+const preDone = `EXISTS (SELECT 1 FROM ended_actions d WHERE d.seq = p.pre AND d.state = 'done')`
 
 type scanner interface{ Scan(dest ...any) error }
 
-// selectAction reads one action, by its seq.
-const selectAction = `SELECT ` + recordCols + ` FROM actions WHERE seq = ?`
+// selectAction reads one action, by its seq, wherever it is.
+var selectAction = `SELECT ` + everyCols + ` FROM every_action WHERE seq = ?`
 
 // noRows maps the database's "no rows" for one action to the contract's
 // actions.ErrUnknownAction, unwrapped (see engine.Store): the one place the
@@ -243,5 +260,6 @@ func (b *Board) read(ctx context.Context, op string, fn func(ctx context.Context
 
 // nextRev is the change number for the rows a write transaction changes:
 // above every change before it, since writes are serialized. Changes reports
-// changes in (rev, seq) order, so each change is reported once.
-const nextRev = `(SELECT coalesce(max(rev), 0) + 1 FROM actions)`
+// changes in (rev, seq) order, so each change is reported once. An ended
+// action keeps its rev in ended_actions, so both tables count.
+const nextRev = `(SELECT max(coalesce((SELECT max(rev) FROM actions), 0), coalesce((SELECT max(rev) FROM ended_actions), 0)) + 1)`

@@ -9,19 +9,19 @@ import (
 )
 
 // A schemaShape is what Open checks of a board's schema: the statement
-// that made each table and index, by name, with comments and runs of
+// that made each table, index and view, by name, with comments and runs of
 // whitespace taken out, so that formatting changes to a migration never
 // make a board the older text made look damaged. Objects bee did not make
 // (an index a person added, SQLite's statistics) are left out.
 type schemaShape map[string]string
 
-// readShape reads the shape of the tables and indexes that want names (or
+// readShape reads the shape of the tables, indexes and views that want names (or
 // of all of them when want is nil).
 func readShape(ctx context.Context, q interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }, want schemaShape) (schemaShape, error) {
 	rows, err := q.QueryContext(ctx, `SELECT name, type || ' ' || coalesce(sql, '') FROM sqlite_schema
-		WHERE type IN ('table', 'index') AND name NOT LIKE 'sqlite\_%' ESCAPE '\'`)
+		WHERE type IN ('table', 'index', 'view') AND name NOT LIKE 'sqlite\_%' ESCAPE '\'`)
 	if err != nil {
 		return nil, err
 	}

@@ -55,7 +55,7 @@ func (t wtx) Prerequisites(seqs []int64) ([]actions.Record, error) {
 	if len(seqs) == 0 {
 		return nil, nil
 	}
-	return t.records(`SELECT `+recordCols+` FROM actions WHERE seq IN (SELECT value FROM json_each(?)) ORDER BY seq`, seqList(seqs))
+	return t.records(`SELECT `+everyCols+` FROM every_action WHERE seq IN (SELECT value FROM json_each(?)) ORDER BY seq`, seqList(seqs))
 }
 
 // records reads the records query returns.
@@ -99,8 +99,7 @@ func (t wtx) Dependents(seq int64) ([]int64, error) {
 func (t wtx) OpenReady(seqs []int64) ([]actions.Record, error) {
 	return t.records(`UPDATE actions SET state = 'open', rev = `+nextRev+`
 		WHERE seq IN (SELECT value FROM json_each(?)) AND state = 'blocked'
-		AND NOT EXISTS (SELECT 1 FROM prerequisites p JOIN actions b ON b.seq = p.pre
-			WHERE p.seq = actions.seq AND b.state <> 'done')
+		AND NOT EXISTS (SELECT 1 FROM prerequisites p WHERE p.seq = actions.seq AND NOT `+preDone+`)
 		RETURNING `+recordCols, seqList(seqs))
 }
 
@@ -164,11 +163,19 @@ func (t wtx) CancelBlocked(ends []engine.BlockedEnd, by string) ([]actions.Recor
 	if err != nil {
 		return nil, err
 	}
-	return t.records(`UPDATE actions SET state = 'cancelled', reason = c.reason, ended_by = ?2, done_at = ?3,
+	recs, err := t.records(`UPDATE actions SET state = 'cancelled', reason = c.reason, ended_by = ?2, done_at = ?3,
 			told_at = (CASE WHEN substr(from_whom, 1, 5) = 'user:' THEN ?3 END), rev = `+nextRev+`
 		FROM (SELECT value ->> 0 AS seq, value ->> 1 AS reason FROM json_each(?1)) AS c
 		WHERE actions.seq = c.seq AND actions.state = 'blocked'
 		RETURNING `+recordCols, string(data), by, t.b.nowMS())
+	if err != nil || len(recs) == 0 {
+		return recs, err
+	}
+	seqs := make([]int64, len(recs))
+	for i, r := range recs {
+		seqs[i] = r.Seq
+	}
+	return recs, t.moveEnded(seqs)
 }
 
 // planOf is the seqs of the actions connected to ?1 through
@@ -184,7 +191,7 @@ const planOf = `WITH RECURSIVE c (seq) AS (
 func (s *store) PlanOf(ctx context.Context, seq int64) ([]actions.Record, []engine.Edge, error) {
 	var recs []actions.Record
 	err := s.b().read(ctx, "plan", func(ctx context.Context) error {
-		rows, err := s.b().rows(ctx, `SELECT `+recordCols+` FROM actions WHERE seq IN (`+planOf+`) ORDER BY seq`, seq)
+		rows, err := s.b().rows(ctx, `SELECT `+everyCols+` FROM every_action WHERE seq IN (`+planOf+`) ORDER BY seq`, seq)
 		if err != nil {
 			return err
 		}

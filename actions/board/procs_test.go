@@ -67,7 +67,7 @@ func TestBoard_ManyProcesses(t *testing.T) {
 	deadline := time.Now().Add(testtime.Bound(60 * time.Second))
 	for {
 		var done int
-		require.NoError(t, b.db.QueryRow(`SELECT count(*) FROM actions WHERE state = 'done'`).Scan(&done))
+		require.NoError(t, b.db.QueryRow(`SELECT count(*) FROM every_action WHERE state = 'done'`).Scan(&done))
 		if done == total {
 			break
 		}
@@ -99,7 +99,7 @@ func TestBoard_ManyProcesses(t *testing.T) {
 	require.Len(t, ids, total)
 	require.Len(t, gotBy, total, "every action claimed once")
 
-	rows, err := b.db.Query(`SELECT seq, state, holder, result FROM actions`)
+	rows, err := b.db.Query(`SELECT seq, state, holder, result FROM every_action`)
 	require.NoError(t, err)
 	defer rows.Close()
 	n := 0

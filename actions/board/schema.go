@@ -166,7 +166,56 @@ CREATE INDEX prerequisites_pre ON prerequisites (pre, seq);
 `,
 	4: reservationsMigration,
 	5: `ALTER TABLE members ADD COLUMN client TEXT NOT NULL DEFAULT '';`,
+	6: endedMigration,
 }
+
+// endedMigration is schema 6: ended actions leave the hot table. An action
+// that ends (done, failed, cancelled) moves from actions to ended_actions
+// in the transaction that ends it, keeping its seq and rev, so that what
+// claims, renewals and the live views walk holds only the open, blocked and
+// claimed actions, however long the board's history. every_action is both,
+// for the views that read every action (Get, List, Changes, plans). The
+// actions that ended before it are moved; AUTOINCREMENT's high-water mark
+// (sqlite_sequence) stays on actions, so no seq is ever used twice.
+// actions_untold moves with the outcomes it finds.
+var endedMigration = `
+CREATE TABLE ended_actions (
+	seq        INTEGER PRIMARY KEY,
+	id         TEXT GENERATED ALWAYS AS ('a-' || seq) VIRTUAL,
+	to_whom    TEXT NOT NULL DEFAULT '',
+	from_whom  TEXT NOT NULL,
+	title      TEXT NOT NULL,
+	body       TEXT NOT NULL DEFAULT '',
+	state      TEXT NOT NULL CHECK (state IN ('done', 'failed', 'cancelled')),
+	holder     TEXT NOT NULL DEFAULT '',
+	result     TEXT NOT NULL DEFAULT '',
+	reason     TEXT NOT NULL DEFAULT '',
+	ended_by   TEXT NOT NULL DEFAULT '',
+	posted_at  INTEGER NOT NULL,
+	claimed_at INTEGER,
+	done_at    INTEGER,
+	told_at    INTEGER,
+	rev        INTEGER NOT NULL,
+	priority   INTEGER NOT NULL DEFAULT 2 CHECK (priority BETWEEN 0 AND 4),
+	repo       TEXT NOT NULL DEFAULT '',
+	paths      TEXT NOT NULL DEFAULT '',
+	held_by    TEXT NOT NULL DEFAULT '',
+	CHECK (state = 'cancelled' OR holder <> '')
+);
+INSERT INTO ended_actions (` + actionCols + `)
+	SELECT ` + actionCols + ` FROM actions WHERE state IN ('done', 'failed', 'cancelled') ORDER BY seq;
+DELETE FROM actions WHERE state IN ('done', 'failed', 'cancelled');
+DROP INDEX actions_untold;
+CREATE INDEX ended_actions_rev ON ended_actions (rev, seq);
+CREATE INDEX ended_actions_untold ON ended_actions (from_whom) WHERE told_at IS NULL;
+CREATE VIEW every_action AS
+	SELECT ` + actionCols + ` FROM actions
+	UNION ALL
+	SELECT ` + actionCols + ` FROM ended_actions;
+`
+
+// actionCols are the stored columns of an action, in both of its tables.
+const actionCols = `seq, to_whom, from_whom, title, body, state, holder, result, reason, ended_by, posted_at, claimed_at, done_at, told_at, rev, priority, repo, paths, held_by`
 
 // schemaVersion is the version this bee writes.
 var schemaVersion = len(migrations) - 1

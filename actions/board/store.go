@@ -56,13 +56,22 @@ func (s *store) Action(ctx context.Context, seq int64) (actions.Record, error) {
 	return rec, noRows(err)
 }
 
-// List implements engine.Store.
+// List implements engine.Store: from the hot table alone when every state
+// asked for is live, from ended_actions alone when every one has ended,
+// else from both (see engine.TablesOf).
 func (s *store) List(ctx context.Context, after int64, states []actions.State, limit int) ([]pages.Row, error) {
-	query := `SELECT ` + recordCols + ` FROM actions WHERE seq > ? ORDER BY seq LIMIT ?`
+	table, cols := "every_action", everyCols
+	switch engine.TablesOf(states) {
+	case engine.LiveTable:
+		table, cols = "actions", recordCols
+	case engine.EndedTable:
+		table, cols = "ended_actions", recordColsOf("ended_actions")
+	}
+	query := `SELECT ` + cols + ` FROM ` + table + ` WHERE seq > ? ORDER BY seq LIMIT ?`
 	args := []any{after, limit}
 	if len(states) > 0 {
 		// One placeholder per state: a handful of statements in the cache.
-		query = `SELECT ` + recordCols + ` FROM actions WHERE seq > ? AND state IN (?` + strings.Repeat(", ?", len(states)-1) + `)
+		query = `SELECT ` + cols + ` FROM ` + table + ` WHERE seq > ? AND state IN (?` + strings.Repeat(", ?", len(states)-1) + `)
 			ORDER BY seq LIMIT ?`
 		args = []any{after}
 		for _, st := range states {
@@ -94,14 +103,14 @@ func (s *store) page(ctx context.Context, op string, withRev bool, query string,
 func (s *store) Head(ctx context.Context) (int64, error) {
 	var rev int64
 	err := s.b().read(ctx, "head", func(ctx context.Context) error {
-		return s.b().row(ctx, `SELECT coalesce(max(rev), 0) FROM actions`).Scan(&rev)
+		return s.b().row(ctx, `SELECT `+nextRev+` - 1`).Scan(&rev)
 	})
 	return rev, err
 }
 
 // ChangesAfter implements engine.Store.
 func (s *store) ChangesAfter(ctx context.Context, rev, seq int64, limit int) ([]pages.Row, time.Duration, error) {
-	rows, err := s.page(ctx, "changes", true, `SELECT `+recordCols+`, rev FROM actions
+	rows, err := s.page(ctx, "changes", true, `SELECT `+everyCols+`, rev FROM every_action
 		WHERE (rev, seq) > (?, ?) ORDER BY rev, seq LIMIT ?`, rev, seq, limit)
 	return rows, 0, err
 }
@@ -119,7 +128,7 @@ func seqList(seqs []int64) string {
 func (s *store) Known(ctx context.Context, seqs []int64) ([]int64, error) {
 	var known []int64
 	err := s.b().read(ctx, "await", func(ctx context.Context) error {
-		rows, err := s.b().rows(ctx, `SELECT seq FROM actions WHERE seq IN (SELECT value FROM json_each(?))`, seqList(seqs))
+		rows, err := s.b().rows(ctx, `SELECT seq FROM every_action WHERE seq IN (SELECT value FROM json_each(?))`, seqList(seqs))
 		if err != nil {
 			return err
 		}
@@ -138,8 +147,8 @@ func (s *store) Known(ctx context.Context, seqs []int64) ([]int64, error) {
 
 // EndedAmong implements engine.Store.
 func (s *store) EndedAmong(ctx context.Context, seqs []int64) ([]actions.Record, error) {
-	rows, err := s.page(ctx, "await", false, `SELECT `+recordCols+` FROM actions WHERE seq IN (SELECT value FROM json_each(?))
-		AND state IN ('done', 'failed', 'cancelled') ORDER BY seq`, seqList(seqs))
+	rows, err := s.page(ctx, "await", false, `SELECT `+recordColsOf("ended_actions")+` FROM ended_actions
+		WHERE seq IN (SELECT value FROM json_each(?)) ORDER BY seq`, seqList(seqs))
 	recs := make([]actions.Record, 0, len(rows))
 	for _, r := range rows {
 		recs = append(recs, r.Record)
@@ -149,7 +158,7 @@ func (s *store) EndedAmong(ctx context.Context, seqs []int64) ([]actions.Record,
 
 // lookSQL is Look's one read (?1 is who, ?2 its agent, ?3 the skip list).
 var lookSQL = `SELECT (` + oldestFor("?1", "?2", "?3") + `) IS NOT NULL, (` + earliestLease + `),
-	(SELECT coalesce(max(seq), 0) FROM actions),
+	max(coalesce((SELECT max(seq) FROM actions), 0), coalesce((SELECT max(seq) FROM ended_actions), 0)),
 	(SELECT departed_at IS NOT NULL FROM members WHERE identity = ?1),
 	(SELECT lease_until FROM members WHERE identity = ?1)`
 

@@ -53,7 +53,24 @@ func (t wtx) Update(seq int64, holder string, u engine.Update) (actions.Record, 
 		query += ` AND state = 'claimed' AND holder = ?`
 		args = append(args, holder)
 	}
-	return found(scanRecord(t.row(query+` RETURNING `+recordCols, args...)))
+	rec, ok, err := found(scanRecord(t.row(query+` RETURNING `+recordCols, args...)))
+	if ok && rec.State.Ended() {
+		err = t.moveEnded([]int64{seq})
+	}
+	return rec, ok, err
+}
+
+// moveEnded moves the actions among seqs that have ended from actions to
+// ended_actions, as they are (seq and rev kept), in the transaction that
+// ended them (see endedMigration).
+func (t wtx) moveEnded(seqs []int64) error {
+	list := seqList(seqs)
+	if _, err := t.exec(`INSERT INTO ended_actions (`+actionCols+`) SELECT `+actionCols+` FROM actions
+		WHERE seq IN (SELECT value FROM json_each(?)) AND state IN ('done', 'failed', 'cancelled') ORDER BY seq`, list); err != nil {
+		return err
+	}
+	_, err := t.exec(`DELETE FROM actions WHERE seq IN (SELECT value FROM json_each(?)) AND state IN ('done', 'failed', 'cancelled')`, list)
+	return err
 }
 
 // updateSet is the SET clause of u, at the time now (ms), and its
@@ -328,27 +345,27 @@ func (t wtx) SetWaiter(who identity.ID, armed bool) error {
 
 // MarkTold implements engine.Tx.
 func (t wtx) MarkTold(seqs []int64) error {
-	_, err := t.exec(`UPDATE actions SET told_at = ? WHERE told_at IS NULL AND seq IN (SELECT value FROM json_each(?))`,
+	_, err := t.exec(`UPDATE ended_actions SET told_at = ? WHERE told_at IS NULL AND seq IN (SELECT value FROM json_each(?))`,
 		t.b.nowMS(), seqList(seqs))
 	return err
 }
 
 // Untell implements engine.Tx.
 func (t wtx) Untell(seqs []int64) error {
-	_, err := t.exec(`UPDATE actions SET told_at = NULL WHERE seq IN (SELECT value FROM json_each(?))`, seqList(seqs))
+	_, err := t.exec(`UPDATE ended_actions SET told_at = NULL WHERE seq IN (SELECT value FROM json_each(?))`, seqList(seqs))
 	return err
 }
 
 // untold finds the oldest ended action whose outcome who (?1) should hear
 // and nobody has been told of: posted by who, or by a departed identity of
 // who's agent (?2 is "agent:<name>#").
-const untold = `SELECT seq FROM actions WHERE told_at IS NULL AND state IN ('done', 'failed', 'cancelled')
+const untold = `SELECT seq FROM ended_actions WHERE told_at IS NULL
 	AND (from_whom = ?1 OR (substr(from_whom, 1, length(?2)) = ?2
 		AND from_whom IN (SELECT identity FROM members WHERE departed_at IS NOT NULL)))
 	ORDER BY rev LIMIT 1`
 
 // TellOutcome implements engine.Tx.
 func (t wtx) TellOutcome(who identity.ID) (actions.Record, bool, error) {
-	return found(scanRecord(t.row(`UPDATE actions SET told_at = ?3 WHERE seq = (`+untold+`) RETURNING `+recordCols,
+	return found(scanRecord(t.row(`UPDATE ended_actions SET told_at = ?3 WHERE seq = (`+untold+`) RETURNING `+recordColsOf("ended_actions"),
 		string(who), agentPrefix(who), t.b.nowMS())))
 }

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,7 +23,12 @@ import (
 //
 // The PostgreSQL board runs on a throwaway cluster the benchmark starts
 // (or $BEE_TEST_POSTGRES), on this machine: the numbers are the board's
-// own cost plus a loopback round trip, not a network's.
+// own cost plus a loopback round trip, not a network's. $BEE_BENCH_PG
+// says which cluster: "durable" (the default: fsync, synchronous_commit
+// and full_page_writes on, as users run PostgreSQL, so every commit waits
+// for the disk), "fast" (the tests' cluster, all three off), or "both".
+// The sub-benchmark's name says which it ran on: postgres-durable,
+// postgres-fast.
 
 func TestMain(m *testing.M) {
 	// The benchmarks re-execute the test binary as boardtest's worker
@@ -40,8 +44,9 @@ func TestMain(m *testing.M) {
 //   - wake: post-to-claim latency across processes: another process posts
 //     while this one waits in Next; from just before the other process
 //     calls Post to Next's return here (p50, p99).
-//   - claims: claims per second of 8 processes claiming as fast as they can
-//     for 2 s, and the slowest and fastest process's share (none starved).
+//   - claims-N: claims per second of N processes (1, 8, 32) claiming as
+//     fast as they can for 2 s, and the slowest and fastest process's
+//     share (none starved).
 //   - await: finish-to-await latency: another process finishes an action
 //     while this one waits in Await; from just before Finish to Await's
 //     return (p50, p99).
@@ -49,21 +54,52 @@ func TestMain(m *testing.M) {
 //     and this one posts to them in turn; post-to-claim latency in the
 //     recipient (p50, p95, p99) and the CPU all 32 spend per post.
 func BenchmarkBoards(b *testing.B) {
-	for _, kind := range []string{"file", "postgres"} {
+	for _, kind := range benchBoardKinds(b) {
 		b.Run(kind, func(b *testing.B) {
-			newBoard := func(b *testing.B) string {
-				if kind == "file" {
-					return filepath.Join(b.TempDir(), "board.db")
-				}
-				c := pgtest.Shared(b)
-				return c.URL(c.NewDB(b))
-			}
+			newBoard := func(b *testing.B) string { return newBenchBoard(b, kind) }
 			b.Run("wake", func(b *testing.B) { benchWake(b, newBoard(b)) })
-			b.Run("claims", func(b *testing.B) { benchClaims(b, newBoard(b)) })
+			for _, procs := range []int{1, 8, 32} {
+				b.Run(fmt.Sprintf("claims-%d", procs), func(b *testing.B) { benchClaims(b, newBoard(b), procs) })
+			}
 			b.Run("await", func(b *testing.B) { benchAwait(b, newBoard(b)) })
 			b.Run("fanout", func(b *testing.B) { benchFanout(b, newBoard(b)) })
 		})
 	}
+}
+
+// EnvBenchPG names the variable that says which PostgreSQL cluster the
+// benchmarks run on: "durable" (the default), "fast" or "both".
+const EnvBenchPG = "BEE_BENCH_PG"
+
+// benchBoardKinds are the boards a benchmark runs on: "file", then
+// "postgres-durable" and/or "postgres-fast" as $BEE_BENCH_PG says.
+func benchBoardKinds(b *testing.B) []string {
+	switch v := os.Getenv(EnvBenchPG); v {
+	case "", "durable":
+		return []string{"file", "postgres-durable"}
+	case "fast":
+		return []string{"file", "postgres-fast"}
+	case "both":
+		return []string{"file", "postgres-durable", "postgres-fast"}
+	default:
+		b.Fatalf("%s=%q: want durable, fast or both", EnvBenchPG, v)
+		return nil
+	}
+}
+
+// newBenchBoard is the location of a new, empty board of kind (see
+// benchBoardKinds).
+func newBenchBoard(b *testing.B, kind string) string {
+	var c *pgtest.Cluster
+	switch kind {
+	case "file":
+		return filepath.Join(b.TempDir(), "board.db")
+	case "postgres-durable":
+		c = pgtest.SharedDurable(b)
+	default:
+		c = pgtest.Shared(b)
+	}
+	return c.URL(c.NewDB(b))
 }
 
 func openBench(b *testing.B, location string) actions.Board {
@@ -116,27 +152,25 @@ func benchWake(b *testing.B, location string) {
 	poster.Finish(30 * time.Second)
 }
 
-func benchClaims(b *testing.B, location string) {
-	const procs = 8
+func benchClaims(b *testing.B, location string, procs int) {
 	const round = 2 * time.Second
 	var total, lo, hi float64
 	for range b.N {
 		board := openBench(b, location)
-		// Enough for 2 s of claiming by both boards here; posted by 4
-		// goroutines.
+		// Enough for 2 s of claiming by both boards here, posted as plans
+		// of actions.MaxPlan independent entries: one commit each, so
+		// that a durable cluster's flush per commit does not make the
+		// stocking outlast the measure.
 		const stock = 30000
-		var wg sync.WaitGroup
-		for g := range 4 {
-			wg.Go(func() {
-				for i := g; i < stock; i += 4 {
-					if _, err := board.Post(b.Context(), "user:bench", actions.Draft{Title: "job"}); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
+		for i := 0; i < stock; i += actions.MaxPlan {
+			plan := make([]actions.PlanEntry, actions.MaxPlan)
+			for j := range plan {
+				plan[j] = actions.PlanEntry{Key: fmt.Sprintf("j%d", j), Title: "job"}
+			}
+			if _, err := board.PostPlan(b.Context(), "user:bench", plan); err != nil {
+				b.Fatal(err)
+			}
 		}
-		wg.Wait()
 		counts, sum := claimRates(b, location, procs, round, stock)
 		b.Logf("%.0f claims/s; per process %v", sum, counts)
 		total += sum

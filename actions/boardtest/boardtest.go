@@ -116,6 +116,7 @@ var cases = []testCase{
 	{"NoticeOutcomes", testNoticeOutcomes},
 	{"NoticeClaimsForOneWaiter", testNoticeClaimsForOneWaiter},
 	{"ExpiredLeaseReaddresses", testExpiredLeaseReaddresses},
+	{"EndedEveryView", testEndedEveryView},
 }
 
 // Mint returns a new identity of agent name.

@@ -29,7 +29,7 @@ func (s *store) Head(ctx context.Context) (int64, error) {
 // late under a lower number is never skipped; a long transaction elsewhere
 // on the server delays the report, not loses it.
 func (s *store) ChangesAfter(ctx context.Context, rev, seq int64, limit int) ([]pages.Row, time.Duration, error) {
-	rows, err := s.page(ctx, "changes", true, `SELECT `+recordCols+`, rev FROM bee_actions
+	rows, err := s.page(ctx, "changes", true, `SELECT `+everyCols+`, rev FROM bee_every_action
 		WHERE (rev, seq) > ($1, $2) AND rev < `+horizon+` ORDER BY rev, seq LIMIT $3`, rev, seq, limit)
 	if err != nil || len(rows) > 0 {
 		return rows, 0, err
@@ -46,7 +46,7 @@ func (s *store) ChangesAfter(ctx context.Context, rev, seq int64, limit int) ([]
 func (b *Board) nextLook(ctx context.Context, rev, seq int64) time.Duration {
 	var pending bool
 	_ = b.read(ctx, "changes", func(ctx context.Context) error {
-		return b.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM bee_actions WHERE (rev, seq) > ($1, $2))`,
+		return b.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM bee_every_action WHERE (rev, seq) > ($1, $2))`,
 			rev, seq).Scan(&pending)
 	})
 	if pending {

@@ -117,7 +117,7 @@ func TestMachines_ExactlyOnceWithKills(t *testing.T) {
 	}
 	done := func() int {
 		var n int
-		require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT count(*) FROM bee_actions WHERE state = 'done'`).Scan(&n))
+		require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT count(*) FROM bee_every_action WHERE state = 'done'`).Scan(&n))
 		return n
 	}
 	// SIGKILL a bridge on two machines while they work, and start a new
@@ -147,7 +147,7 @@ func TestMachines_ExactlyOnceWithKills(t *testing.T) {
 	for _, p := range procs {
 		record(p.Finish(60*time.Second), false)
 	}
-	rows, err := b.pool.Query(t.Context(), `SELECT seq, state, holder, result FROM bee_actions`)
+	rows, err := b.pool.Query(t.Context(), `SELECT seq, state, holder, result FROM bee_every_action`)
 	require.NoError(t, err)
 	defer rows.Close()
 	n, again := 0, 0

@@ -126,7 +126,7 @@ func TestBoard_NewerSchemaOnRead(t *testing.T) {
 	url := c.URL(c.NewDB(t))
 	b := openTest(t, url, nil)
 	post(t, b, "before")
-	beginNewer(t, url, `ALTER TABLE bee_actions RENAME COLUMN body TO body_text`).commit(t)
+	beginNewer(t, url, `ALTER VIEW bee_every_action RENAME COLUMN body TO body_text`).commit(t)
 	_, err := b.List(t.Context(), "")
 	requireNewer(t, err, b)
 }

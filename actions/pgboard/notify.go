@@ -44,9 +44,13 @@ func (b *Board) channelFor(e engine.Event) string {
 
 // notify queues e's notifications in tx: PostgreSQL delivers them when tx
 // commits, and never when it rolls back. One goes to the channel of e's
-// key, whom it concerns (see package wakeup), with the key as its payload;
-// one goes to the change channel, for those who watch every change (bee
-// watch, the board page, Await for a person's actions).
+// key, whom it concerns (see package wakeup), with the key as its
+// payload; one goes to the change channel, for those who watch every
+// change (bee watch, the board page, Await, which hears of every end
+// there). A claim (Changed) concerns only those who watch every change:
+// it sends nothing in its transaction, since a NOTIFY in a commit
+// serialises commits across the server, and the change channel hears of
+// claims after their commits instead, coalesced (see Board.tellChanged).
 //
 // Bees before per-agent channels LISTEN only on the channels of everyone:
 // during an upgrade they hear of addressed work and ends at their safety
@@ -54,12 +58,68 @@ func (b *Board) channelFor(e engine.Event) string {
 // too.
 func (b *Board) notify(ctx context.Context, tx pgx.Tx, e engine.Event) error {
 	if e.Kind == engine.Changed {
-		_, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, b.channel(engine.Changed))
-		return err
+		return nil
 	}
 	_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2), pg_notify($3, '')`,
 		b.channelFor(e), e.Key, b.channel(engine.Changed))
 	return err
+}
+
+// changeWindow is the least time between two notifications of claims on
+// the change channel from one Board: River coalesces its insert
+// notifications per queue the same way (at most one per 100 ms). Those
+// who care about a claim are people's views (bee watch, the board page),
+// for whom a tenth of a second is not seen; the first claim after a
+// quiet spell is told at once. Posts and ends, which waiters wait for,
+// notify in their own commits.
+const changeWindow = 100 * time.Millisecond
+
+// tellChanged sends a notification on the change channel, after the
+// commit of the claim it tells and outside any transaction: at once when
+// none was sent in the last changeWindow, else one at the window's end
+// for all the changes within it. Sending runs in the Board's lifetime, on
+// one goroutine at a time, which ends once a window passes without a
+// change. A notification lost to a failure is a hint lost: watchers look
+// at their safety poll.
+func (b *Board) tellChanged() {
+	b.changeMu.Lock()
+	defer b.changeMu.Unlock()
+	if b.changeBusy {
+		b.changePending = true
+		return
+	}
+	b.changeBusy = true
+	if !b.life.Go(b.sendChanges) {
+		b.changeBusy = false
+	}
+}
+
+// sendChanges sends the change channel's notification, then one more at
+// the end of each window in which another change came.
+func (b *Board) sendChanges() {
+	for {
+		ctx, cancel := context.WithTimeout(b.ctx, b.opts.Retry)
+		_, err := b.pool.Exec(ctx, `SELECT pg_notify($1, '')`, b.channel(engine.Changed))
+		cancel()
+		if err != nil && b.ctx.Err() == nil {
+			b.log.Debug("change notification failed; watchers look at their safety poll", logkey.Err, b.scrub(err))
+		}
+		t := time.NewTimer(changeWindow)
+		select {
+		case <-b.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		b.changeMu.Lock()
+		more := b.changePending
+		b.changePending = false
+		b.changeBusy = more
+		b.changeMu.Unlock()
+		if !more {
+			return
+		}
+	}
 }
 
 // hear makes the listener LISTEN on the channel that carries e from other

@@ -58,7 +58,9 @@
 //     advisory lock on its name, so no two holders ever hold overlapping
 //     reservations one of which is exclusive.
 //
-// The board does not delete finished actions, and keeps its tables (all
+// The board does not delete finished actions (an action that ends moves
+// to bee_ended_actions in the transaction that ends it, out of the table
+// claims walk), and keeps its tables (all
 // named bee_*) in the first schema of the role's search_path: give the URL
 // a search_path (postgres://.../db?search_path=bee) to keep them apart.
 package pgboard
@@ -241,6 +243,16 @@ type Board struct {
 	// broken, once set, is the answer of every call: a newer bee migrated
 	// the database (see refuseNewer).
 	broken atomic.Pointer[error]
+
+	changeMu      sync.Mutex // guards changeBusy and changePending
+	changeBusy    bool       // sendChanges runs
+	changePending bool       // a change came since its last notification
+
+	procs procCache // this machine's members, as Processes read them
+
+	// orphansAt is when a claim last looked for orphaned claims (Unix
+	// nanoseconds; see lookForOrphans).
+	orphansAt atomic.Int64
 
 	mu      sync.Mutex                     // guards members
 	members map[identity.ID]actions.Member // joined through this Board, renewed by it

@@ -440,7 +440,7 @@ func TestBoard_ServerRestart(t *testing.T) {
 	// Restart while the workers are busy with the first half.
 	require.Eventually(t, func() bool {
 		var done int
-		err := b.pool.QueryRow(t.Context(), `SELECT count(*) FROM bee_actions WHERE state = 'done'`).Scan(&done)
+		err := b.pool.QueryRow(t.Context(), `SELECT count(*) FROM bee_every_action WHERE state = 'done'`).Scan(&done)
 		return err == nil && done > 0
 	}, testtime.Bound(30*time.Second), 5*time.Millisecond)
 	start := time.Now()
@@ -450,7 +450,7 @@ func TestBoard_ServerRestart(t *testing.T) {
 
 	require.Eventually(t, func() bool {
 		var open int
-		err := b.pool.QueryRow(t.Context(), `SELECT count(*) FROM bee_actions WHERE state <> 'done' AND from_whom = 'user:tester'`).Scan(&open)
+		err := b.pool.QueryRow(t.Context(), `SELECT count(*) FROM bee_every_action WHERE state <> 'done' AND from_whom = 'user:tester'`).Scan(&open)
 		return err == nil && open == 0
 	}, testtime.Bound(90*time.Second), 100*time.Millisecond, "every action done")
 
@@ -462,7 +462,7 @@ func TestBoard_ServerRestart(t *testing.T) {
 			gotBy[c.ID] = c.Who
 		}
 	}
-	rows, err := b.pool.Query(t.Context(), `SELECT seq, holder, result FROM bee_actions WHERE from_whom = 'user:tester'`)
+	rows, err := b.pool.Query(t.Context(), `SELECT seq, holder, result FROM bee_every_action WHERE from_whom = 'user:tester'`)
 	require.NoError(t, err)
 	defer rows.Close()
 	n := 0

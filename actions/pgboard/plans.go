@@ -62,7 +62,16 @@ func (t ptx) Prerequisites(seqs []int64) ([]actions.Record, error) {
 	if len(seqs) == 0 {
 		return nil, nil
 	}
-	return collect(t.tx.Query(t.ctx, `SELECT `+recordCols+` FROM bee_actions WHERE seq = ANY($1) ORDER BY seq FOR SHARE`, seqs))
+	recs, err := collect(t.tx.Query(t.ctx, `SELECT `+recordCols+` FROM bee_actions WHERE seq = ANY($1) ORDER BY seq FOR SHARE`, seqs))
+	if err != nil || len(recs) == len(seqs) {
+		return recs, err
+	}
+	// The ended ones, read after the lock as Action does: an end that
+	// committed meanwhile is seen here.
+	ended, err := collect(t.tx.Query(t.ctx, `SELECT `+endedCols+` FROM bee_ended_actions WHERE seq = ANY($1) ORDER BY seq FOR SHARE`, seqs))
+	recs = append(recs, ended...)
+	sortBySeq(recs)
+	return recs, err
 }
 
 // Dependents implements engine.PlanTx: FOR UPDATE, in seq order.
@@ -80,8 +89,7 @@ func (t ptx) Dependents(seq int64) ([]int64, error) {
 func (t ptx) OpenReady(seqs []int64) ([]actions.Record, error) {
 	recs, err := collect(t.tx.Query(t.ctx, `UPDATE bee_actions a SET state = 'open', rev = `+xid+`
 		WHERE a.seq = ANY($1) AND a.state = 'blocked'
-		AND NOT EXISTS (SELECT 1 FROM bee_prerequisites p JOIN bee_actions b ON b.seq = p.pre
-			WHERE p.seq = a.seq AND b.state <> 'done')
+		AND NOT EXISTS (SELECT 1 FROM bee_prerequisites p WHERE p.seq = a.seq AND NOT `+preDone+`)
 		RETURNING `+recordColsOf("a"), seqs))
 	sortBySeq(recs)
 	return recs, err
@@ -162,8 +170,15 @@ func (t ptx) CancelBlocked(ends []engine.BlockedEnd, by string) ([]actions.Recor
 		FROM unnest($1::bigint[], $2::text[]) AS c (seq, reason)
 		WHERE a.seq = c.seq AND a.state = 'blocked'
 		RETURNING `+recordColsOf("a"), seqs, reasons, by, t.b.now()))
+	if err != nil || len(recs) == 0 {
+		return recs, err
+	}
 	sortBySeq(recs)
-	return recs, err
+	moved := make([]int64, len(recs))
+	for i, r := range recs {
+		moved[i] = r.Seq
+	}
+	return recs, t.moveEnded(moved)
 }
 
 func sortBySeq(recs []actions.Record) {
@@ -188,7 +203,7 @@ func (s *store) PlanOf(ctx context.Context, seq int64) ([]actions.Record, []engi
 	err := s.b().read(ctx, "plan", func(ctx context.Context) error {
 		return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 			var err error
-			recs, err = collect(tx.Query(ctx, `SELECT `+recordCols+` FROM bee_actions WHERE seq IN (`+planOf+`) ORDER BY seq`, seq))
+			recs, err = collect(tx.Query(ctx, `SELECT `+everyCols+` FROM bee_every_action WHERE seq IN (`+planOf+`) ORDER BY seq`, seq))
 			if err != nil || len(recs) == 0 {
 				return err
 			}

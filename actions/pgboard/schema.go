@@ -24,6 +24,11 @@ import (
 // transaction still running, so that a change committed late with a low
 // rev is never skipped. Times are the server's.
 //
+// told_at is when the poster of an ended action heard of its end; while
+// an action is open or claimed nothing reads it, and a claim writes its
+// claim token there (a time in the 1970s, see tokenSQL), by which a claim
+// whose answer was lost is found; every end writes told_at afresh.
+//
 // bee_members: one row per identity that joined. host_key says where its
 // pid means something (see hostKey); lease_until is renewed every
 // Options.Renew while the member lives.
@@ -110,7 +115,60 @@ CREATE INDEX bee_prerequisites_pre ON bee_prerequisites (pre, seq);
 `,
 	3: reservationsMigration,
 	4: `ALTER TABLE bee_members ADD COLUMN client text NOT NULL DEFAULT '';`,
+	5: endedMigration,
 }
+
+// endedMigration is schema 5: ended actions leave the hot table. An action
+// that ends (done, failed, cancelled) moves from bee_actions to
+// bee_ended_actions in the transaction that ends it, keeping its seq and
+// rev, so that what claims and the live views walk holds only the open,
+// blocked and claimed actions, however long the board's history.
+// bee_every_action is both, for the views that read every action (Get,
+// List, Changes, plans). Seqs stay unique across the two: they are drawn
+// only by bee_actions' identity, and a move deletes the row it inserts
+// elsewhere in one transaction. The actions that ended before it are
+// moved. bee_prerequisites loses its foreign keys (an edge names an action
+// in either table); bee_actions_untold moves with the outcomes it finds.
+var endedMigration = `
+ALTER TABLE bee_prerequisites
+	DROP CONSTRAINT IF EXISTS bee_prerequisites_seq_fkey,
+	DROP CONSTRAINT IF EXISTS bee_prerequisites_pre_fkey;
+CREATE TABLE bee_ended_actions (
+	seq        bigint PRIMARY KEY,
+	to_whom    text NOT NULL DEFAULT '',
+	from_whom  text NOT NULL,
+	title      text NOT NULL,
+	body       text NOT NULL DEFAULT '',
+	state      text NOT NULL CHECK (state IN ('done', 'failed', 'cancelled')),
+	holder     text NOT NULL DEFAULT '',
+	result     text NOT NULL DEFAULT '',
+	reason     text NOT NULL DEFAULT '',
+	ended_by   text NOT NULL DEFAULT '',
+	posted_at  timestamptz NOT NULL,
+	claimed_at timestamptz,
+	ended_at   timestamptz,
+	told_at    timestamptz,
+	rev        bigint NOT NULL,
+	priority   smallint NOT NULL DEFAULT 2 CHECK (priority BETWEEN 0 AND 4),
+	repo       text NOT NULL DEFAULT '',
+	paths      text[] NOT NULL DEFAULT '{}',
+	held_by    text NOT NULL DEFAULT '',
+	CHECK (state = 'cancelled' OR holder <> '')
+);
+INSERT INTO bee_ended_actions (` + actionCols + `)
+	SELECT ` + actionCols + ` FROM bee_actions WHERE state IN ('done', 'failed', 'cancelled') ORDER BY seq;
+DELETE FROM bee_actions WHERE state IN ('done', 'failed', 'cancelled');
+DROP INDEX bee_actions_untold;
+CREATE INDEX bee_ended_actions_rev ON bee_ended_actions (rev, seq);
+CREATE INDEX bee_ended_actions_untold ON bee_ended_actions (from_whom) WHERE told_at IS NULL;
+CREATE VIEW bee_every_action AS
+	SELECT ` + actionCols + ` FROM bee_actions
+	UNION ALL
+	SELECT ` + actionCols + ` FROM bee_ended_actions;
+`
+
+// actionCols are the stored columns of an action, in both of its tables.
+const actionCols = `seq, to_whom, from_whom, title, body, state, holder, result, reason, ended_by, posted_at, claimed_at, ended_at, told_at, rev, priority, repo, paths, held_by`
 
 // schemaVersion is the version this bee writes.
 var schemaVersion = len(migrations) - 1

@@ -29,8 +29,18 @@ func recordColsOf(alias string) string {
 	return strings.Join(cols, ", ") + `,
 		ARRAY(SELECT p.pre FROM bee_prerequisites p WHERE p.seq = ` + alias + `.seq ORDER BY p.ord),
 		CASE WHEN ` + alias + `.state = 'blocked' THEN ARRAY(SELECT p.pre FROM bee_prerequisites p
-			WHERE p.seq = ` + alias + `.seq AND (SELECT b.state FROM bee_actions b WHERE b.seq = p.pre) <> 'done' ORDER BY p.ord) END`
+			WHERE p.seq = ` + alias + `.seq AND NOT ` + preDone + ` ORDER BY p.ord) END`
 }
+
+// everyCols are recordCols of a row of bee_every_action.
+var everyCols = recordColsOf("bee_every_action")
+
+// endedCols are recordCols of a row of bee_ended_actions.
+var endedCols = recordColsOf("bee_ended_actions")
+
+// preDone says that the prerequisite p.pre has ended done (see
+// endedMigration).
+const preDone = `EXISTS (SELECT 1 FROM bee_ended_actions d WHERE d.seq = p.pre AND d.state = 'done')`
 
 // xid is the id of the current transaction, as the rev it writes.
 const xid = `pg_current_xact_id()::text::bigint`

@@ -3,6 +3,7 @@ package pgboard
 import (
 	"context"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -37,31 +38,46 @@ func (s *store) Write(ctx context.Context, op string, fn func(engine.Tx) error) 
 	return s.b().write(ctx, op, func(ctx context.Context, tx pgx.Tx) error { return fn(ptx{b: s.b(), ctx: ctx, tx: tx}) })
 }
 
-// Tell implements engine.Store: the transaction has NOTIFYed already (see
-// ptx.Notify).
-func (s *store) Tell(engine.Event) {}
+// Tell implements engine.Store: the transaction has NOTIFYed those e
+// concerns already (see ptx.Notify), but for a claim (Changed), which
+// those who watch every change hear of on the change channel, coalesced
+// (see Board.tellChanged).
+func (s *store) Tell(e engine.Event) {
+	if e.Kind == engine.Changed {
+		s.b().tellChanged()
+	}
+}
 
 // Action implements engine.Store.
 func (s *store) Action(ctx context.Context, seq int64) (actions.Record, error) {
 	var rec actions.Record
 	err := s.b().read(ctx, "get "+position.ActionID(seq), func(ctx context.Context) error {
 		var err error
-		rec, err = scanRecord(s.pool.QueryRow(ctx, `SELECT `+recordCols+` FROM bee_actions WHERE seq = $1`, seq))
+		rec, err = scanRecord(s.pool.QueryRow(ctx, `SELECT `+everyCols+` FROM bee_every_action WHERE seq = $1`, seq))
 		return err
 	})
 	return rec, noRows(err)
 }
 
-// List implements engine.Store.
+// List implements engine.Store: from the hot table alone when every state
+// asked for is live, from bee_ended_actions alone when every one has
+// ended, else from both (see engine.TablesOf).
 func (s *store) List(ctx context.Context, after int64, states []actions.State, limit int) ([]pages.Row, error) {
-	query := `SELECT ` + recordCols + ` FROM bee_actions WHERE seq > $1 ORDER BY seq LIMIT $2`
+	table, cols := "bee_every_action", everyCols
+	switch engine.TablesOf(states) {
+	case engine.LiveTable:
+		table, cols = "bee_actions", recordCols
+	case engine.EndedTable:
+		table, cols = "bee_ended_actions", endedCols
+	}
+	query := `SELECT ` + cols + ` FROM ` + table + ` WHERE seq > $1 ORDER BY seq LIMIT $2`
 	args := []any{after, limit}
 	if len(states) > 0 {
 		names := make([]string, len(states))
 		for i, st := range states {
 			names[i] = string(st)
 		}
-		query = `SELECT ` + recordCols + ` FROM bee_actions WHERE seq > $1 AND state = ANY($3) ORDER BY seq LIMIT $2`
+		query = `SELECT ` + cols + ` FROM ` + table + ` WHERE seq > $1 AND state = ANY($3) ORDER BY seq LIMIT $2`
 		args = append(args, names)
 	}
 	return s.page(ctx, "list", false, query, args...)
@@ -87,7 +103,7 @@ func (s *store) page(ctx context.Context, op string, withRev bool, query string,
 func (s *store) Known(ctx context.Context, seqs []int64) ([]int64, error) {
 	var known []int64
 	err := s.b().read(ctx, "await", func(ctx context.Context) error {
-		rows, err := s.pool.Query(ctx, `SELECT seq FROM bee_actions WHERE seq = ANY($1)`, seqs)
+		rows, err := s.pool.Query(ctx, `SELECT seq FROM bee_every_action WHERE seq = ANY($1)`, seqs)
 		if err != nil {
 			return err
 		}
@@ -102,8 +118,8 @@ func (s *store) EndedAmong(ctx context.Context, seqs []int64) ([]actions.Record,
 	var recs []actions.Record
 	err := s.b().read(ctx, "await", func(ctx context.Context) error {
 		var err error
-		recs, err = collect(s.pool.Query(ctx, `SELECT `+recordCols+` FROM bee_actions WHERE seq = ANY($1)
-			AND state IN ('done', 'failed', 'cancelled') ORDER BY seq`, seqs))
+		recs, err = collect(s.pool.Query(ctx, `SELECT `+endedCols+` FROM bee_ended_actions WHERE seq = ANY($1)
+			ORDER BY seq`, seqs))
 		return err
 	})
 	return recs, err
@@ -130,7 +146,7 @@ func (s *store) Look(ctx context.Context, w engine.Want) (engine.Look, error) {
 			EXISTS (SELECT 1 FROM bee_actions a WHERE a.state = 'claimed' AND a.holder <> $1
 				AND NOT EXISTS (SELECT 1 FROM bee_members m WHERE m.identity = a.holder AND m.departed_at IS NULL)),
 			(SELECT min(`+leaseEnd("m", "$4")+`) FROM bee_members m WHERE m.departed_at IS NULL AND m.identity <> $1),
-			(SELECT coalesce(max(seq), 0) FROM bee_actions),
+			greatest((SELECT coalesce(max(seq), 0) FROM bee_actions), (SELECT coalesce(max(seq), 0) FROM bee_ended_actions)),
 			(SELECT departed_at IS NOT NULL FROM bee_members WHERE identity = $1),
 			`+nowSQL("$5"),
 			string(w.Who), w.Recipients(), w.Skip, s.b().graceMS(), s.b().now()).
@@ -157,8 +173,16 @@ func (s *store) Untold(ctx context.Context, who identity.ID) (int64, error) {
 	return seq, noRows(err)
 }
 
-// Processes implements engine.Store: the members of this machine.
+// Processes implements engine.Store: the members of this machine, read
+// at most processesFresh ago. The engine reaps before every look, which
+// on PostgreSQL was a round trip of its own before every claim; the pids
+// it judges are checked afresh each time, so a list a moment old misses
+// only a member that joined through another Board within that moment.
+// Every departure, join and reap through this Board reads it afresh.
 func (s *store) Processes(ctx context.Context) ([]engine.Process, error) {
+	if procs, ok := s.procs.get(); ok {
+		return procs, nil
+	}
 	var procs []engine.Process
 	err := s.b().read(ctx, "look for dead members", func(ctx context.Context) error {
 		rows, err := s.pool.Query(ctx, `SELECT identity, pid FROM bee_members WHERE departed_at IS NULL AND host_key = $1 AND pid > 0`, s.hostKey)
@@ -173,7 +197,42 @@ func (s *store) Processes(ctx context.Context) ([]engine.Process, error) {
 		procs = slices.DeleteFunc(procs, func(p engine.Process) bool { return !identity.IsID(string(p.ID)) })
 		return err
 	})
+	if err == nil {
+		s.procs.put(procs)
+	}
 	return procs, err
+}
+
+// processesFresh is how long Processes answers from the list it read.
+const processesFresh = 100 * time.Millisecond
+
+// A procCache is the list of this machine's members Processes read last.
+type procCache struct {
+	mu    sync.Mutex
+	at    time.Time // when it was read; zero when it must be read again
+	procs []engine.Process
+}
+
+func (c *procCache) get() ([]engine.Process, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.at.IsZero() || time.Since(c.at) >= processesFresh {
+		return nil, false
+	}
+	return slices.Clone(c.procs), true
+}
+
+func (c *procCache) put(procs []engine.Process) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at, c.procs = time.Now(), slices.Clone(procs)
+}
+
+// forget makes the next Processes read the list afresh.
+func (c *procCache) forget() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at = time.Time{}
 }
 
 // memberRows reads the member rows m where judges (its parameters after
@@ -238,6 +297,7 @@ func lifeOf(rows []memberRow) []engine.MemberLife {
 
 // Joined implements engine.Store: this Board renews m's lease.
 func (s *store) Joined(m actions.Member) {
+	s.procs.forget()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.members[m.ID] = m

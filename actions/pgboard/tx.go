@@ -78,9 +78,16 @@ func textArray(ss []string) string {
 	return b.String()
 }
 
-// Action implements engine.Tx.
+// Action implements engine.Tx: the hot table first, then, when the action
+// is not there, bee_ended_actions. In that order, an action that an end
+// committing meanwhile moves is found: the first statement waits for that
+// end and then skips the row it deleted, and the second, a later
+// snapshot, sees the row it inserted.
 func (t ptx) Action(seq int64) (actions.Record, error) {
 	rec, err := scanRecord(t.tx.QueryRow(t.ctx, `SELECT `+recordCols+` FROM bee_actions WHERE seq = $1 FOR UPDATE`, seq))
+	if errors.Is(err, pgx.ErrNoRows) {
+		rec, err = scanRecord(t.tx.QueryRow(t.ctx, `SELECT `+endedCols+` FROM bee_ended_actions WHERE seq = $1 FOR UPDATE`, seq))
+	}
 	return rec, noRows(err)
 }
 
@@ -93,7 +100,21 @@ func (t ptx) Update(seq int64, holder string, u engine.Update) (actions.Record, 
 		query += ` AND state = 'claimed' AND holder = $` + strconv.Itoa(len(args)+1)
 		args = append(args, holder)
 	}
-	return found(scanRecord(t.tx.QueryRow(t.ctx, query+` RETURNING `+recordCols, args...)))
+	rec, ok, err := found(scanRecord(t.tx.QueryRow(t.ctx, query+` RETURNING `+recordCols, args...)))
+	if ok && rec.State.Ended() {
+		err = t.moveEnded([]int64{seq})
+	}
+	return rec, ok, err
+}
+
+// moveEnded moves the actions among seqs that have ended from bee_actions
+// to bee_ended_actions, as they are (seq and rev kept), in the
+// transaction that ended them (see endedMigration): one statement.
+func (t ptx) moveEnded(seqs []int64) error {
+	_, err := t.tx.Exec(t.ctx, `WITH moved AS (
+			DELETE FROM bee_actions WHERE seq = ANY($1) AND state IN ('done', 'failed', 'cancelled') RETURNING `+actionCols+`)
+		INSERT INTO bee_ended_actions (`+actionCols+`) SELECT `+actionCols+` FROM moved`, seqs)
+	return err
 }
 
 // updateSet is the SET clause of u, at the time now (see Board.now), and
@@ -226,6 +247,7 @@ func (t ptx) ReleaseOrphans(who identity.ID) ([]string, error) {
 // departed), then its claims go back to open and the open actions
 // addressed to it exactly go to its agent name.
 func (t ptx) Depart(who identity.ID) (released, readdressed []string, err error) {
+	t.b.procs.forget()
 	_, err = t.tx.Exec(t.ctx, `INSERT INTO bee_members (identity, agent, joined_at, renewed_at, lease_until, departed_at)
 		VALUES ($1, $2, `+nowSQL("$3")+`, `+nowSQL("$3")+`, `+nowSQL("$3")+`, `+nowSQL("$3")+`)
 		ON CONFLICT (identity) DO UPDATE SET lease_until = least(bee_members.lease_until, `+nowSQL("$3")+`),
@@ -249,6 +271,7 @@ func (t ptx) Depart(who identity.ID) (released, readdressed []string, err error)
 // StillDead implements engine.Tx: under the row lock, who may have
 // departed or joined again (on another machine) meanwhile.
 func (t ptx) StillDead(who identity.ID) (bool, error) {
+	t.b.procs.forget()
 	var pid int
 	var key string
 	err := t.tx.QueryRow(t.ctx, `SELECT pid, host_key FROM bee_members WHERE identity = $1 AND departed_at IS NULL FOR UPDATE`,
@@ -261,6 +284,7 @@ func (t ptx) StillDead(who identity.ID) (bool, error) {
 
 // Join implements engine.Tx: the member lives on this machine.
 func (t ptx) Join(m actions.Member) error {
+	t.b.procs.forget()
 	now := t.b.now()
 	// Forget long-gone members, but never one that holds a claim.
 	if _, err := t.tx.Exec(t.ctx, `DELETE FROM bee_members WHERE lease_until < `+nowSQL("$3")+` - $1 * interval '1 millisecond'
@@ -285,26 +309,26 @@ func (t ptx) SetWaiter(who identity.ID, armed bool) error {
 
 // MarkTold implements engine.Tx.
 func (t ptx) MarkTold(seqs []int64) error {
-	_, err := t.tx.Exec(t.ctx, `UPDATE bee_actions SET told_at = `+nowSQL("$2")+` WHERE told_at IS NULL AND seq = ANY($1)`, seqs, t.b.now())
+	_, err := t.tx.Exec(t.ctx, `UPDATE bee_ended_actions SET told_at = `+nowSQL("$2")+` WHERE told_at IS NULL AND seq = ANY($1)`, seqs, t.b.now())
 	return err
 }
 
 // Untell implements engine.Tx.
 func (t ptx) Untell(seqs []int64) error {
-	_, err := t.tx.Exec(t.ctx, `UPDATE bee_actions SET told_at = NULL WHERE seq = ANY($1)`, seqs)
+	_, err := t.tx.Exec(t.ctx, `UPDATE bee_ended_actions SET told_at = NULL WHERE seq = ANY($1)`, seqs)
 	return err
 }
 
 // untold finds the oldest ended action whose outcome who ($1) should hear
 // and nobody has been told of: posted by who, or by a departed identity of
 // who's agent ($2 is "agent:<name>#").
-const untold = `SELECT seq FROM bee_actions WHERE told_at IS NULL AND state IN ('done', 'failed', 'cancelled')
+const untold = `SELECT seq FROM bee_ended_actions WHERE told_at IS NULL
 	AND (from_whom = $1 OR (starts_with(from_whom, $2)
 		AND from_whom IN (SELECT identity FROM bee_members WHERE departed_at IS NOT NULL)))
 	ORDER BY rev, seq LIMIT 1`
 
 // TellOutcome implements engine.Tx.
 func (t ptx) TellOutcome(who identity.ID) (actions.Record, bool, error) {
-	return found(scanRecord(t.tx.QueryRow(t.ctx, `UPDATE bee_actions SET told_at = `+nowSQL("$3")+`
-		WHERE seq = (`+untold+` FOR UPDATE SKIP LOCKED) RETURNING `+recordCols, string(who), identity.Prefix+who.Agent()+"#", t.b.now())))
+	return found(scanRecord(t.tx.QueryRow(t.ctx, `UPDATE bee_ended_actions SET told_at = `+nowSQL("$3")+`
+		WHERE seq = (`+untold+` FOR UPDATE SKIP LOCKED) RETURNING `+endedCols, string(who), identity.Prefix+who.Agent()+"#", t.b.now())))
 }

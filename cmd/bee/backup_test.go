@@ -148,7 +148,7 @@ func inspectCopy(t *testing.T, path string) (n, maxSeq int, check string) {
 	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
 	require.NoError(t, err)
 	defer db.Close()
-	require.NoError(t, db.QueryRowContext(t.Context(), `SELECT count(*), coalesce(max(seq), 0) FROM actions`).Scan(&n, &maxSeq))
+	require.NoError(t, db.QueryRowContext(t.Context(), `SELECT count(*), coalesce(max(seq), 0) FROM every_action`).Scan(&n, &maxSeq))
 	require.NoError(t, db.QueryRowContext(t.Context(), `PRAGMA integrity_check`).Scan(&check))
 	return n, maxSeq, check
 }

@@ -58,8 +58,11 @@ func rewriteTitle(t *testing.T, path string, seq int, title string) {
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
 	require.NoError(t, err)
 	defer db.Close()
-	_, err = db.ExecContext(t.Context(), `UPDATE actions SET title = ? WHERE seq = ?`, title, seq)
-	require.NoError(t, err)
+	// An ended action is in ended_actions (see actions/board's schema 6).
+	for _, table := range []string{"actions", "ended_actions"} {
+		_, err = db.ExecContext(t.Context(), `UPDATE `+table+` SET title = ? WHERE seq = ?`, title, seq)
+		require.NoError(t, err)
+	}
 }
 
 // Board text is printed escaped by every human view, and kept as posted on

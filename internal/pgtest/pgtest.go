@@ -84,6 +84,21 @@ type Options struct {
 	// Listen are extra addresses to listen on besides 127.0.0.1, and to
 	// trust (and ask PasswordRole's password) from their /24 network.
 	Listen []string
+	// Durable starts the server as users run it: fsync, synchronous_commit
+	// and full_page_writes on, so that every commit waits for its flush.
+	// Tests run without (Shared): a commit then costs no disk flush, and
+	// the suite runs several times faster. Benchmarks whose figures are
+	// published run durable (see SharedDurable).
+	Durable bool
+}
+
+// durability is the postgresql.conf lines of a durable server, or of the
+// fast test server.
+func durability(durable bool) string {
+	if durable {
+		return "fsync = on\nsynchronous_commit = on\nfull_page_writes = on\n"
+	}
+	return "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n"
 }
 
 // FindBin returns the directory of an installed PostgreSQL's initdb and
@@ -143,7 +158,7 @@ func Start(opts *Options) (_ *Cluster, err error) {
 	if c.Port, err = freePort(); err != nil {
 		return nil, fmt.Errorf("postgres cluster: %w", err)
 	}
-	if err := c.configure(); err != nil {
+	if err := c.configure(o.Durable); err != nil {
 		return nil, err
 	}
 	c.AdminURL = fmt.Sprintf("postgres://bee_admin@127.0.0.1:%d/postgres?sslmode=disable", c.Port)
@@ -191,22 +206,19 @@ func (c *Cluster) initdb() error {
 	return nil
 }
 
-// configure writes the server's settings (c.Port, its listen addresses, no
-// durability, which tests do not need) and its access rules: local roles
+// configure writes the server's settings (c.Port, its listen addresses,
+// durable or not: see Options.Durable) and its access rules: local roles
 // trusted, PasswordRole asked its password over TCP.
-func (c *Cluster) configure() error {
+func (c *Cluster) configure(durable bool) error {
 	data := filepath.Join(c.dir, "data")
 	conf := fmt.Sprintf(`
 port = %d
 listen_addresses = '%s'
 unix_socket_directories = '%s'
-fsync = off
-synchronous_commit = off
-full_page_writes = off
-max_connections = 300
+%smax_connections = 300
 shared_buffers = 32MB
 log_min_messages = warning
-`, c.Port, strings.Join(c.listen, ","), c.dir)
+`, c.Port, strings.Join(c.listen, ","), c.dir, durability(durable))
 	hba := "local all all trust\n"
 	for _, addr := range c.listen {
 		hba += fmt.Sprintf("host all %s %s scram-sha-256\n", PasswordRole, network(addr))
@@ -515,11 +527,14 @@ func (c *Cluster) empty(ctx context.Context, db string) error {
 	return c.Exec(ctx, db, emptySQL)
 }
 
-var shared struct {
+// A sharedCluster is a cluster a test binary starts once, on first use.
+type sharedCluster struct {
 	mu  sync.Mutex
 	c   *Cluster
 	err error
 }
+
+var shared, sharedDurable sharedCluster
 
 // SkipShort skips tb under -short: it needs a PostgreSQL server, which is
 // not the inner loop. Shared calls it; a test that calls Start calls it
@@ -537,24 +552,38 @@ func SkipShort(tb testing.TB) {
 // under CI=true. Under -short it skips tb (SkipShort).
 func Shared(tb testing.TB) *Cluster {
 	tb.Helper()
+	return shared.get(tb, nil)
+}
+
+// SharedDurable is Shared for a durable server (see Options.Durable):
+// $BEE_TEST_POSTGRES when set (the caller's to make durable), else a
+// durable cluster of its own, started on first use beside Shared's and
+// stopped by StopShared too.
+func SharedDurable(tb testing.TB) *Cluster {
+	tb.Helper()
+	return sharedDurable.get(tb, &Options{Durable: true})
+}
+
+func (s *sharedCluster) get(tb testing.TB, opts *Options) *Cluster {
+	tb.Helper()
 	SkipShort(tb)
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	if shared.c == nil && shared.err == nil {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.c == nil && s.err == nil {
 		if u := os.Getenv(EnvURL); u != "" {
 			if _, err := url.Parse(u); err != nil {
-				shared.err = fmt.Errorf("%s is not a URL: %w", EnvURL, err)
+				s.err = fmt.Errorf("%s is not a URL: %w", EnvURL, err)
 			} else {
-				shared.c = external(u)
+				s.c = external(u)
 			}
 		} else {
-			shared.c, shared.err = Start(nil)
+			s.c, s.err = Start(opts)
 		}
 	}
-	if shared.err != nil {
-		Unavailable(tb, shared.err)
+	if s.err != nil {
+		Unavailable(tb, s.err)
 	}
-	return shared.c
+	return s.c
 }
 
 func external(admin string) *Cluster {
@@ -566,15 +595,21 @@ func external(admin string) *Cluster {
 	return &Cluster{AdminURL: admin, Host: u.Hostname(), Port: port}
 }
 
-// StopShared stops the cluster Shared started, if any.
+// StopShared stops the clusters Shared and SharedDurable started, if any.
 func StopShared() {
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	if shared.c != nil {
-		if err := shared.c.Stop(); err != nil {
+	for _, s := range []*sharedCluster{&shared, &sharedDurable} {
+		s.stop()
+	}
+}
+
+func (s *sharedCluster) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.c != nil {
+		if err := s.c.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "pgtest: stop cluster:", err)
 		}
-		shared.c = nil
+		s.c = nil
 	}
 }
 

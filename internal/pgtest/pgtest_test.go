@@ -104,3 +104,23 @@ func TestCluster_NewDBReusedEmpty(t *testing.T) {
 		})
 	}
 }
+
+// A durable cluster flushes every commit, as users run PostgreSQL; the
+// test cluster does not.
+func TestSharedDurable(t *testing.T) {
+	if os.Getenv(EnvURL) != "" {
+		t.Skip("an external server's settings are its own")
+	}
+	settings := func(c *Cluster) []string {
+		t.Helper()
+		conn, err := pgx.Connect(t.Context(), c.URL("postgres"))
+		require.NoError(t, err)
+		defer conn.Close(t.Context())
+		var fsync, sync, fpw string
+		require.NoError(t, conn.QueryRow(t.Context(), `SELECT current_setting('fsync'), current_setting('synchronous_commit'),
+			current_setting('full_page_writes')`).Scan(&fsync, &sync, &fpw))
+		return []string{fsync, sync, fpw}
+	}
+	require.Equal(t, []string{"on", "on", "on"}, settings(SharedDurable(t)))
+	require.Equal(t, []string{"off", "off", "off"}, settings(Shared(t)))
+}

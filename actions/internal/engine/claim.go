@@ -174,6 +174,9 @@ func (c *call) look() (l Look, r claimResult, err error) {
 			return l, r, err
 		}
 	}
+	if cl, ok := e.s.(Claimer); ok {
+		return c.claimOnce(cl)
+	}
 	if l, err = e.s.Look(c.wctx, c.w); err != nil {
 		return l, r, err
 	}
@@ -192,6 +195,62 @@ func (c *call) look() (l Look, r claimResult, err error) {
 	}
 	l.Expiry = r.expiry
 	return l, r, err
+}
+
+// claimOnce is look for a Claimer: one statement looks and claims. When
+// it leaves the claim to the engine (Claimed.Slow: a reclaim first, or
+// paths to reserve), the engine's claim transaction follows, with what
+// the statement saw as its look.
+func (c *call) claimOnce(cl Claimer) (Look, claimResult, error) {
+	e := c.e
+	got, err := cl.Claim(c.wctx, c.w)
+	if u := (*ClaimUnsure)(nil); errors.As(err, &u) {
+		// The caller gets nothing: what the claim did is settled in the
+		// background (given back, if it claimed).
+		e.settleClaim(c.w.Who, u)
+		return Look{}, claimResult{}, nil
+	}
+	if err != nil {
+		return Look{}, claimResult{}, err
+	}
+	l := got.Look
+	c.head = max(c.head, l.Head)
+	if l.Departed {
+		return l, claimResult{}, actions.ErrDeparted
+	}
+	r := claimResult{rec: got.Rec, ok: got.OK, joined: got.Joined, lease: l.Lease, expiry: l.Expiry}
+	e.announce(c.w.Who, r)
+	if r.ok {
+		e.cfg.Hub.Fire(Event{Changed, wakeup.Everyone})
+		e.s.Tell(Event{Changed, wakeup.Everyone})
+	}
+	if !got.Slow {
+		return l, r, nil
+	}
+	if r, err = e.claim(c.wctx, c.w, l); err == nil && r.ok {
+		e.markHot(c.w.Who, r.lease, l.Expiry, true)
+	}
+	l.Expiry = r.expiry
+	return l, r, err
+}
+
+// settleClaim finds out, in the background, whether a Claimer's claim for
+// who whose answer was lost claimed (see settleUnsure).
+func (e *Engine) settleClaim(who identity.ID, u *ClaimUnsure) {
+	var got Claimed
+	resolve := func(ctx context.Context) (bool, error) {
+		var err error
+		got, err = u.Resolve(ctx)
+		return got.OK || got.Joined, err
+	}
+	e.settleWrite(&Unsure{Err: u.Err, Resolve: resolve}, "a claim", "it is held until its holder departs or its lease runs out", "", who,
+		func(ctx context.Context) {
+			e.announce(who, claimResult{rec: got.Rec, ok: got.OK, joined: got.Joined})
+			if got.OK {
+				e.s.Holding(who, 1)
+				_ = e.release(ctx, who, got.Rec, "its commit's answer came after the call had returned")
+			}
+		})
 }
 
 // rest sleeps after a look that claimed nothing, until wake or ended

@@ -10,9 +10,11 @@
 //
 // The engine promises, on every store:
 //
-//   - Every change to actions happens inside one Store.Write; the wake-ups
-//     it makes are Events emitted inside that transaction and fired to the
-//     local waiters (and Store.Tell) only once it has committed.
+//   - Every change to actions happens inside one Store.Write, or, for a
+//     claim on a store that is a Claimer, inside its one statement; the
+//     wake-ups it makes are Events emitted inside that transaction and
+//     fired to the local waiters (and Store.Tell) only once it has
+//     committed.
 //   - Every end of an action passes through changeTx, and every departure
 //     (Depart, the reap of a dead process, a lease run out) through
 //     departTx, inside the transaction that makes it: what must follow an

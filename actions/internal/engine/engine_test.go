@@ -265,3 +265,18 @@ func TestHub_EndsOnChange(t *testing.T) {
 	h.Fire(Event{Kind: Changed})
 	require.False(t, wakeup.Closed(every), "a claim is not an end")
 }
+
+func TestTablesOf(t *testing.T) {
+	for _, tc := range []struct {
+		states []actions.State
+		want   Tables
+	}{
+		{nil, BothTables},
+		{[]actions.State{actions.Open, actions.Blocked, actions.Claimed}, LiveTable},
+		{[]actions.State{actions.Done, actions.Failed, actions.Cancelled}, EndedTable},
+		{[]actions.State{actions.Cancelled}, EndedTable},
+		{[]actions.State{actions.Open, actions.Done}, BothTables},
+	} {
+		require.Equal(t, tc.want, TablesOf(tc.states), "%v", tc.states)
+	}
+}

@@ -39,7 +39,9 @@ type Store interface {
 	Write(ctx context.Context, op string, fn func(Tx) error) error
 	// Tell carries e to the board's other processes once the transaction
 	// that made it has committed. A store whose transactions carry their
-	// events themselves (Tx.Notify) does nothing here.
+	// events themselves (Tx.Notify) does here only what it leaves out of
+	// its commits (PostgreSQL: a claim's, on the change channel,
+	// coalesced).
 	Tell(e Event)
 
 	Reads
@@ -114,7 +116,8 @@ type Tx interface {
 	ReserveTx
 	// Notify queues e in the transaction, for a store whose transactions
 	// carry wake-ups to other processes (PostgreSQL's NOTIFY); it is sent
-	// at the commit and never on a rollback. Other stores do nothing.
+	// at the commit and never on a rollback. Other stores do nothing, and
+	// a store may leave an event out of its commit for Tell to carry.
 	Notify(e Event) error
 	// Insert adds the actions of batch, in order (so that each has a
 	// higher seq than the ones before it), with their prerequisites, and
@@ -276,6 +279,38 @@ const (
 	NotTold
 )
 
+// Tables says which of its tables a store that keeps ended actions apart
+// from the live ones reads, for a List (see TablesOf).
+type Tables int
+
+// The kinds of Tables.
+const (
+	BothTables Tables = iota
+	LiveTable         // open, blocked and claimed actions
+	EndedTable        // done, failed and cancelled actions
+)
+
+// TablesOf says which of a store's tables holds every action in one of
+// states: LiveTable when none of them has ended, EndedTable when all
+// have, BothTables otherwise (and when states is empty: every state).
+func TablesOf(states []actions.State) Tables {
+	var live, ended bool
+	for _, st := range states {
+		if st.Ended() {
+			ended = true
+		} else {
+			live = true
+		}
+	}
+	switch {
+	case live && !ended:
+		return LiveTable
+	case ended && !live:
+		return EndedTable
+	}
+	return BothTables
+}
+
 // A Process is a member as Processes returns it.
 type Process struct {
 	ID  identity.ID
@@ -288,3 +323,52 @@ type MemberLife struct {
 	Departed bool
 	Live     bool
 }
+
+// A Claimer is a store that can claim in one statement committed on its
+// own (PostgreSQL's), outside Write: Next and Notice then look and claim
+// in one round trip, and a claim's commit carries nothing but the claim
+// (no wake-up: the engine tells the claim after it, see Store.Tell). The
+// store does only the common claim there; everything that needs the
+// engine's policy inside the transaction it leaves to the engine's own
+// claim transaction (see Claimed.Slow), so that the policy stays here.
+//
+// Claim, for w, in one statement: reads w.Who's member row (departed:
+// nothing more), joins w.Who when it has none, and, unless a claim must
+// go back first (a lease ran out, or a claim has a holder that is not a
+// live member: Claimed.Reclaim) or the first action w may take carries
+// paths, claims that action for w.Who. It writes nothing when it claims
+// nothing (and joins no one): an empty claim commits no transaction.
+//
+// A claim whose answer did not come (by ctx's deadline, or Options'
+// retry bound) returns a *ClaimUnsure, which finds out later whether it
+// claimed.
+type Claimer interface {
+	Claim(ctx context.Context, w Want) (Claimed, error)
+}
+
+// Claimed is what one Claimer.Claim did and saw.
+type Claimed struct {
+	// Look is what the statement saw, on its own snapshot (Claimable: an
+	// action w may take was there; Reclaim; Departed; Head; Expiry; Now,
+	// At).
+	Look
+	Rec    actions.Record
+	OK     bool // Rec was claimed for w.Who, and committed
+	Joined bool // the statement made w.Who a member
+	// Slow: it claimed nothing, but the engine's claim transaction may:
+	// a claim must go back first (Look.Reclaim), or the first action w
+	// may take carries paths, which the claim reserves (claimPathsTx).
+	Slow bool
+}
+
+// A ClaimUnsure is the error of a Claim whose answer was lost: it may
+// have claimed, or not. Resolve finds out, once the statement can no
+// longer commit, asking until the storage answers or ctx ends; it returns
+// what the claim did (OK with the record it claimed, Joined).
+type ClaimUnsure struct {
+	Err     error
+	Resolve func(ctx context.Context) (Claimed, error)
+}
+
+func (u *ClaimUnsure) Error() string { return u.Err.Error() }
+func (u *ClaimUnsure) Unwrap() error { return u.Err }
