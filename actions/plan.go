@@ -193,7 +193,30 @@ func CheckPlan(who identity.ID, entries []PlanEntry) ([]PlanStep, error) {
 		return nil, probs.err()
 	}
 
-	index := make(map[string]int, len(entries)) // key -> first entry with it
+	index := indexKeys(entries, &probs)
+	steps := make([]PlanStep, len(entries))
+	waitsFor := make([][]int, len(entries)) // entry -> entries it names by key
+	for i, e := range entries {
+		steps[i], waitsFor[i] = checkStep(who, i, e, index, &probs)
+	}
+	order, stuck := topoOrder(waitsFor)
+	if len(stuck) > 0 {
+		addCycles(entries, waitsFor, stuck, &probs)
+	}
+	if err := probs.err(); err != nil {
+		return nil, err
+	}
+	out := make([]PlanStep, len(order))
+	for k, i := range order {
+		out[k] = steps[i]
+	}
+	return out, nil
+}
+
+// indexKeys maps each key of entries to the first entry that has it,
+// adding a problem for each bad or repeated key.
+func indexKeys(entries []PlanEntry, probs *problems) map[string]int {
+	index := make(map[string]int, len(entries))
 	for i, e := range entries {
 		if err := checkKey(e.Key); err != nil {
 			probs.add(i, e.Key, err)
@@ -207,74 +230,70 @@ func CheckPlan(who identity.ID, entries []PlanEntry) ([]PlanStep, error) {
 		}
 		index[e.Key] = i
 	}
+	return index
+}
 
-	steps := make([]PlanStep, len(entries))
-	waitsFor := make([][]int, len(entries)) // entry -> entries it names by key
-	seen := make(map[string]bool)           // an entry's after items so far
-	for i, e := range entries {
-		s := &steps[i]
-		*s = PlanStep{Key: e.Key, Index: i, To: e.To, Body: e.Body}
-		// The recipient apart, so that both it and the title are named; the
-		// poster once, for the whole plan.
-		title, err := CheckPost(who, "", e.Title, e.Body)
-		if err != nil && !errors.Is(err, ErrBadPoster) {
-			probs.add(i, e.Key, err)
-		}
-		if err := CheckRecipient(e.To); err != nil {
-			probs.add(i, e.Key, err)
-		}
-		s.Title = title
-		if s.Priority, err = CheckPriority(e.Priority); err != nil {
-			probs.add(i, e.Key, err)
-		}
-		if s.Paths, err = CheckPaths(e.Repo, e.Paths); err != nil {
-			probs.add(i, e.Key, err)
-		} else if s.Paths != nil {
-			s.Repo = e.Repo
-		}
-		clear(seen)
-		for _, a := range e.After {
-			if seen[a] {
-				continue
-			}
-			seen[a] = true
-			if j, ok := index[a]; ok {
-				s.AfterKeys = append(s.AfterKeys, a)
-				waitsFor[i] = append(waitsFor[i], j)
-				continue
-			}
-			if isActionID(a) {
-				s.AfterIDs = append(s.AfterIDs, a)
-				continue
-			}
-			probs.add(i, e.Key, unknownAfter(a, index))
-		}
-		if n := len(seen); n > MaxAfter {
-			probs.add(i, e.Key, fmt.Errorf("%d prerequisites, more than %d; wait for one step that waits for the others: %w",
-				n, MaxAfter, ErrTooManyPrerequisites))
-		}
+// checkStep checks entry i, e, of a plan whose keys index maps, as a step:
+// its fields, and its after items, each once, as keys of the plan (which
+// it returns as the entries it waits for) or action ids. It adds a
+// problem for each thing it refuses.
+func checkStep(who identity.ID, i int, e PlanEntry, index map[string]int, probs *problems) (PlanStep, []int) {
+	s := PlanStep{Key: e.Key, Index: i, To: e.To, Body: e.Body}
+	// The recipient apart, so that both it and the title are named; the
+	// poster once, for the whole plan.
+	title, err := CheckPost(who, "", e.Title, e.Body)
+	if err != nil && !errors.Is(err, ErrBadPoster) {
+		probs.add(i, e.Key, err)
 	}
+	if err := CheckRecipient(e.To); err != nil {
+		probs.add(i, e.Key, err)
+	}
+	s.Title = title
+	if s.Priority, err = CheckPriority(e.Priority); err != nil {
+		probs.add(i, e.Key, err)
+	}
+	if s.Paths, err = CheckPaths(e.Repo, e.Paths); err != nil {
+		probs.add(i, e.Key, err)
+	} else if s.Paths != nil {
+		s.Repo = e.Repo
+	}
+	var waitsFor []int
+	seen := make(map[string]bool, len(e.After))
+	for _, a := range e.After {
+		if seen[a] {
+			continue
+		}
+		seen[a] = true
+		if j, ok := index[a]; ok {
+			s.AfterKeys = append(s.AfterKeys, a)
+			waitsFor = append(waitsFor, j)
+			continue
+		}
+		if isActionID(a) {
+			s.AfterIDs = append(s.AfterIDs, a)
+			continue
+		}
+		probs.add(i, e.Key, unknownAfter(a, index))
+	}
+	if n := len(seen); n > MaxAfter {
+		probs.add(i, e.Key, fmt.Errorf("%d prerequisites, more than %d; wait for one step that waits for the others: %w",
+			n, MaxAfter, ErrTooManyPrerequisites))
+	}
+	return s, waitsFor
+}
 
-	order, stuck := topoOrder(waitsFor)
-	if len(stuck) > 0 {
-		for _, cycle := range cycles(waitsFor, stuck) {
-			keys := make([]string, 0, len(cycle)+1)
-			for _, i := range cycle {
-				keys = append(keys, fmt.Sprintf("%q", entries[i].Key))
-			}
-			keys = append(keys, keys[0])
-			probs.add(cycle[0], entries[cycle[0]].Key, fmt.Errorf("waits for itself through %s (each waits for the next); drop one of these after items: %w",
-				strings.Join(keys, " → "), ErrCycle))
+// addCycles adds a problem for every cycle among the stuck entries, naming
+// the keys on it.
+func addCycles(entries []PlanEntry, waitsFor [][]int, stuck []int, probs *problems) {
+	for _, cycle := range cycles(waitsFor, stuck) {
+		keys := make([]string, 0, len(cycle)+1)
+		for _, i := range cycle {
+			keys = append(keys, fmt.Sprintf("%q", entries[i].Key))
 		}
+		keys = append(keys, keys[0])
+		probs.add(cycle[0], entries[cycle[0]].Key, fmt.Errorf("waits for itself through %s (each waits for the next); drop one of these after items: %w",
+			strings.Join(keys, " → "), ErrCycle))
 	}
-	if err := probs.err(); err != nil {
-		return nil, err
-	}
-	out := make([]PlanStep, len(order))
-	for k, i := range order {
-		out[k] = steps[i]
-	}
-	return out, nil
 }
 
 // CheckAfter checks the prerequisites of a single post, which can only be

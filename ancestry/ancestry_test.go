@@ -252,6 +252,7 @@ func TestAgentPID_RealProcess(t *testing.T) {
 			args: []string{"/x/node_modules/@google/gemini-cli/bundle/gemini.js"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // a process of its own, in a folder of its own
 			link := filepath.Join(t.TempDir(), tc.comm)
 			require.NoError(t, os.Symlink(exe, link))
 			var stdout, stderr bytes.Buffer
@@ -292,6 +293,7 @@ func TestAgentPID_NotAgent(t *testing.T) {
 		{file: "node", comm: "node", args: []string{"/srv/mcp-proxy/index.js", "gemini"}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
+			t.Parallel() // a process of its own, in a folder of its own
 			link := filepath.Join(t.TempDir(), tc.file)
 			require.NoError(t, os.Symlink(exe, link))
 			var stdout, stderr bytes.Buffer

@@ -120,18 +120,9 @@ type Server struct {
 	closed bool
 }
 
-// New returns a Server that answers requests bearing token and retires
-// through r. It does not listen yet: call Start. opts is copied; nil means
-// defaults.
-//
-// New panics if token is empty or r is nil: both are programmer errors.
-func New(token string, r Retirer, opts *Options) *Server {
-	if token == "" {
-		panic("clearctl: New with an empty token")
-	}
-	if r == nil {
-		panic("clearctl: New with a nil Retirer")
-	}
+// withDefaults is a copy of opts (nil: the zero Options) with each unset
+// field at its default.
+func withDefaults(opts *Options) Options {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -145,6 +136,36 @@ func New(token string, r Retirer, opts *Options) *Server {
 	if o.CheckWithin <= 0 {
 		o.CheckWithin = DefaultCheckWithin
 	}
+	return o
+}
+
+// routes serves retire always, wait and check-paths when s has a Waker and
+// a PathChecker; any other path is 404, any other method 405.
+func (s *Server) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+retirePath, s.handleRetire)
+	if s.waker != nil {
+		mux.HandleFunc("POST "+waitPath, s.handleWait)
+	}
+	if s.checker != nil {
+		mux.HandleFunc("POST "+checkPathsPath, s.handleCheckPaths)
+	}
+	return mux
+}
+
+// New returns a Server that answers requests bearing token and retires
+// through r. It does not listen yet: call Start. opts is copied; nil means
+// defaults.
+//
+// New panics if token is empty or r is nil: both are programmer errors.
+func New(token string, r Retirer, opts *Options) *Server {
+	if token == "" {
+		panic("clearctl: New with an empty token")
+	}
+	if r == nil {
+		panic("clearctl: New with a nil Retirer")
+	}
+	o := withDefaults(opts)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	s := &Server{
 		tokenSum:     sha256.Sum256([]byte(token)),
@@ -158,15 +179,7 @@ func New(token string, r Retirer, opts *Options) *Server {
 		cancel:       cancel,
 		turn:         make(chan struct{}, 1),
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+retirePath, s.handleRetire)
-	if s.waker != nil {
-		mux.HandleFunc("POST "+waitPath, s.handleWait)
-	}
-	if s.checker != nil {
-		mux.HandleFunc("POST "+checkPathsPath, s.handleCheckPaths)
-	}
-	s.handler = s.guard(mux)
+	s.handler = s.guard(s.routes())
 	s.http = loopback.New(s.handler, &loopback.Options{
 		Logger:            s.logger,
 		ReadHeaderTimeout: readHeaderTimeout,

@@ -6,10 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -23,17 +21,7 @@ import (
 // part of the main conversation (side calls: no tools offered) are answered
 // with plain text and do not consume the script.
 type FakeAPI struct {
-	URL string
-
-	t      testing.TB
-	srv    *http.Server
-	ln     net.Listener
-	mu     sync.Mutex
-	steps  []Step
-	reqs   []*APIRequest
-	nextID int
-	notify chan struct{} // closed and replaced on every change
-	closed bool          // the test is over: log nothing more
+	fakeModel[APIRequest, Step]
 }
 
 // Turn is what the fake model answers: a tool call (Tool and Input set),
@@ -216,57 +204,9 @@ func blockText(raw json.RawMessage) string {
 // when the test ends.
 func NewFakeAPI(t testing.TB) *FakeAPI {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("fake API: listen: %v", err)
-	}
-	f := &FakeAPI{URL: "http://" + ln.Addr().String(), t: t, ln: ln, notify: make(chan struct{})}
-	f.srv = &http.Server{Handler: http.HandlerFunc(f.serve), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = f.srv.Serve(ln) }()
-	t.Cleanup(func() {
-		f.mu.Lock()
-		f.closed = true
-		f.mu.Unlock()
-		_ = f.srv.Close()
-	})
+	f := &FakeAPI{}
+	f.start(t, "fake API", f.serve)
 	return f
-}
-
-// Push appends steps to the script.
-func (f *FakeAPI) Push(steps ...Step) {
-	f.mu.Lock()
-	f.steps = append(f.steps, steps...)
-	f.changed()
-	f.mu.Unlock()
-}
-
-// Pending reports how many steps are left.
-func (f *FakeAPI) Pending() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.steps)
-}
-
-// WaitFor polls cond over the requests until it holds or the timeout passes;
-// it wakes on every request and answer. cond runs with the fake's lock held,
-// so it may read every field of the requests; a request it returns may be
-// read afterwards once answered (nothing changes it after that).
-func (f *FakeAPI) WaitFor(timeout time.Duration, cond func(reqs []*APIRequest) bool) bool {
-	deadline := time.After(timeout)
-	for {
-		f.mu.Lock()
-		ok := cond(f.reqs)
-		ch := f.notify
-		f.mu.Unlock()
-		if ok {
-			return true
-		}
-		select {
-		case <-ch:
-		case <-deadline:
-			return false
-		}
-	}
 }
 
 // WaitToolCall waits until the fake has answered with a call of tool (the
@@ -337,32 +277,13 @@ func (f *FakeAPI) Dump() string {
 	return b.String()
 }
 
-func (f *FakeAPI) logf(format string, args ...any) {
-	f.mu.Lock()
-	closed := f.closed
-	f.mu.Unlock()
-	if !closed {
-		f.t.Logf(format, args...)
-	}
-}
-
-// changed wakes WaitFor; f.mu must be held.
-func (f *FakeAPI) changed() {
-	close(f.notify)
-	f.notify = make(chan struct{})
-}
-
 func (f *FakeAPI) serve(w http.ResponseWriter, req *http.Request) {
 	raw, _ := io.ReadAll(req.Body)
 	r := &APIRequest{At: time.Now(), Path: req.URL.Path, SessionID: req.Header.Get("X-Claude-Code-Session-Id"), Raw: raw}
+	number := func(n int) { r.N = n }
 	if req.Method != http.MethodPost || req.URL.Path != "/v1/messages" {
-		f.mu.Lock()
-		f.nextID++
-		r.N = f.nextID
 		r.Side = true
-		f.reqs = append(f.reqs, r)
-		f.changed()
-		f.mu.Unlock()
+		f.take(r, number, true)
 		f.logf("fake API: unexpected %s %s", req.Method, req.URL)
 		http.NotFound(w, req)
 		return
@@ -373,23 +294,9 @@ func (f *FakeAPI) serve(w http.ResponseWriter, req *http.Request) {
 	// The main conversation always offers tools (Bash, Read, ToolSearch, ...);
 	// the CLI's side calls (titles, summaries, classifiers) offer none.
 	r.Side = len(r.Body.Tools) == 0
-
-	f.mu.Lock()
-	f.nextID++
-	r.N = f.nextID
-	f.reqs = append(f.reqs, r)
-	var step Step
-	if !r.Side && len(f.steps) > 0 {
-		step = f.steps[0]
-		f.steps = f.steps[1:]
-	}
-	f.changed()
-	f.mu.Unlock()
+	step, closed := f.take(r, number, r.Side)
 
 	var turn Turn
-	f.mu.Lock()
-	closed := f.closed
-	f.mu.Unlock()
 	scripted := false
 	switch {
 	case closed:
@@ -404,21 +311,20 @@ func (f *FakeAPI) serve(w http.ResponseWriter, req *http.Request) {
 		f.logf("fake API: request #%d of the main conversation has no script step left", r.N)
 	}
 
-	f.mu.Lock()
-	r.Scripted = scripted
-	if turn.Tool != "" {
-		r.ToolUseID = fmt.Sprintf("toolu_e2e_%04d", r.N)
-		for i := range turn.Also {
-			r.AlsoIDs = append(r.AlsoIDs, fmt.Sprintf("toolu_e2e_also%d_%04d", i+1, r.N))
+	f.update(func() {
+		r.Scripted = scripted
+		if turn.Tool != "" {
+			r.ToolUseID = fmt.Sprintf("toolu_e2e_%04d", r.N)
+			for i := range turn.Also {
+				r.AlsoIDs = append(r.AlsoIDs, fmt.Sprintf("toolu_e2e_also%d_%04d", i+1, r.N))
+			}
 		}
-	}
-	f.mu.Unlock()
+	})
 	f.stream(w, r, turn)
-	f.mu.Lock()
-	r.Answer = turn
-	r.Answered = time.Now()
-	f.changed()
-	f.mu.Unlock()
+	f.update(func() {
+		r.Answer = turn
+		r.Answered = time.Now()
+	})
 }
 
 // stream writes the turn as Messages API server-sent events.

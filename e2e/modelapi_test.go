@@ -6,11 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -25,16 +23,8 @@ import (
 // it: mcp__bee__bee_wait_action for Codex (its namespace and name),
 // mcp_bee_bee_wait_action for Gemini.
 type ModelAPI struct {
-	URL string
-
-	t      testing.TB
-	wire   wire
-	srv    *http.Server
-	mu     sync.Mutex
-	steps  []ModelStep
-	reqs   []*ModelRequest
-	notify chan struct{}
-	closed bool
+	fakeModel[ModelRequest, ModelStep]
+	wire wire
 }
 
 // ModelStep decides one model turn from the request it answers.
@@ -85,67 +75,9 @@ type wire interface {
 
 func newModelAPI(t testing.TB, wr wire) *ModelAPI {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("fake model API: listen: %v", err)
-	}
-	f := &ModelAPI{URL: "http://" + ln.Addr().String(), t: t, wire: wr, notify: make(chan struct{})}
-	f.srv = &http.Server{Handler: http.HandlerFunc(f.serve), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = f.srv.Serve(ln) }()
-	t.Cleanup(func() {
-		f.mu.Lock()
-		f.closed = true
-		f.mu.Unlock()
-		_ = f.srv.Close()
-	})
+	f := &ModelAPI{wire: wr}
+	f.start(t, "fake model API", f.serve)
 	return f
-}
-
-// Push appends steps to the script.
-func (f *ModelAPI) Push(steps ...ModelStep) {
-	f.mu.Lock()
-	f.steps = append(f.steps, steps...)
-	f.changed()
-	f.mu.Unlock()
-}
-
-// Pending reports how many steps are left.
-func (f *ModelAPI) Pending() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.steps)
-}
-
-// Requests returns the requests so far (answered ones do not change).
-func (f *ModelAPI) Requests() []*ModelRequest {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]*ModelRequest(nil), f.reqs...)
-}
-
-func (f *ModelAPI) changed() {
-	close(f.notify)
-	f.notify = make(chan struct{})
-}
-
-// WaitFor polls cond (run with the lock held) until it holds or timeout
-// passes, waking on every request and answer.
-func (f *ModelAPI) WaitFor(timeout time.Duration, cond func(reqs []*ModelRequest) bool) bool {
-	deadline := time.After(timeout)
-	for {
-		f.mu.Lock()
-		ok := cond(f.reqs)
-		ch := f.notify
-		f.mu.Unlock()
-		if ok {
-			return true
-		}
-		select {
-		case <-ch:
-		case <-deadline:
-			return false
-		}
-	}
 }
 
 // WaitToolCall waits until the fake has answered with the n-th call of tool.
@@ -234,23 +166,10 @@ func (f *ModelAPI) serve(w http.ResponseWriter, req *http.Request) {
 		f.logf("fake model API: bad request body: %v", err)
 	}
 	r.Side = r.Side || !main
-	f.mu.Lock()
-	r.N = len(f.reqs) + 1
-	f.reqs = append(f.reqs, r)
-	var step ModelStep
-	if !r.Side && len(f.steps) > 0 {
-		step = f.steps[0]
-		f.steps = f.steps[1:]
-	}
-	closed := f.closed
-	f.changed()
-	f.mu.Unlock()
+	step, closed := f.take(r, func(n int) { r.N = n }, r.Side)
 	if r.Side {
 		f.wire.side(w, r)
-		f.mu.Lock()
-		r.Answered = time.Now()
-		f.changed()
-		f.mu.Unlock()
+		f.update(func() { r.Answered = time.Now() })
 		return
 	}
 	var turn Turn
@@ -263,26 +182,16 @@ func (f *ModelAPI) serve(w http.ResponseWriter, req *http.Request) {
 		turn = Turn{Text: "(fake API: script exhausted)"}
 		f.logf("fake model API: request #%d of the main conversation has no script step left", r.N)
 	}
-	f.mu.Lock()
-	if turn.Tool != "" {
-		r.CallID = fmt.Sprintf("call_e2e_%04d", r.N)
-	}
-	f.mu.Unlock()
+	f.update(func() {
+		if turn.Tool != "" {
+			r.CallID = fmt.Sprintf("call_e2e_%04d", r.N)
+		}
+	})
 	f.wire.stream(w, r, turn)
-	f.mu.Lock()
-	r.Answer = turn
-	r.Answered = time.Now()
-	f.changed()
-	f.mu.Unlock()
-}
-
-func (f *ModelAPI) logf(format string, args ...any) {
-	f.mu.Lock()
-	closed := f.closed
-	f.mu.Unlock()
-	if !closed {
-		f.t.Logf(format, args...)
-	}
+	f.update(func() {
+		r.Answer = turn
+		r.Answered = time.Now()
+	})
 }
 
 // sse writes one server-sent event and flushes it.

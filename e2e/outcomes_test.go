@@ -141,25 +141,10 @@ func TestHeadlessCancelledHolderIsTold(t *testing.T) {
 func TestWakePosterHearsOutcome(t *testing.T) {
 	t.Parallel()
 	e := NewEnv(t)
-	e.AddBeeWithCLI()
-	x := e.StartWakeSession("poster", e.WriteWakeSettings())
-	e.waitArmed(1, 30*time.Second)
-
 	// A typed turn: the model posts work for agent worker and ends its turn.
 	const title, reason = "e2e: run the migration", "the database is read-only"
-	e.API.Push(
-		Call(toolPost, map[string]any{"to": "worker", "title": title, "body": "bee migrate"}),
-		Say("posted-it"),
-	)
-	x.Submit("Hand the migration to the worker.")
-	if !x.WaitScreen(30*time.Second, "posted-it") {
-		t.Fatal("the posting turn did not finish on screen")
-	}
-	rec, ok := e.FindByTitle(title)
-	if !ok {
-		t.Fatalf("the model's post is not on the board")
-	}
-	e.waitArmed(1, 30*time.Second) // its Stop waiter
+	x, rec := e.postFromIdleSession("poster", "Hand the migration to the worker.", "posted-it",
+		map[string]any{"to": "worker", "title": title, "body": "bee migrate"})
 
 	b, err := board.Open(e.Board, nil)
 	must(t, err)
@@ -188,14 +173,5 @@ func TestWakePosterHearsOutcome(t *testing.T) {
 	if !strings.Contains(text, "failed") || !strings.Contains(text, reason) {
 		t.Errorf("the woken request says %q, want the failure and its reason", text)
 	}
-	if !x.WaitScreen(30*time.Second, "heard-the-failure") {
-		t.Fatal("the woken turn did not finish on screen")
-	}
-
-	e.waitArmed(1, 30*time.Second)
-	x.Submit("/exit")
-	if !eventually(15*time.Second, x.Dead) {
-		t.Fatal("claude did not exit after /exit")
-	}
-	expectNoWaiters(t, e)
+	endAfterWokenTurn(t, e, x, "heard-the-failure")
 }

@@ -15,24 +15,9 @@ import (
 func TestWakeAskerHearsAnswer(t *testing.T) {
 	t.Parallel()
 	e := NewEnv(t)
-	e.AddBeeWithCLI()
-	x := e.StartWakeSession("asker", e.WriteWakeSettings())
-	e.waitArmed(1, 30*time.Second)
-
 	const title, answer = "e2e: may I drop the sessions table?", "Yes, drop it after the backup"
-	e.API.Push(
-		Call(toolPost, map[string]any{"to": "user:alice", "title": title, "body": "It is unused since v2; a backup exists."}),
-		Say("asked-alice"),
-	)
-	x.Submit("Ask Alice whether the sessions table can go.")
-	if !x.WaitScreen(30*time.Second, "asked-alice") {
-		t.Fatal("the asking turn did not finish on screen")
-	}
-	rec, ok := e.FindByTitle(title)
-	if !ok {
-		t.Fatal("the model's question is not on the board")
-	}
-	e.waitArmed(1, 30*time.Second) // its Stop waiter
+	x, rec := e.postFromIdleSession("asker", "Ask Alice whether the sessions table can go.", "asked-alice",
+		map[string]any{"to": "user:alice", "title": title, "body": "It is unused since v2; a backup exists."})
 	before := e.lastN()
 
 	// A while with the question waiting: nobody takes it, and the idle
@@ -76,14 +61,5 @@ func TestWakeAskerHearsAnswer(t *testing.T) {
 	if got := e.Show(rec.IDString()); got.State != "done" || got.Result != any(answer) || got.Holder != "user:alice" {
 		t.Errorf("after the answer %s is %s, held by %q, result %q; want done by user:alice with the answer", rec.IDString(), got.State, got.Holder, got.Result)
 	}
-	if !x.WaitScreen(30*time.Second, "heard-the-answer") {
-		t.Fatal("the woken turn did not finish on screen")
-	}
-
-	e.waitArmed(1, 30*time.Second)
-	x.Submit("/exit")
-	if !eventually(15*time.Second, x.Dead) {
-		t.Fatal("claude did not exit after /exit")
-	}
-	expectNoWaiters(t, e)
+	endAfterWokenTurn(t, e, x, "heard-the-answer")
 }

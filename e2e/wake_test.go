@@ -36,6 +36,44 @@ func (e *Env) WriteWakeSettings() string {
 	return path
 }
 
+// postFromIdleSession starts an interactive wake session for agent (with
+// bee and its CLI), has its model post one action in a typed turn (prompt)
+// that ends saying said, and waits until the session is idle again with its
+// Stop waiter armed. It returns the session and the posted action.
+func (e *Env) postFromIdleSession(agent, prompt, said string, post map[string]any) (*Tmux, Record) {
+	e.t.Helper()
+	e.AddBeeWithCLI()
+	x := e.StartWakeSession(agent, e.WriteWakeSettings())
+	e.waitArmed(1, 30*time.Second)
+	e.API.Push(Call(toolPost, post), Say(said))
+	x.Submit(prompt)
+	if !x.WaitScreen(30*time.Second, said) {
+		e.t.Fatalf("the posting turn did not finish on screen (%q)", said)
+	}
+	rec, ok := e.FindByTitle(post["title"].(string))
+	if !ok {
+		e.t.Fatalf("the model's post %q is not on the board", post["title"])
+	}
+	e.waitArmed(1, 30*time.Second) // its Stop waiter
+	return x, rec
+}
+
+// endAfterWokenTurn waits for the woken turn of session x to finish on
+// screen (saying said) and its Stop waiter to arm again, then ends the
+// session with /exit and requires that no waiter is left.
+func endAfterWokenTurn(t *testing.T, e *Env, x *Tmux, said string) {
+	t.Helper()
+	if !x.WaitScreen(30*time.Second, said) {
+		t.Fatalf("the woken turn did not finish on screen (%q)", said)
+	}
+	e.waitArmed(1, 30*time.Second)
+	x.Submit("/exit")
+	if !eventually(15*time.Second, x.Dead) {
+		t.Fatal("claude did not exit after /exit")
+	}
+	expectNoWaiters(t, e)
+}
+
 // StartWakeSession starts an interactive claude with bee registered and
 // the waiter configured, in a tmux server of its own named name, and waits
 // for its prompt.

@@ -9,6 +9,7 @@ import (
 )
 
 func TestOriginURL(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ name, config, want string }{
 		{"plain", "[core]\n\tbare = false\n[remote \"origin\"]\n\turl = https://example.org/o/n.git\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n", "https://example.org/o/n.git"},
 		{"none", "[core]\n\tbare = false\n", ""},
@@ -39,6 +40,7 @@ func TestOriginURL(t *testing.T) {
 }
 
 func TestOriginURL_Includes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	write := func(name, text string) {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644))
@@ -60,6 +62,7 @@ func TestOriginURL_Includes(t *testing.T) {
 }
 
 func TestOriginURL_Malformed(t *testing.T) {
+	t.Parallel()
 	for _, config := range []string{
 		"url = outside\n",
 		"[remote \"origin\"\n",

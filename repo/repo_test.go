@@ -71,6 +71,7 @@ func agreesWithGit(t *testing.T, dir string, r repo.Repo) {
 }
 
 func TestLocate_Clones(t *testing.T) {
+	t.Parallel()
 	tmp := tempDir(t)
 	src := newRepo(t, filepath.Join(tmp, "src"))
 	git(t, tmp, "clone", "-q", src, "c1")
@@ -110,6 +111,7 @@ func TestLocate_Clones(t *testing.T) {
 }
 
 func TestLocate_Worktree(t *testing.T) {
+	t.Parallel()
 	tmp := tempDir(t)
 	main := newRepo(t, filepath.Join(tmp, "main"))
 	wt := filepath.Join(tmp, "wt")
@@ -131,6 +133,7 @@ func TestLocate_Worktree(t *testing.T) {
 }
 
 func TestLocate_PlainFolder(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(tempDir(t), "plain")
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "x"), 0o755))
 	require.Equal(t, repo.Repo{Name: repo.Host() + ":" + dir, Root: dir}, locate(t, dir))
@@ -142,6 +145,7 @@ func TestLocate_PlainFolder(t *testing.T) {
 }
 
 func TestLocate_Symlinked(t *testing.T) {
+	t.Parallel()
 	tmp := tempDir(t)
 	src := newRepo(t, filepath.Join(tmp, "src"))
 	link := filepath.Join(tmp, "link")
@@ -150,6 +154,7 @@ func TestLocate_Symlinked(t *testing.T) {
 }
 
 func TestLocate_Submodule(t *testing.T) {
+	t.Parallel()
 	tmp := tempDir(t)
 	lib := newRepo(t, filepath.Join(tmp, "lib"))
 	git(t, lib, "remote", "add", "origin", "https://example.org/team/lib")
@@ -167,6 +172,7 @@ func TestLocate_Submodule(t *testing.T) {
 }
 
 func TestLocate_ConfigInclude(t *testing.T) {
+	t.Parallel()
 	tmp := tempDir(t)
 	src := newRepo(t, filepath.Join(tmp, "src"))
 	require.NoError(t, os.WriteFile(filepath.Join(src, ".git", "remote.inc"), []byte("[remote \"origin\"]\n\turl = git@example.org:team/inc.git\n"), 0o644))
@@ -176,6 +182,7 @@ func TestLocate_ConfigInclude(t *testing.T) {
 }
 
 func TestLocate_Unreadable(t *testing.T) {
+	t.Parallel()
 	// A .git file that names no git directory: Locate asks git, which
 	// refuses, and Locate says so rather than guessing.
 	dir := filepath.Join(tempDir(t), "broken")
@@ -200,6 +207,7 @@ func TestLocate_GitDirInEnvironment(t *testing.T) {
 }
 
 func TestRemoteName(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		url, want string
 		remote    bool
@@ -242,6 +250,7 @@ func TestRemoteName(t *testing.T) {
 }
 
 func TestRel(t *testing.T) {
+	t.Parallel()
 	tmp := tempDir(t)
 	root := newRepo(t, filepath.Join(tmp, "repo"))
 	r := locate(t, root)
@@ -303,6 +312,7 @@ func TestRel(t *testing.T) {
 }
 
 func TestRel_Refuses(t *testing.T) {
+	t.Parallel()
 	tmp := tempDir(t)
 	root := newRepo(t, filepath.Join(tmp, "repo"))
 	// A name the system will not look up (too long) is an error, not a
@@ -317,6 +327,7 @@ func TestRel_Refuses(t *testing.T) {
 // Resolve lands where Rel judges a write to land: through links, and as
 // written past what exists.
 func TestResolve(t *testing.T) {
+	t.Parallel()
 	tmp := tempDir(t)
 	root := newRepo(t, filepath.Join(tmp, "repo"))
 	other := newRepo(t, filepath.Join(tmp, "other"))

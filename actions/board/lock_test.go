@@ -65,8 +65,10 @@ func TestBoard_StoppedLockHolder(t *testing.T) {
 	require.Less(t, closed, testtime.Bound(time.Second), "close does not wait for the stopped holder")
 
 	// A Board that waited while the holder was stopped, and is still open,
-	// takes its turn once the holder continues.
-	b2 := openTest(t, path, &Options{BusyTimeout: 200 * time.Millisecond})
+	// takes its turn once the holder continues. Its busy timeout is a bound
+	// on how long the continued holder takes to let go (it failed at load
+	// 20 under -race as a bare 200 ms), so it stretches with the machine.
+	b2 := openTest(t, path, &Options{BusyTimeout: testtime.Bound(200 * time.Millisecond)})
 	_, err = b2.Post(t.Context(), "user:alice", actions.Draft{Title: "blocked"})
 	require.ErrorIs(t, err, ErrLocked)
 	require.NoError(t, syscall.Kill(pid, syscall.SIGCONT))

@@ -11,17 +11,35 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tractat-us/bee/actions"
+	"github.com/tractat-us/bee/internal/race"
 )
 
 func init() {
 	cases = append(cases, testCase{"KilledMidEnd", testKilledMidEnd})
 }
 
-// EnvKillTrials sets how many trials KilledMidEnd runs (default 8).
+// EnvKillTrials sets how many trials KilledMidEnd runs (default 8, and 4
+// under -race or -short).
 const EnvKillTrials = "BEE_BOARDTEST_KILLS"
 
+// killShape is how many killed trials KilledMidEnd runs by default, and
+// how large a plan each ends. The race detector slows a trial (a plan
+// posted, ended and called off) about twentyfold, and what a trial runs is
+// what the other contract cases run under it too: under -race four kills,
+// two finishes and two fails, of a plan of 250 still fall at random
+// moments of an end that touches hundreds of rows (a quarter of a second
+// and more); the full eight of 1,000 (actions.MaxPlan) run without -race
+// (go test ./actions/board/). The inner loop (-short) runs the small shape
+// too.
+func killShape() (trials, size int) {
+	if race.Enabled || testing.Short() {
+		return 4, 250
+	}
+	return 8, actions.MaxPlan
+}
+
 // A process SIGKILLed while it ends an action that 999 others wait for
-// (a plan of 1,000) leaves the board as if the end and all its effects
+// (a plan of 1,000; 250 under -race or -short, see killShape) leaves the board as if the end and all its effects
 // happened, or none did: the action done and every waiter open, or failed
 // and every waiter cancelled; or the action not ended and every waiter
 // still blocked. The kill falls at a random moment of the end, measured
@@ -30,7 +48,7 @@ const EnvKillTrials = "BEE_BOARDTEST_KILLS"
 func testKilledMidEnd(t *testing.T, open Opener) {
 	b := open(t, "", Options{})
 	ctx := t.Context()
-	trials := 8
+	trials, size := killShape()
 	if n := EnvMillis(EnvKillTrials); n > 0 {
 		trials = int(n / time.Millisecond)
 	}
@@ -40,7 +58,7 @@ func testKilledMidEnd(t *testing.T, open Opener) {
 		fail := trial%2 == 1
 		w := StartProc(t, "worker", b.Location())
 		who := strings.TrimPrefix(w.Expect("ready ", 30*time.Second), "ready ")
-		plan := make([]actions.PlanEntry, actions.MaxPlan)
+		plan := make([]actions.PlanEntry, size)
 		plan[0] = actions.PlanEntry{Key: "root", To: who, Title: fmt.Sprintf("trial %d root", trial)}
 		for i := 1; i < len(plan); i++ {
 			plan[i] = actions.PlanEntry{Key: fmt.Sprintf("w%d", i), To: "nobody", Title: fmt.Sprintf("trial %d waiter %d", trial, i),

@@ -1,6 +1,7 @@
 package pgboard
 
 import (
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -25,10 +26,27 @@ func openTest(t testing.TB, location string, opts *Options) *Board {
 }
 
 // The contract suite every board runs, on databases of a PostgreSQL server,
-// serially (see boardtest.RunParallel), and not beside this package's other
-// tests, which are parallel.
+// serially (see boardtest.RunParallel). Its cases read the server's
+// snapshot horizon, which other tests' transactions hold back, so it runs
+// on a cluster of its own, beside this package's other tests; on the
+// server $BEE_TEST_POSTGRES names it runs alone, before them.
 func TestContract(t *testing.T) {
+	pgtest.SkipShort(t)
+	var c *pgtest.Cluster
+	if os.Getenv(pgtest.EnvURL) == "" {
+		t.Parallel()
+		var err error
+		if c, err = pgtest.Start(nil); err != nil {
+			pgtest.Unavailable(t, err)
+		}
+		t.Cleanup(func() { require.NoError(t, c.Stop()) })
+	} else {
+		c = pgtest.Shared(t)
+	}
 	boardtest.Run(t, func(t *testing.T, location string, o boardtest.Options) actions.Board {
+		if location == "" {
+			location = c.URL(c.NewDB(t))
+		}
 		return openTest(t, location, &Options{Lease: o.Lease, Renew: o.Renew, SafetyPoll: o.SafetyPoll, PageSize: o.PageSize, Clock: o.Clock})
 	})
 }

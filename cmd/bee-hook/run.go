@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/mattn/go-isatty"
 
@@ -70,116 +71,152 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 // runWith is run with base configs whose bridge calls and Alive tests may
 // fake; the flags set their RunDir, ClaudePID and bounds.
 func runWith(ctx context.Context, base hooks.Config, wbase hooks.WaitConfig, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("bee-hook", flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // errors are reported on one line below
-	var (
-		claudePID   = fs.Int("claude-pid", 0, "aim at the bridge of this claude `pid` instead of the nearest claude ancestor")
-		runDir      = fs.String("run-dir", "", "the run `directory` (default $BEE_RUN_DIR, else ~/.bee/run)")
-		timeout     = fs.Duration("timeout", hooks.DefaultTimeout, "give up after this `duration`")
-		list        = fs.Bool("list", false, "list the registered bridges on stdout (claude pid, bridge pid, alive or stale, port) and exit")
-		printConfig = fs.Bool("print-config", false, "print the hooks block that installs bee-hook (this binary, by its absolute path) on stdout and exit")
-		client      = fs.String("client", "claude", "with --print-config: the `client` to print it for: claude (settings.json hooks), codex (config.toml) or gemini (settings.json)")
-		waitForWork = fs.Bool("wait-for-work", false, "be the wake-on-work waiter: wait for work for the idle session and exit 2 with one line naming it")
-		bridgeIn    = fs.Duration("bridge-within", hooks.DefaultBridgeWithin, "waiter: how long to wait for a live bridge's run file (at start, and after a /mcp reconnect)")
-		rearmAfter  = fs.Duration("rearm-after", hooks.DefaultRearmAfter, "waiter: wake the session to re-arm after this `duration`, before Claude Code's hook timeout")
-		showVersion = fs.Bool("version", false, "print the version on stdout and exit")
-		guard       = fs.Bool("guard", false, "be the edit guard, a PreToolUse hook: deny a file edit another live identity's reservation holds")
-		preCommit   = fs.Bool("pre-commit", false, "be git's pre-commit hook: refuse (exit 1) a commit that changes a path another live identity holds exclusively")
-	)
-	if err := fs.Parse(args); err != nil {
+	f := newHookFlags()
+	if err := f.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, usageText)
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
+			f.fs.SetOutput(stdout)
+			f.fs.PrintDefaults()
 			return 0
 		}
 		return usageError(stderr, "%v", err)
 	}
-	switch {
-	case fs.NArg() > 0:
-		return usageError(stderr, "unexpected argument %q", fs.Arg(0))
-	case *claudePID < 0:
-		return usageError(stderr, "--claude-pid must be a positive pid, not %d", *claudePID)
-	case *timeout <= 0:
-		return usageError(stderr, "--timeout must be positive, not %s", *timeout)
-	case *bridgeIn <= 0:
-		return usageError(stderr, "--bridge-within must be positive, not %s", *bridgeIn)
-	case *rearmAfter <= 0:
-		return usageError(stderr, "--rearm-after must be positive, not %s", *rearmAfter)
-	case countTrue(*guard, *preCommit, *waitForWork) > 1:
-		return usageError(stderr, "--guard, --pre-commit and --wait-for-work are different hooks: give one")
-	case *client != "claude" && *client != "codex" && *client != "gemini":
-		return usageError(stderr, "--client must be claude, codex or gemini, not %q", *client)
+	if err := f.check(); err != nil {
+		return usageError(stderr, "%v", err)
 	}
 
 	switch {
-	case *showVersion:
+	case f.showVersion:
 		fmt.Fprintf(stdout, "bee-hook %s\n", version.Version)
 		return 0
-	case *printConfig:
-		exe, err := os.Executable()
-		if err != nil {
-			fmt.Fprintf(stderr, "bee-hook: cannot find this binary's path (%v); printing the config with bare bee-hook, which needs bee-hook on the client's PATH\n", err)
-			exe = "bee-hook"
-		}
-		switch *client {
-		case "codex":
-			fmt.Fprint(stdout, hooks.CodexConfig(bridgeBeside(exe, stderr)))
-		case "gemini":
-			fmt.Fprint(stdout, hooks.GeminiConfig(bridgeBeside(exe, stderr), shellQuote(exe)))
-		default:
-			fmt.Fprint(stdout, hooks.ConfigFor(shellQuote(exe)))
-		}
+	case f.printConfig:
+		printConfig(f.client, stdout, stderr)
 		return 0
-	case *list:
+	case f.list:
 		alive := base.Alive
 		if alive == nil {
 			alive = liveness.Alive
 		}
-		if err := listBridges(*runDir, alive, stdout); err != nil {
+		if err := listBridges(f.runDir, alive, stdout); err != nil {
 			fmt.Fprintf(stderr, "bee-hook: %s\n", termtext.Line(err.Error()))
 		}
 		return 0
 	}
 
-	if *preCommit || *guard {
+	if f.preCommit || f.guard {
 		hc := hookConfig{
-			bridge:  hooks.Bridge{RunDir: *runDir, ClaudePID: *claudePID, Alive: base.Alive, Listener: base.Listener},
-			timeout: flagged(fs, "timeout", *timeout),
+			bridge:  hooks.Bridge{RunDir: f.runDir, ClaudePID: f.claudePID, Alive: base.Alive, Listener: base.Listener},
+			timeout: flagged(f.fs, "timeout", f.timeout),
 		}
-		if *preCommit {
+		if f.preCommit {
 			return runPreCommit(ctx, hc, stderr)
 		}
 		return runGuard(ctx, hc, stdin, stdout, stderr)
 	}
-	if f, ok := stdin.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
+	if file, ok := stdin.(*os.File); ok && isatty.IsTerminal(file.Fd()) {
 		fmt.Fprintln(stderr, `bee-hook: stdin is a terminal, not a SessionStart input; try: echo '{"source":"clear"}' | bee-hook (or bee-hook --help)`)
 		return 0
 	}
-	if *waitForWork {
-		wcfg := wbase
-		wcfg.Attended = os.Getenv(envAttended) == "1"
-		if !wcfg.Attended {
-			return 0 // claude -p, or by hand: a waiter would only block or delay
-		}
-		wcfg.RunDir = *runDir
-		wcfg.ClaudePID = *claudePID
-		wcfg.BridgeWithin = *bridgeIn
-		wcfg.RearmAfter = *rearmAfter
-		res := hooks.Wait(ctx, wcfg, stdin)
-		if res.Line != "" {
-			fmt.Fprintln(stderr, res.Line)
-		}
-		return res.Code
+	if f.waitForWork {
+		return runWaiter(ctx, wbase, f, stdin, stderr)
 	}
 	cfg := base
-	cfg.RunDir = *runDir
-	cfg.ClaudePID = *claudePID
-	cfg.Timeout = *timeout
+	cfg.RunDir = f.runDir
+	cfg.ClaudePID = f.claudePID
+	cfg.Timeout = f.timeout
 	if out := hooks.Run(ctx, cfg, stdin); out != "" {
 		fmt.Fprintln(stderr, out)
 	}
 	return 0
+}
+
+// hookFlags are bee-hook's flags, bound to fs.
+type hookFlags struct {
+	fs                                                            *flag.FlagSet
+	claudePID                                                     int
+	runDir, client                                                string
+	timeout, bridgeIn, rearmAfter                                 time.Duration
+	list, printConfig, waitForWork, showVersion, guard, preCommit bool
+}
+
+// newHookFlags defines bee-hook's flags on a new flag set that reports no
+// errors itself (runWith reports them on one line).
+func newHookFlags() *hookFlags {
+	f := &hookFlags{fs: flag.NewFlagSet("bee-hook", flag.ContinueOnError)}
+	fs := f.fs
+	fs.SetOutput(io.Discard)
+	fs.IntVar(&f.claudePID, "claude-pid", 0, "aim at the bridge of this claude `pid` instead of the nearest claude ancestor")
+	fs.StringVar(&f.runDir, "run-dir", "", "the run `directory` (default $BEE_RUN_DIR, else ~/.bee/run)")
+	fs.DurationVar(&f.timeout, "timeout", hooks.DefaultTimeout, "give up after this `duration`")
+	fs.BoolVar(&f.list, "list", false, "list the registered bridges on stdout (claude pid, bridge pid, alive or stale, port) and exit")
+	fs.BoolVar(&f.printConfig, "print-config", false, "print the hooks block that installs bee-hook (this binary, by its absolute path) on stdout and exit")
+	fs.StringVar(&f.client, "client", "claude", "with --print-config: the `client` to print it for: claude (settings.json hooks), codex (config.toml) or gemini (settings.json)")
+	fs.BoolVar(&f.waitForWork, "wait-for-work", false, "be the wake-on-work waiter: wait for work for the idle session and exit 2 with one line naming it")
+	fs.DurationVar(&f.bridgeIn, "bridge-within", hooks.DefaultBridgeWithin, "waiter: how long to wait for a live bridge's run file (at start, and after a /mcp reconnect)")
+	fs.DurationVar(&f.rearmAfter, "rearm-after", hooks.DefaultRearmAfter, "waiter: wake the session to re-arm after this `duration`, before Claude Code's hook timeout")
+	fs.BoolVar(&f.showVersion, "version", false, "print the version on stdout and exit")
+	fs.BoolVar(&f.guard, "guard", false, "be the edit guard, a PreToolUse hook: deny a file edit another live identity's reservation holds")
+	fs.BoolVar(&f.preCommit, "pre-commit", false, "be git's pre-commit hook: refuse (exit 1) a commit that changes a path another live identity holds exclusively")
+	return f
+}
+
+// check refuses parsed flags that cannot go together, saying why.
+func (f *hookFlags) check() error {
+	switch {
+	case f.fs.NArg() > 0:
+		return fmt.Errorf("unexpected argument %q", f.fs.Arg(0))
+	case f.claudePID < 0:
+		return fmt.Errorf("--claude-pid must be a positive pid, not %d", f.claudePID)
+	case f.timeout <= 0:
+		return fmt.Errorf("--timeout must be positive, not %s", f.timeout)
+	case f.bridgeIn <= 0:
+		return fmt.Errorf("--bridge-within must be positive, not %s", f.bridgeIn)
+	case f.rearmAfter <= 0:
+		return fmt.Errorf("--rearm-after must be positive, not %s", f.rearmAfter)
+	case countTrue(f.guard, f.preCommit, f.waitForWork) > 1:
+		return errors.New("--guard, --pre-commit and --wait-for-work are different hooks: give one")
+	case f.client != "claude" && f.client != "codex" && f.client != "gemini":
+		return fmt.Errorf("--client must be claude, codex or gemini, not %q", f.client)
+	}
+	return nil
+}
+
+// printConfig is --print-config: the hooks block for client that installs
+// this binary by its absolute path.
+func printConfig(client string, stdout, stderr io.Writer) {
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(stderr, "bee-hook: cannot find this binary's path (%v); printing the config with bare bee-hook, which needs bee-hook on the client's PATH\n", err)
+		exe = "bee-hook"
+	}
+	switch client {
+	case "codex":
+		fmt.Fprint(stdout, hooks.CodexConfig(bridgeBeside(exe, stderr)))
+	case "gemini":
+		fmt.Fprint(stdout, hooks.GeminiConfig(bridgeBeside(exe, stderr), shellQuote(exe)))
+	default:
+		fmt.Fprint(stdout, hooks.ConfigFor(shellQuote(exe)))
+	}
+}
+
+// runWaiter is --wait-for-work: the wake-on-work waiter, in an attended
+// session only (in claude -p, or run by hand, a waiter would only block or
+// delay).
+func runWaiter(ctx context.Context, wbase hooks.WaitConfig, f *hookFlags, stdin io.Reader, stderr io.Writer) int {
+	wcfg := wbase
+	wcfg.Attended = os.Getenv(envAttended) == "1"
+	if !wcfg.Attended {
+		return 0
+	}
+	wcfg.RunDir = f.runDir
+	wcfg.ClaudePID = f.claudePID
+	wcfg.BridgeWithin = f.bridgeIn
+	wcfg.RearmAfter = f.rearmAfter
+	res := hooks.Wait(ctx, wcfg, stdin)
+	if res.Line != "" {
+		fmt.Fprintln(stderr, res.Line)
+	}
+	return res.Code
 }
 
 // bridgeBeside is the path of the bee-mcp installed next to bee-hook exe

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -94,60 +95,86 @@ func (c *WaitCommand) Run(ctx context.Context, args []string) error {
 	}
 	defer b.Close()
 
-	out := c.env.main.Stdout
-	pending := slices.Clone(ids)
-	var ended []actions.Record
-	report := func(recs []actions.Record) {
-		for _, r := range recs {
-			pending = slices.DeleteFunc(pending, func(id string) bool { return id == r.ID })
-			ended = append(ended, r)
-			if !c.asJSON {
-				fmt.Fprintln(out, endedLine(r))
-			}
-		}
-	}
+	w := &waited{pending: slices.Clone(ids), out: c.env.main.Stdout, asJSON: c.asJSON}
 	if c.timeout.set && c.timeout.d == 0 {
 		recs, err := c.look(ctx, b, ids)
 		if err != nil {
 			return err
 		}
-		report(recs)
+		w.report(recs)
 	}
-	for len(pending) > 0 {
+	if err := c.await(ctx, b, who, deadline, w); err != nil {
+		return err
+	}
+	return c.verdict(w)
+}
+
+// waited is what bee wait has heard: the ids not ended yet, and the
+// records of those that ended, in the order they ended.
+type waited struct {
+	pending []string
+	ended   []actions.Record
+	out     io.Writer // where each end is said as it comes, unless asJSON
+	asJSON  bool
+}
+
+// report takes in recs, ended.
+func (w *waited) report(recs []actions.Record) {
+	for _, r := range recs {
+		w.pending = slices.DeleteFunc(w.pending, func(id string) bool { return id == r.ID })
+		w.ended = append(w.ended, r)
+		if !w.asJSON {
+			fmt.Fprintln(w.out, endedLine(r))
+		}
+	}
+}
+
+// await waits, a chunk at a time, until every pending action has ended or
+// deadline (if not zero) has passed.
+func (c *WaitCommand) await(ctx context.Context, b actions.Board, who actions.Poster, deadline time.Time, w *waited) error {
+	for len(w.pending) > 0 {
 		chunk := waitChunk
 		if !deadline.IsZero() {
 			chunk = min(chunk, time.Until(deadline))
 			if chunk <= 0 {
-				break
+				return nil
 			}
 		}
-		recs, err := b.Await(ctx, who, pending, chunk)
+		recs, err := b.Await(ctx, who, w.pending, chunk)
 		switch {
 		case ctx.Err() != nil:
 			return &cliError{code: exitInterrupted, err: err,
-				msg: "bee wait: interrupted; still waiting for " + strings.Join(pending, " ")}
+				msg: "bee wait: interrupted; still waiting for " + strings.Join(w.pending, " ")}
 		case errors.Is(err, actions.ErrUnknownAction):
-			return c.unknown(ctx, b, pending, err)
+			return c.unknown(ctx, b, w.pending, err)
 		case err != nil:
 			return c.env.refusal(ctx, b, "wait", "", err)
 		}
-		report(recs)
+		w.report(recs)
 	}
+	return nil
+}
+
+// verdict prints --json's array, then says how the wait ended: nil when
+// every action is done, exit 124 when some had not ended by the timeout,
+// 1 when some ended otherwise.
+func (c *WaitCommand) verdict(w *waited) error {
 	if c.asJSON {
+		ended := w.ended
 		if ended == nil {
 			ended = []actions.Record{}
 		}
-		if err := writeJSON(out, ended); err != nil {
+		if err := writeJSON(w.out, ended); err != nil {
 			return err
 		}
 	}
-	if len(pending) > 0 {
+	if len(w.pending) > 0 {
 		return &cliError{code: exitTimeout,
-			msg:  fmt.Sprintf("bee wait: --timeout %v passed; not ended yet: %s", c.timeout.d, strings.Join(pending, " ")),
+			msg:  fmt.Sprintf("bee wait: --timeout %v passed; not ended yet: %s", c.timeout.d, strings.Join(w.pending, " ")),
 			hint: "bee wait again, with a longer --timeout (or none, to wait as long as it takes)"}
 	}
 	var bad []string
-	for _, r := range ended {
+	for _, r := range w.ended {
 		if r.State != actions.Done {
 			bad = append(bad, r.ID+" "+string(r.State))
 		}

@@ -25,8 +25,11 @@ func TestTools_OutcomesThroughMCP(t *testing.T) {
 	require.NoError(t, b.Join(ctx, actions.Member{ID: worker, PID: os.Getpid()}))
 
 	job := structured[actionOut](t, call(t, cs, ToolPost, map[string]any{"title": "build it", "body": "b", "to": "worker"})).Action
-	p, err := b.Next(ctx, worker, "", time.Second)
+	// The job is on the board already: the claim's wait is a bound, not a
+	// timeout under test (it failed at load 25 as a bare second).
+	p, err := b.Next(ctx, worker, "", testtime.Bound(time.Second))
 	require.NoError(t, err)
+	require.NotEmpty(t, p.Records, "the worker's claim of %s", job.ID)
 	require.Equal(t, job.ID, p.Records[0].ID)
 
 	awaited := make(chan awaitOut, 1)
@@ -55,7 +58,7 @@ func TestTools_OutcomesThroughMCP(t *testing.T) {
 
 	// Cancel an action someone holds: its finish is refused with the reason.
 	other := structured[actionOut](t, call(t, cs, ToolPost, map[string]any{"title": "obsolete", "body": "b", "to": "worker"})).Action
-	_, err = b.Next(ctx, worker, "", time.Second)
+	_, err = b.Next(ctx, worker, "", testtime.Bound(time.Second))
 	require.NoError(t, err)
 	res := call(t, cs, ToolCancel, map[string]any{"id": other.ID, "reason": "plans changed"})
 	c := structured[actionOut](t, res)

@@ -235,39 +235,11 @@ func (d *demo) drive(ctx context.Context, posted actions.Record) error {
 		return fmt.Errorf("%w%s", err, said(&stderr))
 	}
 
-	tools, err := cs.ListTools(ctx, nil)
-	if err != nil {
-		return fail(fmt.Errorf("list the bridge's tools: %w", err))
-	}
-	var names []string
-	for _, t := range tools.Tools {
-		names = append(names, t.Name)
-	}
-	slices.Sort(names)
-	server := "bee-mcp"
-	if init := cs.InitializeResult(); init != nil && init.ServerInfo != nil {
-		server += " " + init.ServerInfo.Version
-	}
-	d.printf("   %s serves %d tools:\n", server, len(names))
-	d.indent("     ", wrap(strings.Join(names, ", "), 70))
-
-	var who struct {
-		Identity  string `json:"identity"`
-		Source    string `json:"source"`
-		ClaudePID *int   `json:"claudePid"`
-	}
-	if _, err := d.call(ctx, cs, "bee_whoami", map[string]any{}, &who); err != nil {
+	if err := d.showTools(ctx, cs); err != nil {
 		return fail(err)
 	}
-	if who.Source != "board" {
-		return fail(fmt.Errorf("the bridge serves the %q source, not the board; check BEE_SOURCE in the environment", who.Source))
-	}
-	d.printf("   bee_whoami: this session is %s on the board.\n", who.Identity)
-	if who.ClaudePID == nil {
-		d.printf("   (No Claude Code started this bridge, so /clear cannot reach it: expected here.)\n")
-	} else {
-		d.printf("   (Claude Code %d runs this demo; the demo's bridge registers in its own run\n", *who.ClaudePID)
-		d.printf("   directory, so that session's /clear still reaches its own bridge.)\n")
+	if err := d.whoami(ctx, cs); err != nil {
+		return fail(err)
 	}
 
 	d.step(3, "The agent calls bee_wait_action: it waits up to %d s for an action it may\n   take, and claims it:", waitSeconds)
@@ -282,19 +254,7 @@ func (d *demo) drive(ctx context.Context, posted actions.Record) error {
 	}
 	got := page.Records[0]
 	if got.ID != posted.ID {
-		// Never keep someone else's work: give it back before anything else.
-		_, rerr := d.call(ctx, cs, "bee_release_action", map[string]any{"id": got.ID}, nil)
-		what := "gave it back at once: it is open again, as it was"
-		if rerr != nil {
-			what = fmt.Sprintf("could not give it back (%v): it goes back to the board when the bridge ends", rerr)
-		}
-		// The demo's own action is of no use to anyone: call it off.
-		mine := fmt.Sprintf("the demo cancelled its own %s", posted.ID)
-		if _, cerr := d.bee(ctx, "cancel", posted.ID, "--reason", "the demo's bridge claimed another action first"); cerr != nil {
-			mine = fmt.Sprintf("%s stays open for %s, which nobody else uses (%v)", posted.ID, d.agent, cerr)
-		}
-		return fail(fmt.Errorf("the bridge claimed %s (%q from %s), not the demo's %s; it %s. And %s",
-			got.ID, got.Title, got.From, posted.ID, what, mine))
+		return fail(d.claimedAnother(ctx, cs, got, posted))
 	}
 	d.printf("   -> claimed %s, the action the person posted. What the agent reads:\n", got.ID)
 	d.indent("   | ", text)
@@ -314,6 +274,69 @@ func (d *demo) drive(ctx context.Context, posted actions.Record) error {
 		return fmt.Errorf("the bridge did not end cleanly: %w%s", err, said(&stderr))
 	}
 	return nil
+}
+
+// showTools prints the tools the bridge serves, by name.
+func (d *demo) showTools(ctx context.Context, cs *mcp.ClientSession) error {
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("list the bridge's tools: %w", err)
+	}
+	var names []string
+	for _, t := range tools.Tools {
+		names = append(names, t.Name)
+	}
+	slices.Sort(names)
+	server := "bee-mcp"
+	if init := cs.InitializeResult(); init != nil && init.ServerInfo != nil {
+		server += " " + init.ServerInfo.Version
+	}
+	d.printf("   %s serves %d tools:\n", server, len(names))
+	d.indent("     ", wrap(strings.Join(names, ", "), 70))
+	return nil
+}
+
+// whoami prints who the bridge says this session is, and refuses a bridge
+// that serves another source than the board.
+func (d *demo) whoami(ctx context.Context, cs *mcp.ClientSession) error {
+	var who struct {
+		Identity  string `json:"identity"`
+		Source    string `json:"source"`
+		ClaudePID *int   `json:"claudePid"`
+	}
+	if _, err := d.call(ctx, cs, "bee_whoami", map[string]any{}, &who); err != nil {
+		return err
+	}
+	if who.Source != "board" {
+		return fmt.Errorf("the bridge serves the %q source, not the board; check BEE_SOURCE in the environment", who.Source)
+	}
+	d.printf("   bee_whoami: this session is %s on the board.\n", who.Identity)
+	if who.ClaudePID == nil {
+		d.printf("   (No Claude Code started this bridge, so /clear cannot reach it: expected here.)\n")
+	} else {
+		d.printf("   (Claude Code %d runs this demo; the demo's bridge registers in its own run\n", *who.ClaudePID)
+		d.printf("   directory, so that session's /clear still reaches its own bridge.)\n")
+	}
+	return nil
+}
+
+// claimedAnother is the error when the bridge claimed got, not the demo's
+// posted action: it gives got back (never keep someone else's work) and
+// calls off the demo's own action, and says what came of both.
+func (d *demo) claimedAnother(ctx context.Context, cs *mcp.ClientSession, got, posted actions.Record) error {
+	// Never keep someone else's work: give it back before anything else.
+	_, rerr := d.call(ctx, cs, "bee_release_action", map[string]any{"id": got.ID}, nil)
+	what := "gave it back at once: it is open again, as it was"
+	if rerr != nil {
+		what = fmt.Sprintf("could not give it back (%v): it goes back to the board when the bridge ends", rerr)
+	}
+	// The demo's own action is of no use to anyone: call it off.
+	mine := fmt.Sprintf("the demo cancelled its own %s", posted.ID)
+	if _, cerr := d.bee(ctx, "cancel", posted.ID, "--reason", "the demo's bridge claimed another action first"); cerr != nil {
+		mine = fmt.Sprintf("%s stays open for %s, which nobody else uses (%v)", posted.ID, d.agent, cerr)
+	}
+	return fmt.Errorf("the bridge claimed %s (%q from %s), not the demo's %s; it %s. And %s",
+		got.ID, got.Title, got.From, posted.ID, what, mine)
 }
 
 // call calls a tool and returns what the agent reads of its answer: the

@@ -149,53 +149,17 @@ func Start(opts *Options) (_ *Cluster, err error) {
 			_ = c.Stop()
 		}
 	}()
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			return nil, fmt.Errorf("postgres cluster: running as root needs a postgres user to run the server as: %w", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		c.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-		if err := os.Chown(dir, uid, gid); err != nil {
-			return nil, fmt.Errorf("postgres cluster: %w", err)
-		}
+	if err := c.runAsPostgres(); err != nil {
+		return nil, err
 	}
-	data := filepath.Join(dir, "data")
-	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-U", "bee_admin", "-A", "trust", "-E", "UTF8", "--no-sync", "--locale=C")
-	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
-	initdb.Dir = dir
-	if out, err := initdb.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("postgres cluster: initdb: %w\n%s", err, out)
+	if err := c.initdb(); err != nil {
+		return nil, err
 	}
 	if c.Port, err = freePort(); err != nil {
 		return nil, fmt.Errorf("postgres cluster: %w", err)
 	}
-	conf := fmt.Sprintf(`
-port = %d
-listen_addresses = '%s'
-unix_socket_directories = '%s'
-%smax_connections = 300
-shared_buffers = 32MB
-log_min_messages = warning
-`, c.Port, strings.Join(c.listen, ","), dir, durability(o.Durable))
-	hba := "local all all trust\n"
-	for _, addr := range c.listen {
-		hba += fmt.Sprintf("host all %s %s scram-sha-256\n", PasswordRole, network(addr))
-	}
-	for _, addr := range c.listen {
-		hba += fmt.Sprintf("host all all %s trust\n", network(addr))
-	}
-	if err := appendFile(filepath.Join(data, "postgresql.conf"), conf); err != nil {
-		return nil, fmt.Errorf("postgres cluster: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(data, "pg_hba.conf"), []byte(hba), 0o600); err != nil {
-		return nil, fmt.Errorf("postgres cluster: %w", err)
-	}
-	if c.cred != nil {
-		if err := os.Chown(filepath.Join(data, "pg_hba.conf"), int(c.cred.Uid), int(c.cred.Gid)); err != nil {
-			return nil, fmt.Errorf("postgres cluster: %w", err)
-		}
+	if err := c.configure(o.Durable); err != nil {
+		return nil, err
 	}
 	c.AdminURL = fmt.Sprintf("postgres://bee_admin@127.0.0.1:%d/postgres?sslmode=disable", c.Port)
 	if err := c.Restart(); err != nil {
@@ -208,6 +172,72 @@ log_min_messages = warning
 		return nil, err
 	}
 	return c, nil
+}
+
+// runAsPostgres, when this process runs as root (as CI does), makes the
+// cluster's programs run as the postgres user, which PostgreSQL requires,
+// and gives that user the cluster's directory.
+func (c *Cluster) runAsPostgres() error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return fmt.Errorf("postgres cluster: running as root needs a postgres user to run the server as: %w", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	c.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	if err := os.Chown(c.dir, uid, gid); err != nil {
+		return fmt.Errorf("postgres cluster: %w", err)
+	}
+	return nil
+}
+
+// initdb makes the cluster's data directory, with bee_admin its trusted
+// superuser.
+func (c *Cluster) initdb() error {
+	cmd := exec.Command(filepath.Join(c.bin, "initdb"), "-D", filepath.Join(c.dir, "data"), "-U", "bee_admin", "-A", "trust", "-E", "UTF8", "--no-sync", "--locale=C")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
+	cmd.Dir = c.dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("postgres cluster: initdb: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// configure writes the server's settings (c.Port, its listen addresses,
+// durable or not: see Options.Durable) and its access rules: local roles
+// trusted, PasswordRole asked its password over TCP.
+func (c *Cluster) configure(durable bool) error {
+	data := filepath.Join(c.dir, "data")
+	conf := fmt.Sprintf(`
+port = %d
+listen_addresses = '%s'
+unix_socket_directories = '%s'
+%smax_connections = 300
+shared_buffers = 32MB
+log_min_messages = warning
+`, c.Port, strings.Join(c.listen, ","), c.dir, durability(durable))
+	hba := "local all all trust\n"
+	for _, addr := range c.listen {
+		hba += fmt.Sprintf("host all %s %s scram-sha-256\n", PasswordRole, network(addr))
+	}
+	for _, addr := range c.listen {
+		hba += fmt.Sprintf("host all all %s trust\n", network(addr))
+	}
+	if err := appendFile(filepath.Join(data, "postgresql.conf"), conf); err != nil {
+		return fmt.Errorf("postgres cluster: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(data, "pg_hba.conf"), []byte(hba), 0o600); err != nil {
+		return fmt.Errorf("postgres cluster: %w", err)
+	}
+	if c.cred != nil {
+		if err := os.Chown(filepath.Join(data, "pg_hba.conf"), int(c.cred.Uid), int(c.cred.Gid)); err != nil {
+			return fmt.Errorf("postgres cluster: %w", err)
+		}
+	}
+	return nil
 }
 
 // network returns the /32 of a loopback address, the /24 of any other.
