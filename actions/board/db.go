@@ -190,7 +190,7 @@ func (b *Board) checkpoint() {
 func (b *Board) begin(ctx context.Context) error {
 	q := quiet(ctx)
 	_, err := b.wconn.ExecContext(q, "BEGIN IMMEDIATE")
-	if !isBusy(err) {
+	if !isLockContention(err) {
 		return err
 	}
 	if _, err := b.wconn.ExecContext(q, "PRAGMA busy_timeout = "+strconv.FormatInt(b.opts.BusyTimeout.Milliseconds(), 10)); err != nil {
@@ -211,9 +211,21 @@ func (b *Board) begin(ctx context.Context) error {
 	return err
 }
 
-func isBusy(err error) bool {
+// isLockContention reports whether err is SQLite giving up on a lock
+// another process holds: SQLITE_BUSY, or SQLITE_PROTOCOL, which a WAL
+// reader returns after about 10 s of retries while another process holds
+// one of the WAL's shared-memory locks (a process stopped mid-checkpoint,
+// say). Both wrote nothing, and waiting and trying again mends them.
+func isLockContention(err error) bool {
 	var se *sqlite.Error
-	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_PROTOCOL:
+		return true
+	}
+	return false
 }
 
 // isDBErr reports whether err came from the database or the waits around
