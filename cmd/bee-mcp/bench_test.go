@@ -147,28 +147,47 @@ func benchBoard(b *testing.B, claude, bin string, args []string) string {
 	return board
 }
 
-func BenchmarkStartup(b *testing.B) {
+// A benchRun is one target's sub-benchmark: its binary, run as the child
+// of a stand-in claude, on a board one run of it has created.
+type benchRun struct {
+	tgt                benchTarget
+	bin, claude, board string
+}
+
+// start starts one server of the run.
+func (r benchRun) start(b *testing.B) *benchProc {
+	return startBench(b, r.claude, r.bin, r.tgt.args, r.board)
+}
+
+// forEachTarget runs f as a sub-benchmark of each target, all in one run
+// so that bee-mcp and the bare server meet the same machine.
+func forEachTarget(b *testing.B, f func(b *testing.B, r benchRun)) {
 	for _, tgt := range benchTargets {
 		bin := buildBench(b, tgt.pkg)
 		b.Run(tgt.name, func(b *testing.B) {
 			claude := standInClaude(b)
-			board := benchBoard(b, claude, bin, tgt.args)
-			var times, cpu []time.Duration
-			for b.Loop() {
-				start := time.Now()
-				p := startBench(b, claude, bin, tgt.args, board)
-				io.WriteString(p.stdin, pipelinedHandshake)
-				p.readUntilID(b, 2)
-				times = append(times, time.Since(start))
-				b.StopTimer()
-				cpu = append(cpu, cpuTime(b, p.serverPID(b)))
-				p.stop()
-				b.StartTimer()
-			}
-			b.ReportMetric(median(times), "median-ms")
-			b.ReportMetric(median(cpu), "median-cpu-ms")
+			f(b, benchRun{tgt: tgt, bin: bin, claude: claude, board: benchBoard(b, claude, bin, tgt.args)})
 		})
 	}
+}
+
+func BenchmarkStartup(b *testing.B) {
+	forEachTarget(b, func(b *testing.B, r benchRun) {
+		var times, cpu []time.Duration
+		for b.Loop() {
+			start := time.Now()
+			p := r.start(b)
+			io.WriteString(p.stdin, pipelinedHandshake)
+			p.readUntilID(b, 2)
+			times = append(times, time.Since(start))
+			b.StopTimer()
+			cpu = append(cpu, cpuTime(b, p.serverPID(b)))
+			p.stop()
+			b.StartTimer()
+		}
+		b.ReportMetric(median(times), "median-ms")
+		b.ReportMetric(median(cpu), "median-cpu-ms")
+	})
 }
 
 // median returns the median of ds in milliseconds.
@@ -229,45 +248,40 @@ const idleSiblings = 8
 //   - idle-pss-MiB: Pss, RssAnon plus its share of the shared pages: what
 //     one more bridge costs the machine.
 func BenchmarkIdleRSS(b *testing.B) {
-	for _, tgt := range benchTargets {
-		bin := buildBench(b, tgt.pkg)
-		b.Run(tgt.name, func(b *testing.B) {
-			claude := standInClaude(b)
-			board := benchBoard(b, claude, bin, tgt.args)
-			var rss, anon, pss []int
-			for b.Loop() {
-				procs := make([]*benchProc, idleSiblings)
-				for i := range procs {
-					procs[i] = startBench(b, claude, bin, tgt.args, board)
-				}
-				for _, p := range procs {
-					io.WriteString(p.stdin, pipelinedHandshake)
-					p.readUntilID(b, 2)
-					for i := range 100 {
-						fmt.Fprintf(p.stdin, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":%s}`+"\n", 100+i, tgt.call)
-						p.readUntilID(b, 100+i)
-					}
-				}
-				time.Sleep(500 * time.Millisecond) // idle
-				for _, p := range procs {
-					pid := p.serverPID(b)
-					rss = append(rss, procKiB(b, pid, "status", "VmRSS"))
-					anon = append(anon, procKiB(b, pid, "status", "RssAnon"))
-					pss = append(pss, procKiB(b, pid, "smaps_rollup", "Pss"))
-				}
-				for _, p := range procs {
-					p.stop()
+	forEachTarget(b, func(b *testing.B, r benchRun) {
+		var rss, anon, pss []int
+		for b.Loop() {
+			procs := make([]*benchProc, idleSiblings)
+			for i := range procs {
+				procs[i] = r.start(b)
+			}
+			for _, p := range procs {
+				io.WriteString(p.stdin, pipelinedHandshake)
+				p.readUntilID(b, 2)
+				for i := range 100 {
+					fmt.Fprintf(p.stdin, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":%s}`+"\n", 100+i, r.tgt.call)
+					p.readUntilID(b, 100+i)
 				}
 			}
-			for _, m := range []struct {
-				kib  []int
-				unit string
-			}{{rss, "idle-rss-MiB"}, {anon, "idle-anon-MiB"}, {pss, "idle-pss-MiB"}} {
-				sort.Ints(m.kib)
-				b.ReportMetric(float64(m.kib[len(m.kib)/2])/1024, m.unit)
+			time.Sleep(500 * time.Millisecond) // idle
+			for _, p := range procs {
+				pid := p.serverPID(b)
+				rss = append(rss, procKiB(b, pid, "status", "VmRSS"))
+				anon = append(anon, procKiB(b, pid, "status", "RssAnon"))
+				pss = append(pss, procKiB(b, pid, "smaps_rollup", "Pss"))
 			}
-		})
-	}
+			for _, p := range procs {
+				p.stop()
+			}
+		}
+		for _, m := range []struct {
+			kib  []int
+			unit string
+		}{{rss, "idle-rss-MiB"}, {anon, "idle-anon-MiB"}, {pss, "idle-pss-MiB"}} {
+			sort.Ints(m.kib)
+			b.ReportMetric(float64(m.kib[len(m.kib)/2])/1024, m.unit)
+		}
+	})
 }
 
 // extraSessions is how many servers BenchmarkExtraSessionPSS starts beside
@@ -282,34 +296,29 @@ const extraSessions = 9
 // 1.5 s after start, with no handshake: what every open session costs
 // before it is used.
 func BenchmarkExtraSessionPSS(b *testing.B) {
-	for _, tgt := range benchTargets {
-		bin := buildBench(b, tgt.pkg)
-		b.Run(tgt.name, func(b *testing.B) {
-			claude := standInClaude(b)
-			board := benchBoard(b, claude, bin, tgt.args)
-			totalPss := func(n int) int {
-				procs := make([]*benchProc, n)
-				for i := range procs {
-					procs[i] = startBench(b, claude, bin, tgt.args, board)
-				}
-				time.Sleep(1500 * time.Millisecond) // started and idle
-				sum := 0
-				for _, p := range procs {
-					sum += procKiB(b, p.serverPID(b), "smaps_rollup", "Pss")
-				}
-				for _, p := range procs {
-					p.stop()
-				}
-				return sum
+	forEachTarget(b, func(b *testing.B, r benchRun) {
+		totalPss := func(n int) int {
+			procs := make([]*benchProc, n)
+			for i := range procs {
+				procs[i] = r.start(b)
 			}
-			var per []int
-			for b.Loop() {
-				one := totalPss(1)
-				many := totalPss(1 + extraSessions)
-				per = append(per, (many-one)/extraSessions)
+			time.Sleep(1500 * time.Millisecond) // started and idle
+			sum := 0
+			for _, p := range procs {
+				sum += procKiB(b, p.serverPID(b), "smaps_rollup", "Pss")
 			}
-			slices.Sort(per)
-			b.ReportMetric(float64(per[len(per)/2])/1024, "pss-per-extra-MiB")
-		})
-	}
+			for _, p := range procs {
+				p.stop()
+			}
+			return sum
+		}
+		var per []int
+		for b.Loop() {
+			one := totalPss(1)
+			many := totalPss(1 + extraSessions)
+			per = append(per, (many-one)/extraSessions)
+		}
+		slices.Sort(per)
+		b.ReportMetric(float64(per[len(per)/2])/1024, "pss-per-extra-MiB")
+	})
 }
