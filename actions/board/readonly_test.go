@@ -2,6 +2,7 @@ package board
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -10,14 +11,52 @@ import (
 	"github.com/tractat-us/bee/actions"
 )
 
-// skipAsRoot skips a test that needs a folder its user cannot write: root
-// writes any folder whatever its mode bits say.
-func skipAsRoot(t *testing.T) {
+// envAsNobody marks a test binary that runAsNobody started.
+const envAsNobody = "BEE_TEST_AS_NOBODY"
+
+// nobody is the uid and gid runAsNobody runs a test as.
+const nobody = "65534"
+
+// runAsNobody runs the calling test as another user when it runs as root,
+// which writes any folder whatever its mode bits say, so that a folder
+// the test makes read-only is read-only: the test binary runs the test
+// again under setpriv as nobody, and runAsNobody reports true when that
+// run passed (the caller then returns). It skips, saying why, only where
+// setpriv is missing.
+func runAsNobody(t *testing.T) bool {
 	t.Helper()
-	if os.Geteuid() == 0 {
-		t.Skip("root writes any folder whatever its mode, so a read-only folder cannot be made; run the test as another user " +
-			"(go test -c, then setpriv --reuid 65534 --regid 65534 --clear-groups ./board.test -test.run ReadOnly)")
+	if os.Geteuid() != 0 {
+		return false
 	}
+	if os.Getenv(envAsNobody) != "" {
+		t.Fatal("still root under setpriv")
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("root writes any folder whatever its mode, and setpriv (util-linux) is missing to run this test as another user")
+	}
+	// A copy of the test binary, and a temp folder, that nobody may use.
+	// Not t.TempDir: its parent folder is root's alone.
+	dir, err := os.MkdirTemp("", "bee-as-nobody-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	require.NoError(t, os.Chmod(dir, 0o755))
+	self, err := os.ReadFile(os.Args[0])
+	require.NoError(t, err)
+	bin := filepath.Join(dir, "board.test")
+	require.NoError(t, os.WriteFile(bin, self, 0o755))
+	tmp := filepath.Join(dir, "tmp")
+	require.NoError(t, os.Mkdir(tmp, 0o755))
+	require.NoError(t, os.Chmod(tmp, 0o1777))
+	cmd := exec.Command(setpriv, "--reuid", nobody, "--regid", nobody, "--clear-groups",
+		bin, "-test.run", "^"+t.Name()+"$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), envAsNobody+"=1", "TMPDIR="+tmp, "HOME="+tmp)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s as uid %s:\n%s", t.Name(), nobody, out)
+	require.Contains(t, string(out), "--- PASS: "+t.Name()+" ", "%s as uid %s did not pass:\n%s", t.Name(), nobody, out)
+	require.NotContains(t, string(out), "--- SKIP", "%s as uid %s skipped:\n%s", t.Name(), nobody, out)
+	t.Logf("as uid %s:\n%s", nobody, out)
+	return true
 }
 
 // readOnlyDir makes dir read-only until the test ends.
@@ -56,8 +95,10 @@ func requireReadOnlyRefusal(t *testing.T, err error, dir string) {
 // ("open write lock: permission denied", or SQLite's "attempt to write a
 // readonly database" when the lock file existed).
 func TestOpen_ReadOnlyFolder(t *testing.T) {
-	skipAsRoot(t)
 	t.Parallel()
+	if runAsNobody(t) {
+		return
+	}
 	alice := mint(t, "alice")
 
 	t.Run("nothing has it open", func(t *testing.T) {
@@ -164,8 +205,10 @@ func TestOpen_ReadOnlyFolder(t *testing.T) {
 // A board file its user cannot write, in a folder it can, opens read-only
 // too, and the refusal names the file.
 func TestOpen_ReadOnlyFile(t *testing.T) {
-	skipAsRoot(t)
 	t.Parallel()
+	if runAsNobody(t) {
+		return
+	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "board.db")
 	w, err := Open(path, nil)
