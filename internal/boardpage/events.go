@@ -103,6 +103,10 @@ func (s *Server) watch() {
 				continue
 			}
 			cursor, haveCursor = c, true
+			// A change made before this head (a post while the watcher
+			// started, or while the board failed) has no record after
+			// it: a page open since then must look again.
+			s.hub.bump()
 		}
 		page, err := s.board.Changes(ctx, cursor, s.memberEvery)
 		switch {

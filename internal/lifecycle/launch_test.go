@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"bufio"
 	"os"
 	"os/exec"
 	"testing"
@@ -41,11 +42,16 @@ func TestSibling(t *testing.T) {
 		tc.cmd.Env = append(tc.cmd.Env, runAsEnv+"=wait-for-stdin")
 		stdin, err := tc.cmd.StdinPipe()
 		require.NoError(t, err)
+		stdout, err := tc.cmd.StdoutPipe()
+		require.NoError(t, err)
 		require.NoError(t, tc.cmd.Start())
-		sib, _, err := sibling(tc.cmd.Process.Pid)
+		line, err := bufio.NewReader(stdout).ReadString('\n')
+		require.NoError(t, err)
+		require.Equal(t, "ready\n", line)
+		sib, diff, err := sibling(tc.cmd.Process.Pid)
 		stdin.Close()
 		require.NoError(t, tc.cmd.Wait())
 		require.NoError(t, err)
-		require.Equal(t, tc.want, sib)
+		require.Equal(t, tc.want, sib, "differences: %s", diff)
 	}
 }

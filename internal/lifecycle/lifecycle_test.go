@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -28,6 +29,9 @@ import (
 
 func TestMain(m *testing.M) {
 	if os.Getenv(runAsEnv) == "wait-for-stdin" {
+		// Say so once running: until then (under -race the runtime may
+		// exec itself again) /proc shows no command line.
+		fmt.Println("ready")
 		io.Copy(io.Discard, os.Stdin)
 		os.Exit(0)
 	}
