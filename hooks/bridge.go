@@ -33,6 +33,20 @@ type Bridge struct {
 	Listener func(pid, port int) error
 }
 
+// withDefaults is b with each nil func at its documented default.
+func (b Bridge) withDefaults() Bridge {
+	if b.FindClaude == nil {
+		b.FindClaude = FindClaude
+	}
+	if b.Alive == nil {
+		b.Alive = liveness.Alive
+	}
+	if b.Listener == nil {
+		b.Listener = sockowner.Check
+	}
+	return b
+}
+
 // Reasons why no bridge is found, wrapped with the detail by find. Both
 // mean no bee session: the caller is a person, or an agent session that
 // runs without bee (or whose bridge is gone).
@@ -50,15 +64,7 @@ var (
 // the run file unreadable, the port another process's). It removes
 // nothing: a guard runs on every edit and must stay a reader.
 func (b Bridge) find(ctx context.Context) (runfile.Entry, error) {
-	if b.FindClaude == nil {
-		b.FindClaude = FindClaude
-	}
-	if b.Alive == nil {
-		b.Alive = liveness.Alive
-	}
-	if b.Listener == nil {
-		b.Listener = sockowner.Check
-	}
+	b = b.withDefaults()
 	dir, err := runfile.Dir(b.RunDir)
 	if err != nil {
 		return runfile.Entry{}, err

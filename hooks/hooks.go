@@ -47,8 +47,6 @@ import (
 
 	"github.com/tractat-us/bee/ancestry"
 	"github.com/tractat-us/bee/clearctl/wire"
-	"github.com/tractat-us/bee/internal/liveness"
-	"github.com/tractat-us/bee/internal/sockowner"
 	"github.com/tractat-us/bee/internal/textcut"
 	"github.com/tractat-us/bee/runfile"
 )
@@ -158,15 +156,10 @@ type Input struct {
 
 // Config configures Run. The zero Config is what bee-hook uses in real life.
 type Config struct {
-	// RunDir is the run directory. "" means runfile.DefaultDir().
-	RunDir string
-	// ClaudePID is the Claude process whose bridge to retire. 0 means the
-	// one FindClaude finds.
-	ClaudePID int
-	// FindClaude finds the Claude process when ClaudePID is 0. nil means
-	// FindClaude: the nearest claude ancestor, else $CLAUDE_PID when that
-	// is an ancestor.
-	FindClaude func(ctx context.Context) (pid int, found bool, err error)
+	// Bridge says where the bridge to retire is: its zero value finds the
+	// nearest claude ancestor (else $CLAUDE_PID when that is an ancestor)
+	// and its run file in runfile.DefaultDir().
+	Bridge
 	// Timeout bounds the whole Run, reading the input included. 0 means
 	// DefaultTimeout.
 	Timeout time.Duration
@@ -174,14 +167,6 @@ type Config struct {
 	MaxInput int64
 	// Retire asks the bridge to retire. nil means wire.Retire.
 	Retire func(ctx context.Context, port int, token string, req wire.RetireRequest) (wire.RetireResponse, error)
-	// Alive reports whether the bridge process pid is alive. nil means
-	// liveness.Alive: a signal 0 check, where EPERM (alive, but someone
-	// else's) counts as alive.
-	Alive func(pid int) bool
-	// Listener checks that the bridge process pid is the one listening on
-	// port before the token is sent there. nil means sockowner.Check; its
-	// errors.ErrUnsupported (off Linux) lets the retire go ahead.
-	Listener func(pid, port int) error
 }
 
 // Run handles one SessionStart input read from stdin and returns the single
@@ -211,15 +196,7 @@ func Run(ctx context.Context, cfg Config, stdin io.Reader) (outcome string) {
 	if cfg.Retire == nil {
 		cfg.Retire = wire.Retire
 	}
-	if cfg.Alive == nil {
-		cfg.Alive = liveness.Alive
-	}
-	if cfg.FindClaude == nil {
-		cfg.FindClaude = FindClaude
-	}
-	if cfg.Listener == nil {
-		cfg.Listener = sockowner.Check
-	}
+	cfg.Bridge = cfg.Bridge.withDefaults()
 	outcome = bounded(ctx, cfg.Timeout,
 		func(ctx context.Context) string { return handle(ctx, cfg, stdin) },
 		func(cause error) string {

@@ -55,22 +55,24 @@ func newFixture(t *testing.T) *fixture {
 // retire and whose bridge is alive when alive says so.
 func (f *fixture) config(alive bool, retire func(req clearctl.RetireRequest) (clearctl.RetireResponse, error)) Config {
 	return Config{
-		RunDir:    f.dir,
-		ClaudePID: testClaudePID,
-		Timeout:   testtime.Bound(5 * time.Second),
+		Bridge: Bridge{
+			RunDir:    f.dir,
+			ClaudePID: testClaudePID,
+			Alive: func(pid int) bool {
+				f.mu.Lock()
+				f.alives = append(f.alives, pid)
+				f.mu.Unlock()
+				return alive
+			},
+			Listener: func(int, int) error { return nil },
+		},
+		Timeout: testtime.Bound(5 * time.Second),
 		Retire: func(_ context.Context, port int, token string, req clearctl.RetireRequest) (clearctl.RetireResponse, error) {
 			f.mu.Lock()
 			f.retires = append(f.retires, retireCall{port, token, req})
 			f.mu.Unlock()
 			return retire(req)
 		},
-		Alive: func(pid int) bool {
-			f.mu.Lock()
-			f.alives = append(f.alives, pid)
-			f.mu.Unlock()
-			return alive
-		},
-		Listener: func(int, int) error { return nil },
 	}
 }
 

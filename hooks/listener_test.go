@@ -39,7 +39,7 @@ func TestRun_PortHeldByAnotherProcess(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, runfile.Write(dir, testClaudePID, runfile.Entry{Port: port, Token: tok, PID: bridge.Process.Pid}))
 
-	out := Run(t.Context(), Config{RunDir: dir, ClaudePID: testClaudePID, Timeout: testtime.Bound(5 * time.Second)},
+	out := Run(t.Context(), Config{Bridge: Bridge{RunDir: dir, ClaudePID: testClaudePID}, Timeout: testtime.Bound(5 * time.Second)},
 		strings.NewReader(`{"session_id":"s","source":"clear"}`))
 	require.Contains(t, out, "not sending the token to port "+strconv.Itoa(port))
 	require.Contains(t, out, "not pid "+strconv.Itoa(bridge.Process.Pid)+"'s")

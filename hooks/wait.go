@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/tractat-us/bee/clearctl/wire"
-	"github.com/tractat-us/bee/internal/liveness"
-	"github.com/tractat-us/bee/internal/sockowner"
 	"github.com/tractat-us/bee/runfile"
 )
 
@@ -57,14 +55,8 @@ type WaitConfig struct {
 	// (CLAUDE_CODE_SESSION_ATTENDED=1). false: Wait returns at once without
 	// waking, since in `claude -p` a waiter would block or delay the run.
 	Attended bool
-	// RunDir is the run directory; "" means runfile.DefaultDir().
-	RunDir string
-	// ClaudePID is the Claude process whose bridge to wait on. 0 means the
-	// one FindClaude finds.
-	ClaudePID int
-	// FindClaude finds the Claude process when ClaudePID is 0. nil means
-	// the package's FindClaude, as the /clear hook uses.
-	FindClaude func(ctx context.Context) (pid int, found bool, err error)
+	// Bridge says where the bridge to wait on is, as for the /clear hook.
+	Bridge
 	// BridgeWithin bounds each wait for a live bridge's run file; 0 means
 	// DefaultBridgeWithin.
 	BridgeWithin time.Duration
@@ -78,12 +70,6 @@ type WaitConfig struct {
 	PID int
 	// WaitForWork long-polls a bridge; nil means wire.WaitForWork.
 	WaitForWork func(ctx context.Context, port int, token string, req wire.WaitRequest) (wire.WaitResponse, error)
-	// Alive reports whether a process is alive; nil means liveness.Alive.
-	Alive func(pid int) bool
-	// Listener checks that the bridge process pid is the one listening on
-	// port before the token is sent there; nil means sockowner.Check. Its
-	// errors.ErrUnsupported (not Linux) lets the call go ahead.
-	Listener func(pid, port int) error
 }
 
 // A WaitResult is how the waiter ends: Code ExitWake with the wake line in
@@ -126,15 +112,7 @@ func Wait(ctx context.Context, cfg WaitConfig, stdin io.Reader) (res WaitResult)
 	if cfg.WaitForWork == nil {
 		cfg.WaitForWork = wire.WaitForWork
 	}
-	if cfg.Alive == nil {
-		cfg.Alive = liveness.Alive
-	}
-	if cfg.FindClaude == nil {
-		cfg.FindClaude = FindClaude
-	}
-	if cfg.Listener == nil {
-		cfg.Listener = sockowner.Check
-	}
+	cfg.Bridge = cfg.Bridge.withDefaults()
 	defer func() {
 		if r := recover(); r != nil {
 			res = WaitResult{Line: fmt.Sprintf("bee-hook: internal error: %v", r)}

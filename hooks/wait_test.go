@@ -62,13 +62,15 @@ func holds(ctx context.Context) (clearctl.WaitResponse, error) {
 
 func (w *waitFixture) config() WaitConfig {
 	return WaitConfig{
-		Attended:     true,
-		RunDir:       w.f.dir,
-		ClaudePID:    testClaudePID,
+		Attended: true,
+		Bridge: Bridge{
+			RunDir:    w.f.dir,
+			ClaudePID: testClaudePID,
+			Alive:     func(int) bool { return true },
+			Listener:  func(int, int) error { return nil },
+		},
 		BridgeWithin: 300 * time.Millisecond,
 		PID:          777,
-		Alive:        func(int) bool { return true },
-		Listener:     func(int, int) error { return nil },
 		WaitForWork: func(ctx context.Context, port int, token string, req clearctl.WaitRequest) (clearctl.WaitResponse, error) {
 			w.mu.Lock()
 			w.reqs = append(w.reqs, req)

@@ -110,8 +110,10 @@ func (f *fixture) base() hooks.Config {
 			}
 			return clearctl.RetireResponse{Retired: "agent:x#aaaaaaaa", Current: "agent:x#bbbbbbbb " + req.SessionID}, nil
 		},
-		Alive:    func(int) bool { return true },
-		Listener: func(int, int) error { return nil },
+		Bridge: hooks.Bridge{
+			Alive:    func(int) bool { return true },
+			Listener: func(int, int) error { return nil },
+		},
 	}
 }
 
