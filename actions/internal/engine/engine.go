@@ -126,13 +126,15 @@ type Engine struct {
 	cfg Config
 	log *slog.Logger
 
+	procs *procWatch // the members' processes, for reap
+
 	mu  sync.Mutex          // guards hot
 	hot map[identity.ID]hot // identities that claimed a moment ago
 }
 
 // New returns the engine of s.
 func New(cfg Config, s Store) *Engine {
-	return &Engine{s: s, cfg: cfg, log: cfg.Log, hot: make(map[identity.ID]hot)}
+	return &Engine{s: s, cfg: cfg, log: cfg.Log, procs: newProcWatch(cfg.Life), hot: make(map[identity.ID]hot)}
 }
 
 // Name implements actions.Source.

@@ -9,7 +9,6 @@ import (
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/internal/wakeup"
 	"github.com/tractat-us/bee/identity"
-	"github.com/tractat-us/bee/internal/liveness"
 	"github.com/tractat-us/bee/internal/logkey"
 )
 
@@ -89,10 +88,14 @@ func (e *Engine) reap(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	pids := make([]int, len(procs))
+	for i, p := range procs {
+		pids[i] = p.PID
+	}
 	var dead []identity.ID
-	for _, p := range procs {
-		if !liveness.Alive(p.PID) {
-			dead = append(dead, p.ID)
+	for i, live := range e.procs.alive(pids) {
+		if !live {
+			dead = append(dead, procs[i].ID)
 		}
 	}
 	if len(dead) == 0 {
