@@ -371,8 +371,8 @@ func newBoard(abs string, o Options, set engine.Settings) *Board {
 	}
 	b.ctx = b.life.Context()
 	b.hub = engine.NewHub(func(e engine.Event) {
-		if e.Kind == engine.Changed && b.notify != nil {
-			b.notify.watch()
+		if b.notify != nil {
+			b.notify.hear(e)
 		}
 	}, false)
 	b.engineCore = engine.New(engine.Config{Settings: set, Log: b.log, Life: b.life, Hub: b.hub,
