@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -103,7 +104,8 @@ type notifier struct {
 	mu      sync.Mutex      // guards folders
 	folders map[string]bool // the folders a waiter asked for: watched now?
 
-	hub *engine.Hub // the local waiters
+	hub   *engine.Hub  // the local waiters
+	heard atomic.Int64 // events the watcher received, for tests
 }
 
 // newNotifier watches the notify directory dir, making it (and the
@@ -201,6 +203,7 @@ func (n *notifier) run() {
 			if !ok {
 				return
 			}
+			n.heard.Add(1)
 			n.event(ev)
 		case err, ok := <-n.w.Errors:
 			if !ok {
