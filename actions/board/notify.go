@@ -164,9 +164,10 @@ func (n *notifier) hear(e engine.Event) {
 }
 
 // want watches the folder name from now on, making it when missing. It
-// returns once the watch is in place (or cannot be: then once the folder
-// appears), so that a waiter that asks before it looks at the database
-// misses no touch.
+// returns once the watch is in place, so that a waiter that asks before
+// it looks at the database misses no touch. A folder that cannot be made
+// (a read-only board's that no writer has made yet) is watched once it
+// appears, and its waiters woken then (see folderEvent).
 func (n *notifier) want(name string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -283,7 +284,8 @@ func (n *notifier) folderEvent(folder string, ev fsnotify.Event) {
 		n.hub.Fire(engine.Event{Kind: engine.Ended, Key: key})
 		return
 	}
-	// "every": those waiting for every change or end.
+	// "every": those waiting for every change or end, whom an event for
+	// people wakes (no agent's waiter waits for people's events).
 	n.hub.Fire(engine.Event{Kind: engine.Claimable, Key: wakeup.People})
 	n.hub.Fire(engine.Event{Kind: engine.Ended, Key: wakeup.People})
 }
