@@ -27,13 +27,7 @@ var staying = map[string]string{
 	"actions/boardtest/archive.go:testEndedEveryView":  "test code in a non-test file (the contract suite), merged from the archive branch this round: one ended action followed through every view; left to its author",
 	"actions/boardtest/people.go:testPeopleAnswered":   "test code in a non-test file (the contract suite): one person's answer followed through every call that shows it",
 	"actions/pathglob/pathglob.go:Parse":               "one pass over a pattern's segments, refusing each bad form with its reason; not split this round",
-	"cmd/bee/list.go:ListCommand.Run":                  "flag checks, then one board call and one print per output form; not split this round",
-	"cmd/bee/post.go:PostCommand.Run":                  "flag checks, then one board call and one print per output form; not split this round",
-	"cmd/bee/show.go:ShowCommand.Run":                  "flag checks, then one board call and one print per output form; not split this round",
 	"internal/boardpage/view.go:pageView.fill":         "one pass sorting records and members into the page's sections and counts; not split this round",
-	"hooks/wait.go:wait":                               "the waiter's input checks, then its one wait; not split this round",
-	"actions/board/lock.go:writeLock.acquire":          "the file board's lock, which another helper (harden) rewrites this round; left to that change",
-	"actions/board/schema.go:checkHeader":              "the file board's schema, which another helper (archive) changes this round; left to that change",
 }
 
 // Every function outside tests is at most limit lines, or stays with a
