@@ -365,7 +365,11 @@ func (b *Board) migrate() error {
 	// Reads wait for a lock at most the busy timeout (SQLite's own); the
 	// write bounds itself.
 	ctx := b.ctx
-	v, tables, err := b.readVersion(ctx, b.wconn)
+	var v, tables int
+	err := b.patiently(ctx, func() (err error) {
+		v, tables, err = b.readVersion(ctx, b.wconn)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -405,10 +409,17 @@ func (b *Board) migrate() error {
 			return err
 		}
 	}
-	if err := b.checkSchema(); err != nil {
-		return err
-	}
-	err = b.wconn.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'board_id'`).Scan(&b.id)
+	return b.patiently(ctx, func() error {
+		if err := b.checkSchema(); err != nil {
+			return err
+		}
+		return b.readID(ctx)
+	})
+}
+
+// readID reads the board's id.
+func (b *Board) readID(ctx context.Context) error {
+	err := b.wconn.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'board_id'`).Scan(&b.id)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return corruptErr(b.path, "it has no board id", nil)
