@@ -183,8 +183,9 @@ func (n *notifier) want(name string) {
 func (n *notifier) addFolder(name string) bool {
 	path := filepath.Join(n.dir, name)
 	if !n.readOnly {
+		// A folder that cannot be made shows as one that cannot be watched.
 		if err := os.Mkdir(path, 0o700); errors.Is(err, os.ErrNotExist) {
-			err = os.MkdirAll(path, 0o700) // the directory was removed
+			_ = os.MkdirAll(path, 0o700) // the directory was removed
 		}
 	}
 	if err := n.w.Add(path); err != nil {

@@ -24,13 +24,19 @@ func writerAndListener(t *testing.T) (*Board, *listener) {
 	c := pgtest.Shared(t)
 	url := c.URL(c.NewDB(t))
 	writer := openTest(t, url, nil)
-	l := openTest(t, url, nil).listen
+	return writer, listening(t, openTest(t, url, nil))
+}
+
+// listening returns b's listener once it is connected.
+func listening(t *testing.T, b *Board) *listener {
+	t.Helper()
+	l := b.listen
 	require.Eventually(t, func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		return l.up
-	}, testtime.Bound(10*time.Second), 10*time.Millisecond, "the reader's listener connects")
-	return writer, l
+	}, testtime.Bound(10*time.Second), 10*time.Millisecond, "the listener connects")
+	return l
 }
 
 // A change that concerns one agent wakes, in another Board, only the
@@ -208,13 +214,7 @@ func TestNotify_ChangeChannelOnlyWhenWatched(t *testing.T) {
 
 	require.Empty(t, round(), "unwatched: the post for x told x alone; its claim and end told nobody")
 
-	watcher := openTest(t, url, nil).listen
-	require.Eventually(t, func() bool {
-		watcher.mu.Lock()
-		defer watcher.mu.Unlock()
-		return watcher.up
-	}, testtime.Bound(10*time.Second), 10*time.Millisecond, "the watcher's listener connects")
-	watcher.hub.Changes() // LISTENs on the change channel, with the watch lock
+	listening(t, openTest(t, url, nil)).hub.Changes() // LISTENs on the change channel, with the watch lock
 	require.Equal(t, []string{change, change, change}, round(),
 		"watched: the post (after x's channel), its claim and its end tell the change channel")
 }
@@ -235,20 +235,15 @@ func TestNotify_WatchWaitsForUnwatchedWriters(t *testing.T) {
 	_, err = tx.Exec(t.Context(), notifyChangeSQL, change, watchLock, writer.id) // finds nobody: takes its stripe
 	require.NoError(t, err)
 
-	l := openTest(t, url, nil).listen
-	require.Eventually(t, func() bool {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		return l.up
-	}, testtime.Bound(10*time.Second), 10*time.Millisecond, "the listener connects")
+	l := listening(t, openTest(t, url, nil))
 	go l.hub.Changes()
-	listening := func() bool {
+	watching := func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		done, ok := l.wanted[change]
 		return ok && wakeup.Closed(done)
 	}
-	require.Never(t, listening, 300*time.Millisecond, 10*time.Millisecond, "watching while an unwatched writer's transaction runs")
+	require.Never(t, watching, 300*time.Millisecond, 10*time.Millisecond, "watching while an unwatched writer's transaction runs")
 	require.NoError(t, tx.Commit(t.Context()))
-	require.Eventually(t, listening, testtime.Bound(10*time.Second), 10*time.Millisecond, "watching once it has ended")
+	require.Eventually(t, watching, testtime.Bound(10*time.Second), 10*time.Millisecond, "watching once it has ended")
 }
