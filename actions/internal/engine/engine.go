@@ -134,7 +134,7 @@ type Engine struct {
 
 // New returns the engine of s.
 func New(cfg Config, s Store) *Engine {
-	return &Engine{s: s, cfg: cfg, log: cfg.Log, procs: newProcWatch(cfg.Life), hot: make(map[identity.ID]hot)}
+	return &Engine{s: s, cfg: cfg, log: cfg.Log, procs: newProcWatch(), hot: make(map[identity.ID]hot)}
 }
 
 // Name implements actions.Source.
@@ -145,7 +145,11 @@ func (e *Engine) Name() string { return "board" }
 // claims until its lease runs out, so a bridge calls Depart on a clean end
 // and then Close. Calls in progress return actions.ErrClosed. Close may be
 // called more than once; later calls return the first call's result.
-func (e *Engine) Close() error { return e.cfg.Life.Close(e.s.Shutdown) }
+func (e *Engine) Close() error {
+	err := e.cfg.Life.Close(e.s.Shutdown)
+	e.procs.close()
+	return err
+}
 
 // done reports whether the board has closed.
 func (e *Engine) done() bool { return e.cfg.Life.Context().Err() != nil }

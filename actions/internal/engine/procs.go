@@ -25,16 +25,13 @@ import (
 // on that one). A pid judged alive may, as with liveness.Alive, belong to
 // a process that reused it before the watch first saw it.
 //
-// Its pidfds are closed when its Life ends; after that it asks
+// Its pidfds are closed when the engine closes; after that it asks
 // liveness.Alive. It is safe for concurrent use.
 type procWatch struct {
-	life *Life
-
-	mu      sync.Mutex    // guards the rest
-	started bool          // the closer runs (or the Life had ended)
-	closed  bool          // the Life has ended: no more pidfds
-	fds     map[int]pidfd // by pid
-	round   uint64        // counts the calls of poll
+	mu     sync.Mutex    // guards the rest
+	closed bool          // the engine has closed: no more pidfds
+	fds    map[int]pidfd // by pid
+	round  uint64        // counts the calls of poll
 }
 
 // A pidfd is an open pidfd and the last round of poll that asked of it.
@@ -47,9 +44,7 @@ type pidfd struct {
 // asked of liveness.Alive each time.
 const maxWatched = 512
 
-func newProcWatch(life *Life) *procWatch {
-	return &procWatch{life: life, fds: make(map[int]pidfd)}
-}
+func newProcWatch() *procWatch { return &procWatch{fds: make(map[int]pidfd)} }
 
 // alive reports, for each of pids, whether its process runs (see
 // liveness.Alive). pids are every member reap judges: the pidfds of
@@ -57,21 +52,14 @@ func newProcWatch(life *Life) *procWatch {
 func (w *procWatch) alive(pids []int) []bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.started {
-		w.started = true
-		if !w.life.Go(w.closeAtEnd) {
-			w.closed = true
-		}
-	}
 	if w.closed {
 		return aliveEach(pids)
 	}
 	return w.poll(pids)
 }
 
-// closeAtEnd closes the pidfds once the Life ends.
-func (w *procWatch) closeAtEnd() {
-	<-w.life.Context().Done()
+// close closes the pidfds; later calls of alive ask liveness.Alive.
+func (w *procWatch) close() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.closed = true

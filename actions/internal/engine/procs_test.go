@@ -39,9 +39,8 @@ func TestProcWatch_AnswersAsLiveness(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("no /proc: zombies cannot be told here")
 	}
-	life := NewLife()
-	t.Cleanup(func() { _ = life.Close(func() error { life.Wait(); return nil }) })
-	w := newProcWatch(life)
+	w := newProcWatch()
+	t.Cleanup(w.close)
 
 	running, dying := startSleeper(t), startSleeper(t)
 	pr, pd := running.Process.Pid, dying.Process.Pid
@@ -59,14 +58,13 @@ func TestProcWatch_AnswersAsLiveness(t *testing.T) {
 }
 
 // A procWatch keeps a pidfd only for the pids it was last asked about,
-// and none once its Life has ended, after which it still answers.
+// and none once closed, after which it still answers.
 func TestProcWatch_ClosesItsPidfds(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("pidfds are Linux's")
 	}
 	// Not parallel: it counts this process's open files.
-	life := NewLife()
-	w := newProcWatch(life)
+	w := newProcWatch()
 	a, b := startSleeper(t), startSleeper(t)
 	pa, pb := a.Process.Pid, b.Process.Pid
 	open := func() int {
@@ -83,8 +81,8 @@ func TestProcWatch_ClosesItsPidfds(t *testing.T) {
 	require.Equal(t, []bool{true}, w.alive([]int{pb}))
 	require.Equal(t, base+1, open(), "a pid no longer asked about has its pidfd closed")
 
-	require.NoError(t, life.Close(func() error { life.Wait(); return nil }))
-	require.Equal(t, base, open(), "the Life's end closes them all")
+	w.close()
+	require.Equal(t, base, open(), "closing closes them all")
 	require.Equal(t, []bool{true, true}, w.alive([]int{pa, pb}), "it still answers")
 	require.Equal(t, base, open())
 }
