@@ -63,12 +63,13 @@ func keyDir(key string) string { return keyDirPrefix + key }
 // departure) touch the file at the top, for everyone.
 //
 // Watching directories (rather than files) survives the files being deleted
-// or replaced. If a folder is removed or renamed, the notifier makes it
-// again, watches it again and wakes the waiters of its key; if the
-// directory itself is, it makes and watches it and its folders again and
-// wakes everyone, since a touch may have been missed meanwhile. A Board
-// that cannot make a folder (a read-only board) watches it once another
-// process makes it, and wakes its waiters then.
+// or replaced. If a folder is removed or renamed, the notifier wakes the
+// waiters of its key, and watches it again once it appears: a writer makes
+// it at its next touch there. If the directory itself is removed, the
+// notifier makes and watches it again and wakes everyone, since a touch
+// may have been missed meanwhile; its folders come back as writers touch
+// them. A Board that cannot make a folder (a read-only board) watches it
+// once another process makes it, and wakes its waiters then.
 //
 // Claims and finishes matter only to Changes (bee watch), and touching a file
 // at every claim would wake the watcher of every process. So a Board that
@@ -174,22 +175,24 @@ func (n *notifier) want(name string) {
 	if _, ok := n.folders[name]; ok {
 		return
 	}
-	n.folders[name] = n.addFolder(name)
+	n.folders[name] = n.addFolder(name, true)
 }
 
-// addFolder makes (unless read-only) and watches the folder name, n.mu
-// held, and reports whether it watches it. A failure is logged: until the
-// folder appears, its waiters fall back to the safety poll.
-func (n *notifier) addFolder(name string) bool {
+// addFolder watches the folder name, n.mu held, making it first when
+// make is set (and the Board is not read-only), and reports whether it
+// watches it. A failure to watch a folder that should be there is logged:
+// until the folder appears again, its waiters fall back to the safety
+// poll.
+func (n *notifier) addFolder(name string, make bool) bool {
 	path := filepath.Join(n.dir, name)
-	if !n.readOnly {
+	if make && !n.readOnly {
 		// A folder that cannot be made shows as one that cannot be watched.
 		if err := os.Mkdir(path, 0o700); errors.Is(err, os.ErrNotExist) {
 			_ = os.MkdirAll(path, 0o700) // the directory was removed
 		}
 	}
 	if err := n.w.Add(path); err != nil {
-		if !n.readOnly || !errors.Is(err, os.ErrNotExist) {
+		if make && (!n.readOnly || !errors.Is(err, os.ErrNotExist)) {
 			n.log.Warn("cannot watch a notify folder; its waiters fall back to the safety poll until it is made", logkey.Path, path, logkey.Err, err)
 		}
 		return false
@@ -263,11 +266,13 @@ func (n *notifier) fire(base, key string, keyed bool) {
 	}
 }
 
-// folderEvent handles a folder made, removed or renamed: a folder a waiter
-// asked for is made and watched again, and its waiters woken, since a
+// folderEvent handles a folder made, removed or renamed. A folder a
+// waiter asked for that is removed or renamed away is not made again here
+// (that would fight whoever removes the directory): the next writer to
+// touch a file in it makes it, and the folder's appearing (a Create at the
+// top) has it watched again. Either way its waiters are woken, since a
 // touch may have been missed meanwhile. (A removal or rename may come
-// twice, from the directory's watch and the folder's own: each makes sure
-// the folder is watched.)
+// twice, from the directory's watch and the folder's own.)
 func (n *notifier) folderEvent(folder string, ev fsnotify.Event) {
 	if !ev.Has(fsnotify.Create | fsnotify.Remove | fsnotify.Rename) {
 		return
@@ -278,7 +283,7 @@ func (n *notifier) folderEvent(folder string, ev fsnotify.Event) {
 		n.mu.Unlock()
 		return
 	}
-	n.folders[folder] = n.addFolder(folder)
+	n.folders[folder] = ev.Has(fsnotify.Create) && n.addFolder(folder, false)
 	n.mu.Unlock()
 	if key, ok := strings.CutPrefix(folder, keyDirPrefix); ok {
 		n.hub.Fire(engine.Event{Kind: engine.Claimable, Key: key})
@@ -304,7 +309,7 @@ func (n *notifier) rewatch() {
 	}
 	n.mu.Lock()
 	for name := range n.folders {
-		n.folders[name] = n.addFolder(name)
+		n.folders[name] = false // watched again once a writer makes it
 	}
 	n.mu.Unlock()
 	n.log.Warn("notify directory was removed; made it again", logkey.Path, n.dir)
