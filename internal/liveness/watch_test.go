@@ -1,6 +1,7 @@
 package liveness
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
@@ -75,4 +76,34 @@ func openFDs(t *testing.T) int {
 		}
 	}
 	return n
+}
+
+// The reap's question about the members of a machine, asked of Alive one
+// by one and of a Watch: n processes per question.
+func BenchmarkAlive(b *testing.B) {
+	pids := make([]int, 32)
+	for i := range pids {
+		c := exec.Command("sleep", "60")
+		require.NoError(b, c.Start())
+		b.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+		pids[i] = c.Process.Pid
+	}
+	for _, n := range []int{1, 8, 32} {
+		b.Run(fmt.Sprintf("each-%d", n), func(b *testing.B) {
+			for b.Loop() {
+				for _, alive := range each(pids[:n]) {
+					require.True(b, alive)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("watch-%d", n), func(b *testing.B) {
+			var w Watch
+			defer w.Close()
+			for b.Loop() {
+				for _, alive := range w.Alive(pids[:n]) {
+					require.True(b, alive)
+				}
+			}
+		})
+	}
 }
