@@ -44,6 +44,7 @@ import (
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/internal/liveness"
 	"github.com/tractat-us/bee/internal/logkey"
 )
 
@@ -126,15 +127,15 @@ type Engine struct {
 	cfg Config
 	log *slog.Logger
 
-	procs *procWatch // the members' processes, for reap
-
 	mu  sync.Mutex          // guards hot
 	hot map[identity.ID]hot // identities that claimed a moment ago
+
+	procs liveness.Watch // judges the pids reap asks about; Close frees it
 }
 
 // New returns the engine of s.
 func New(cfg Config, s Store) *Engine {
-	return &Engine{s: s, cfg: cfg, log: cfg.Log, procs: newProcWatch(), hot: make(map[identity.ID]hot)}
+	return &Engine{s: s, cfg: cfg, log: cfg.Log, hot: make(map[identity.ID]hot)}
 }
 
 // Name implements actions.Source.
@@ -146,9 +147,10 @@ func (e *Engine) Name() string { return "board" }
 // and then Close. Calls in progress return actions.ErrClosed. Close may be
 // called more than once; later calls return the first call's result.
 func (e *Engine) Close() error {
-	err := e.cfg.Life.Close(e.s.Shutdown)
-	e.procs.close()
-	return err
+	return e.cfg.Life.Close(func() error {
+		defer e.procs.Close()
+		return e.s.Shutdown()
+	})
 }
 
 // done reports whether the board has closed.
