@@ -23,10 +23,11 @@
 //   - A process that dies without departing (SIGKILL) loses its claims once
 //     its lease runs out ([Options.Lease], 60 s by default).
 //   - Waiters in every process wake within milliseconds of a change that
-//     makes an action claimable by them: the writer touches a file that each
-//     Board watches with one fsnotify watcher. An action addressed to one
-//     agent wakes only that agent's waiters, so many waiting bridges do not
-//     all look at the database for each post. While nothing changes a waiter only
+//     makes an action claimable by them: the writer touches a file that the
+//     Boards it concerns watch, with one fsnotify watcher each. An action
+//     addressed to one agent wakes only the processes with a waiter of that
+//     agent, so the other bridges waiting on the machine sleep on through
+//     the post. While nothing changes a waiter only
 //     looks at the database at its slow safety poll ([Options.SafetyPoll]),
 //     and a member renews its lease ([Options.Renew]) only while it holds a
 //     claim; nothing polls in a tight loop.
@@ -66,14 +67,20 @@
 // write lock path-lock, the file path-watching that Boards running
 // Changes hold a shared lock on, and the directory path-notify holding
 // the files whose changes wake waiters: "wake" (an action may have become
-// claimable by anyone) and "wake-<agent>" (by that agent), "ended" and
-// "ended-<agent>" (an action posted by that agent ended; "ended-~people"
-// for a person's), and "change" (an action changed in another way; only
-// Changes cares, and only Boards running Changes are told). Deleting or replacing
-// the notify files or directory is harmless. The lock file also holds a
-// short text record: who took the lock last and when, which
-// database file the -wal and -shm files belong to, and a file found
-// damaged.
+// claimable by anyone), "ended" (an action ended, for every waiter of
+// ends) and "change" (an action changed in another way; only Changes
+// cares, and only Boards running Changes are told); the folder
+// "for-<agent>" with "wake" (an action may have become claimable by that
+// agent) and "ended" (an action posted by that agent ended; "for-~people"
+// for a person's), which only the Boards with a waiter of that agent
+// watch; and the folder "every" with "wake-<agent>" and "ended-<agent>",
+// the same changes for the Boards that watch every change. Deleting or
+// replacing the notify files, folders or directory is harmless. (Bees
+// before the folders touched "wake-<agent>" and "ended-<agent>" at the
+// top: see notifier for how bees of both kinds hear each other.) The
+// lock file also holds a short text record: who took the lock last and
+// when, which database file the -wal and -shm files belong to, and a file
+// found damaged.
 //
 // # Moving the file
 //
@@ -371,8 +378,8 @@ func newBoard(abs string, o Options, set engine.Settings) *Board {
 	}
 	b.ctx = b.life.Context()
 	b.hub = engine.NewHub(func(e engine.Event) {
-		if e.Kind == engine.Changed && b.notify != nil {
-			b.notify.watch()
+		if b.notify != nil {
+			b.notify.hear(e)
 		}
 	}, false)
 	b.engineCore = engine.New(engine.Config{Settings: set, Log: b.log, Life: b.life, Hub: b.hub,

@@ -1,7 +1,12 @@
 package board
 
 import (
+	"context"
+	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +15,7 @@ import (
 	"github.com/tractat-us/bee/actions/boardtest"
 	"github.com/tractat-us/bee/actions/internal/engine"
 	"github.com/tractat-us/bee/actions/internal/wakeup"
+	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/internal/testtime"
 )
 
@@ -94,4 +100,157 @@ func TestBoard_WakeForAgentAcrossBoards(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, string(idle), got.Holder)
 	require.Zero(t, len(bystander), "the bystander slept through the posts for w")
+}
+
+func init() {
+	moreRoles["bystander"] = roleBystander
+	roleOptions["bystander"] = func(o *Options, out *boardtest.Out) {
+		o.SafetyPoll = time.Hour // only the notifier wakes it
+		o.beforeSleep = func() { out.Say("sleeping") }
+	}
+}
+
+// roleBystander joins an identity of agent boardtest.EnvAgent and waits
+// for work in Next until its stdin closes, reporting "got <id>" per claim,
+// which it finishes, and "sleeping" before each sleep; at each line
+// "heard" it reports "heard <n>": how many events its Board's notify
+// watcher has received.
+func roleBystander(ctx context.Context, b *Board, out *boardtest.Out, cmds <-chan string) error {
+	who, err := identity.Mint(os.Getenv(boardtest.EnvAgent))
+	if err != nil {
+		return err
+	}
+	if err := b.Join(ctx, actions.Member{ID: who, PID: os.Getpid()}); err != nil {
+		return err
+	}
+	defer b.Depart(context.WithoutCancel(ctx), who)
+	errs := make(chan error, 1)
+	go func() {
+		errs <- func() error {
+			for {
+				p, err := b.Next(ctx, who, "", time.Hour)
+				if ctx.Err() != nil {
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+				for _, r := range p.Records {
+					out.Say("got %s", r.ID)
+					if _, err := b.Finish(ctx, who, r.ID, ""); err != nil && ctx.Err() == nil {
+						return err
+					}
+				}
+			}
+		}()
+	}()
+	for cmd := range cmds {
+		if cmd != "heard" {
+			return fmt.Errorf("unknown command %q", cmd)
+		}
+		out.Say("heard %d", b.notify.heard.Load())
+	}
+	return <-errs
+}
+
+// A post addressed to one agent, its claim and its end wake no other
+// process: of two bridges waiting on the board, each of its own agent,
+// the other one's watcher receives nothing at all. A process's notify
+// watcher reads its events in order, so once a later touch it hears has
+// reached it, an earlier one would have too.
+func TestNotifier_PostForOneAgentLeavesOthersAsleep(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "board.db")
+	poster := openTest(t, path, nil)
+	a := boardtest.StartProc(t, "bystander", path, boardtest.EnvAgent+"=a")
+	b := boardtest.StartProc(t, "bystander", path, boardtest.EnvAgent+"=b")
+	a.Expect("sleeping", testtime.Bound(30*time.Second))
+	b.Expect("sleeping", testtime.Bound(30*time.Second))
+	postTo := func(p *boardtest.Proc, to string) {
+		t.Helper()
+		r := post(t, poster, "user:alice", to, "for "+to)
+		p.Expect("got "+r.ID, testtime.Bound(10*time.Second))
+		p.Expect("sleeping", testtime.Bound(10*time.Second))
+	}
+	heard := func() int {
+		t.Helper()
+		b.Send("heard")
+		n, err := strconv.Atoi(strings.TrimPrefix(b.Expect("heard ", testtime.Bound(10*time.Second)), "heard "))
+		require.NoError(t, err)
+		return n
+	}
+	// The first post to each makes the folders and files its touches use.
+	postTo(a, "a")
+	postTo(b, "b")
+
+	before := heard()
+	for range 5 {
+		postTo(a, "a")
+	}
+	postTo(b, "b")
+	withA := heard() - before
+	postTo(b, "b")
+	alone := heard() - before - withA
+	require.Positive(t, alone, "b heard the post for b")
+	require.Equal(t, alone, withA, "b's watcher received events of the posts for a")
+	a.Finish(testtime.Bound(30 * time.Second))
+	b.Finish(testtime.Bound(30 * time.Second))
+}
+
+// A Board hears the files an older bee touches at the top of the notify
+// directory, one agent's included.
+func TestNotifier_HearsOlderBees(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "board.db")
+	reader := openTest(t, path, nil)
+	h := reader.hub
+	forX, forY, endedX := h.Claimable("x"), h.Claimable("y"), h.Ended("x")
+	require.NoError(t, touchFile(filepath.Join(path+"-notify", "wake-x")))
+	boardtest.WaitClosed(t, forX, "x's waiter, for an older bee's wake-x")
+	require.NoError(t, touchFile(filepath.Join(path+"-notify", "ended-x")))
+	boardtest.WaitClosed(t, endedX, "x's outcome waiter, for an older bee's ended-x")
+	require.False(t, boardtest.Closed(forY), "y's waiter woken for x")
+	forY = h.Claimable("y")
+	require.NoError(t, touchFile(filepath.Join(path+"-notify", wakeFile)))
+	boardtest.WaitClosed(t, forY, "y's waiter, for an action for anyone")
+}
+
+// A key's folder, or the "every" folder, removed or renamed away wakes
+// its waiters (a touch may have been missed), and is watched again once
+// a writer's touch makes it; so is the whole directory removed.
+func TestNotifier_FoldersSurviveRemoval(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "board.db")
+	writer := openTest(t, path, nil)
+	reader := openTest(t, path, nil)
+	h, tell, dir := reader.hub, writer.notify.tell, path+"-notify"
+	forX, change := h.Claimable("x"), h.Changes()
+	hears := func(what string) {
+		t.Helper()
+		forX, change = h.Claimable("x"), h.Changes()
+		tell(engine.Event{Kind: engine.Claimable, Key: "x"})
+		boardtest.WaitClosed(t, forX, what+": x's waiter, for x's action")
+		boardtest.WaitClosed(t, change, what+": Changes, for x's action")
+	}
+	hears("at first")
+
+	forX, change = h.Claimable("x"), h.Changes()
+	require.NoError(t, os.RemoveAll(filepath.Join(dir, keyDir("x"))))
+	boardtest.WaitClosed(t, forX, "x's waiter, for x's folder removed")
+	hears("x's folder removed")
+
+	forX, change = h.Claimable("x"), h.Changes()
+	require.NoError(t, os.Rename(filepath.Join(dir, keyDir("x")), filepath.Join(t.TempDir(), "away")))
+	boardtest.WaitClosed(t, forX, "x's waiter, for x's folder renamed away")
+	hears("x's folder renamed away")
+
+	forX, change = h.Claimable("x"), h.Changes()
+	require.NoError(t, os.RemoveAll(filepath.Join(dir, everyDir)))
+	boardtest.WaitClosed(t, change, "Changes, for the every folder removed")
+	hears("every folder removed")
+
+	forX, change = h.Claimable("x"), h.Changes()
+	require.NoError(t, os.RemoveAll(dir), "no watcher makes a folder again as the directory goes")
+	boardtest.WaitClosed(t, forX, "x's waiter, for the directory removed")
+	hears("directory removed")
 }

@@ -1,6 +1,7 @@
 package boards
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -52,7 +53,10 @@ func TestMain(m *testing.M) {
 //     return (p50, p99).
 //   - fanout: 32 processes wait in Next, each under its own agent name,
 //     and this one posts to them in turn; post-to-claim latency in the
-//     recipient (p50, p95, p99) and the CPU all 32 spend per post.
+//     recipient (p50, p95, p99), the CPU all 32 spend per post and how
+//     often their threads ran per post (a waiter a post does not concern
+//     should not run at all), and what the same span would have cost
+//     them had nothing been posted (the -idle- figures).
 func BenchmarkBoards(b *testing.B) {
 	for _, kind := range benchBoardKinds(b) {
 		b.Run(kind, func(b *testing.B) {
@@ -267,15 +271,21 @@ func benchFanout(b *testing.B, location string) {
 		w.Expect("ready", 60*time.Second)
 	}
 	time.Sleep(time.Second) // let every waiter fall asleep in Next
-	cpu := func() time.Duration {
-		var sum time.Duration
+	use := func() schedUse {
+		var sum schedUse
 		for _, w := range waiters {
-			sum += boardtest.CPUTime(b, w.Pid())
+			sum = sum.plus(schedUseOf(b, w.Pid()))
 		}
 		return sum
 	}
+	// What the waiters spend asleep, posted nothing: leases, polls, the
+	// runtime's own timers.
+	const idleSpan = 2 * time.Second
+	idleFrom := use()
+	time.Sleep(idleSpan)
+	idle := use().minus(idleFrom)
 	var lat []time.Duration
-	before := cpu()
+	before, start := use(), time.Now()
 	for range b.N {
 		for i := range 10 * procs {
 			t0 := time.Now()
@@ -291,11 +301,59 @@ func benchFanout(b *testing.B, location string) {
 			lat = append(lat, time.Unix(0, ns).Sub(t0))
 		}
 	}
-	spent := cpu() - before
+	spent, span := use().minus(before), time.Since(start)
+	posts := float64(len(lat))
 	boardtest.ReportLatency(b, lat, 0.95)
 	b.ReportMetric(0, "ns/op")
-	b.ReportMetric(float64(spent.Microseconds())/float64(len(lat)), "waiters-cpu-µs/post")
+	b.ReportMetric(float64(spent.cpu.Microseconds())/posts, "waiters-cpu-µs/post")
+	// The same span asleep would have cost this much of it; the rest is
+	// what the posts cost, of which the addressee's claim and finish are
+	// a share.
+	idlePerPost := float64(idle.cpu.Microseconds()) * span.Seconds() / idleSpan.Seconds() / posts
+	b.ReportMetric(idlePerPost, "waiters-idle-cpu-µs/post")
+	// Runs on a CPU, summed over the waiters' threads: a waiter that a
+	// post does not concern and stays asleep adds none.
+	b.ReportMetric(float64(spent.runs)/posts, "waiters-runs/post")
+	b.ReportMetric(float64(idle.runs)*span.Seconds()/idleSpan.Seconds()/posts, "waiters-idle-runs/post")
 	for _, w := range waiters {
 		w.Finish(30 * time.Second)
 	}
+}
+
+// schedUse is what a process's threads have had of the CPU: the time they
+// ran and the number of times they were put on a CPU to run.
+type schedUse struct {
+	cpu  time.Duration
+	runs int64
+}
+
+func (u schedUse) plus(v schedUse) schedUse  { return schedUse{u.cpu + v.cpu, u.runs + v.runs} }
+func (u schedUse) minus(v schedUse) schedUse { return schedUse{u.cpu - v.cpu, u.runs - v.runs} }
+
+// schedUseOf sums Linux's /proc/PID/task/*/schedstat (time on a CPU in
+// ns, time waiting for one, runs) over the threads of process pid.
+func schedUseOf(b *testing.B, pid int) schedUse {
+	b.Helper()
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	if err != nil || len(tasks) == 0 {
+		b.Fatalf("no schedstat for %d: %v", pid, err)
+	}
+	var sum schedUse
+	for _, task := range tasks {
+		raw, err := os.ReadFile(task)
+		if err != nil {
+			b.Fatal(err)
+		}
+		f := strings.Fields(string(raw))
+		if len(f) < 3 {
+			b.Fatalf("%s: %q: want three fields", task, raw)
+		}
+		ns, err1 := strconv.ParseInt(f[0], 10, 64)
+		runs, err2 := strconv.ParseInt(f[2], 10, 64)
+		if err := errors.Join(err1, err2); err != nil {
+			b.Fatalf("%s: %v", task, err)
+		}
+		sum = sum.plus(schedUse{time.Duration(ns), runs})
+	}
+	return sum
 }

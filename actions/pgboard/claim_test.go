@@ -70,6 +70,9 @@ func TestClaim_NotificationsCoalesced(t *testing.T) {
 	conn, err := pgx.Connect(t.Context(), url)
 	require.NoError(t, err)
 	defer conn.Close(context.Background())
+	// It watches the change channel as a Board does (see watchLock).
+	_, err = conn.Exec(t.Context(), watchSQL, watchLock, b.id)
+	require.NoError(t, err)
 	for _, k := range []engine.Kind{engine.Claimable, engine.Changed} {
 		_, err := conn.Exec(t.Context(), "LISTEN "+pgx.Identifier{b.channel(k)}.Sanitize())
 		require.NoError(t, err)

@@ -2,6 +2,7 @@ package pgboard
 
 import (
 	"context"
+	"fmt"
 	"hash/fnv"
 	"strconv"
 	"strings"
@@ -45,25 +46,79 @@ func (b *Board) channelFor(e engine.Event) string {
 // notify queues e's notifications in tx: PostgreSQL delivers them when tx
 // commits, and never when it rolls back. One goes to the channel of e's
 // key, whom it concerns (see package wakeup), with the key as its
-// payload; one goes to the change channel, for those who watch every
-// change (bee watch, the board page, Await, which hears of every end
-// there). A claim (Changed) concerns only those who watch every change:
-// it sends nothing in its transaction, since a NOTIFY in a commit
-// serialises commits across the server, and the change channel hears of
-// claims after their commits instead, coalesced (see Board.tellChanged).
+// payload; none when the key is people's (wakeup.People), on whose
+// channels nobody listens: no agent's waiter waits for them, and people
+// hear of them through Await and Changes, on the change channel. One goes
+// to the change channel, for those who watch every change (bee watch, the
+// board page, Await, which hears of every end there), when some Board
+// listens there (see watchedSQL). A claim (Changed) concerns only those
+// who watch every change: it sends nothing in its transaction, since a
+// NOTIFY in a commit serialises commits across the server, and the change
+// channel hears of claims after their commits instead, coalesced (see
+// Board.tellChanged). So the end of an action a person posted, while
+// nobody watches, commits with no NOTIFY at all.
 //
 // Bees before per-agent channels LISTEN only on the channels of everyone:
 // during an upgrade they hear of addressed work and ends at their safety
-// poll. Their own notifications still reach this bee, which listens there
-// too.
+// poll. Bees before the watch lock LISTEN on the change channel without
+// taking it: they hear this bee's changes there (bee watch, Await) only
+// when another Board of a newer bee watches too, else at their safety
+// poll. Both kinds' own notifications still reach this bee, which listens
+// on every channel they send to.
 func (b *Board) notify(ctx context.Context, tx pgx.Tx, e engine.Event) error {
 	if e.Kind == engine.Changed {
 		return nil
 	}
-	_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2), pg_notify($3, '')`,
-		b.channelFor(e), e.Key, b.channel(engine.Changed))
+	if e.Key == wakeup.People {
+		_, err := tx.Exec(ctx, notifyChangeSQL, b.channel(engine.Changed), watchLock, b.id)
+		return err
+	}
+	_, err := tx.Exec(ctx, notifyKeySQL, b.channelFor(e), e.Key, b.channel(engine.Changed), watchLock, b.id)
 	return err
 }
+
+// The watch lock says whether some Board listens on a board's change
+// channel, so that a writer NOTIFYs there only then: a NOTIFY makes its
+// commit wait for every other NOTIFYing commit on the server, flush
+// included, and a claim's notification is a commit of its own. A Board
+// that LISTENs on the change channel first holds, on its listening
+// connection for as long as it lives, a shared advisory lock on each of
+// watchStripes keys: watchLock and the hash of the board's id, xor the
+// stripe. A writer tries for an exclusive transaction lock on the key of
+// its backend's stripe and NOTIFYs only when it cannot have it (a
+// watcher holds it, or, rarely, another writer of that stripe), so
+// two writers at once seldom take each other for a watcher.
+//
+// No change is missed: a claim's notification is tried after its commit,
+// so a Board that began to watch after the try looks afterwards and sees
+// the claim; a post's or an end's is tried inside its transaction, whose
+// lock a Board that begins to watch waits for, so that it looks only once
+// that transaction has ended. A Board that loses its connection loses
+// its locks with it, and looks again once it has listened again.
+const (
+	watchLock    = 0x62656504 // "bee" and 4 (see repoLock)
+	watchStripes = 8
+)
+
+// watched is the SQL condition that some Board watches the change channel
+// (see watchLock): its parameters $n and $n+1 are watchLock and the
+// board's id. The lock it takes when nobody does is held to the end of
+// the transaction.
+func watched(n int) string {
+	return fmt.Sprintf(`NOT pg_try_advisory_xact_lock($%d, hashtext($%d) # (pg_backend_pid() %% %d))`, n, n+1, watchStripes)
+}
+
+// The statements that notify: the change channel ($1) when watched; a
+// key's channel ($1, payload $2) and the change channel ($3) when
+// watched.
+var (
+	notifyChangeSQL = `SELECT pg_notify($1, '') WHERE ` + watched(2)
+	notifyKeySQL    = `SELECT pg_notify($1, $2), (SELECT pg_notify($3, '') WHERE ` + watched(4) + `)`
+)
+
+// watchSQL takes a watcher's shared locks (see watchLock): $1 and $2 are
+// watchLock and the board's id.
+var watchSQL = fmt.Sprintf(`SELECT count(pg_advisory_lock_shared($1, hashtext($2) # s)) FROM generate_series(0, %d) s`, watchStripes-1)
 
 // changeWindow is the least time between two notifications of claims on
 // the change channel from one Board: River coalesces its insert
@@ -74,13 +129,13 @@ func (b *Board) notify(ctx context.Context, tx pgx.Tx, e engine.Event) error {
 // notify in their own commits.
 const changeWindow = 100 * time.Millisecond
 
-// tellChanged sends a notification on the change channel, after the
-// commit of the claim it tells and outside any transaction: at once when
-// none was sent in the last changeWindow, else one at the window's end
-// for all the changes within it. Sending runs in the Board's lifetime, on
-// one goroutine at a time, which ends once a window passes without a
-// change. A notification lost to a failure is a hint lost: watchers look
-// at their safety poll.
+// tellChanged sends a notification on the change channel, when some Board
+// watches it (see watchLock), after the commit of the claim it tells and
+// outside any transaction: at once when none was sent in the last
+// changeWindow, else one at the window's end for all the changes within
+// it. Sending runs in the Board's lifetime, on one goroutine at a time,
+// which ends once a window passes without a change. A notification lost
+// to a failure is a hint lost: watchers look at their safety poll.
 func (b *Board) tellChanged() {
 	b.changeMu.Lock()
 	defer b.changeMu.Unlock()
@@ -99,7 +154,7 @@ func (b *Board) tellChanged() {
 func (b *Board) sendChanges() {
 	for {
 		ctx, cancel := context.WithTimeout(b.ctx, b.opts.Retry)
-		_, err := b.pool.Exec(ctx, `SELECT pg_notify($1, '')`, b.channel(engine.Changed))
+		_, err := b.pool.Exec(ctx, notifyChangeSQL, b.channel(engine.Changed), watchLock, b.id)
 		cancel()
 		if err != nil && b.ctx.Err() == nil {
 			b.log.Debug("change notification failed; watchers look at their safety poll", logkey.Err, b.scrub(err))
@@ -137,7 +192,9 @@ func (l *listener) hear(e engine.Event) { l.want(l.b.channelFor(e)) }
 // own channels from the first time a waiter of that agent asks (a bridge:
 // once, for its agent). The change channel carries every change, claims
 // too, and would wake every bridge at every step of every action, so it is
-// listened to only once this Board has run Changes or waits for every end.
+// listened to only once this Board has run Changes or waits for every end;
+// it then holds the watch lock on that connection (see watchLock), without
+// which writers send nothing there.
 type listener struct {
 	b   *Board
 	cfg *pgx.ConnConfig
@@ -266,6 +323,12 @@ func (l *listener) listenWanted(ctx context.Context, conn *pgx.Conn, listening m
 	}
 	l.mu.Unlock()
 	for _, name := range todo {
+		if name == l.b.channel(engine.Changed) {
+			// Before the LISTEN, so that writers notify from then on.
+			if _, err := conn.Exec(ctx, watchSQL, watchLock, l.b.id); err != nil {
+				return err
+			}
+		}
 		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{name}.Sanitize()); err != nil {
 			return err
 		}

@@ -30,7 +30,9 @@
 //     machine: writers NOTIFY in the transaction that makes the change, and
 //     each Board LISTENs on one dedicated connection, to the channels of
 //     the agents it has waiters for and of everyone, so a post for one
-//     agent reaches only the Boards that wait for it. The notification is a
+//     agent reaches only the Boards that wait for it; the channel of every
+//     change (for bee watch and Await) is notified only while some Board
+//     listens there (see Board.notify). The notification is a
 //     hint: waiters also look at the database every [Options.SafetyPoll],
 //     and every waiter wakes when the listening connection is re-made after
 //     a loss (it reconnects with backoff).

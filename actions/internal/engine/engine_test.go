@@ -234,7 +234,7 @@ func TestHub_WakesWhomAnEventConcerns(t *testing.T) {
 	heard := []Event{}
 	h := NewHub(func(e Event) { heard = append(heard, e) }, false)
 	forX, forY, endedX, every := h.Claimable("x"), h.Claimable("y"), h.Ended("x"), h.EveryEnd()
-	require.Equal(t, []Event{{Claimable, "x"}, {Claimable, "y"}, {Ended, "x"}}, heard, "the transport hears before a waiter takes its channel")
+	require.Equal(t, []Event{{Claimable, "x"}, {Claimable, "y"}, {Ended, "x"}, {Ended, wakeup.Everyone}}, heard, "the transport hears before a waiter takes its channel")
 
 	h.Fire(Event{Claimable, "x"})
 	require.True(t, wakeup.Closed(forX))

@@ -57,7 +57,8 @@ type Hub struct {
 
 // NewHub returns a Hub. hear, when set, is called before a waiter takes its
 // channel for an event, so that the transport carries such events from
-// other processes from then on (a LISTEN); Changed asks for every change.
+// other processes from then on (a LISTEN, a watch); Changed asks for every
+// change, and an Ended event for wakeup.Everyone for every end.
 // endsOnChange says that the transport carries every end (of any agent's
 // actions) to other processes only as a change, so that a waiter for every
 // end wakes at every change.
@@ -115,6 +116,7 @@ func (h *Hub) EveryEnd() <-chan struct{} {
 	if h.endsOnChange {
 		return h.Changes()
 	}
+	h.hear(Event{Ended, wakeup.Everyone})
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.ended.Every()
