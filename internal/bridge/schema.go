@@ -36,8 +36,29 @@ const regenerate = "go test ./internal/bridge -run TestToolSchemas_UpToDate -upd
 
 // toolSchemas are one tool's input and output schemas as JSON.
 type toolSchemas struct {
-	Input  json.RawMessage `json:"input"`
-	Output json.RawMessage `json:"output"`
+	Input  schemaJSON `json:"input"`
+	Output schemaJSON `json:"output"`
+}
+
+// schemaJSON is a schema as JSON. Unlike json.RawMessage, decoding keeps
+// the bytes decoded from instead of copying them: servedSchemas decodes
+// schemasJSON, which nothing ever changes, so the schemas stay in the
+// binary's data (shared by every bridge through the page cache) rather
+// than in each bridge's heap. Decode only such input into it.
+type schemaJSON []byte
+
+// MarshalJSON returns s as it is (encoding/json checks and compacts it).
+func (s schemaJSON) MarshalJSON() ([]byte, error) {
+	if s == nil {
+		return []byte("null"), nil
+	}
+	return s, nil
+}
+
+// UnmarshalJSON keeps data itself: see schemaJSON.
+func (s *schemaJSON) UnmarshalJSON(data []byte) error {
+	*s = data
+	return nil
 }
 
 //go:embed schemas.json
