@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"github.com/tractat-us/bee/actions/internal/engine"
 	"github.com/tractat-us/bee/actions/internal/wakeup"
 	"github.com/tractat-us/bee/internal/logkey"
@@ -31,7 +30,7 @@ const (
 
 // A notifier carries wake-ups between processes. A writer touches a file in
 // the notify directory after its commit; each Board watches the directory
-// with one fsnotify watcher and fans each event out to the local waiters it
+// with one watcher (dirWatch) and fans each event out to the local waiters it
 // concerns by closing their channels. Watching the directory (rather than
 // the files) survives the files being deleted or replaced; the directory is
 // dedicated so that the database's own writes (to its -wal file) wake
@@ -57,7 +56,7 @@ type notifier struct {
 	dir          string
 	watchingPath string
 	log          *slog.Logger
-	w            *fsnotify.Watcher
+	w            *dirWatch
 	probe        *os.File // the watching file, for writers' probes
 
 	watchOnce sync.Once
@@ -75,17 +74,13 @@ func newNotifier(dir, watchingPath string, log *slog.Logger, hub *engine.Hub, li
 	} else if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("notify directory: %w", err)
 	}
-	w, err := fsnotify.NewWatcher()
+	w, err := newDirWatch(dir)
 	if err != nil {
-		return nil, fmt.Errorf("watch %s: %w", dir, err)
-	}
-	if err := w.Add(dir); err != nil {
-		_ = w.Close()
 		return nil, fmt.Errorf("watch %s: %w", dir, err)
 	}
 	probe, err := os.OpenFile(watchingPath, os.O_RDONLY|create, 0o600)
 	if err != nil {
-		_ = w.Close()
+		_ = w.close()
 		return nil, fmt.Errorf("notify directory: %w", err)
 	}
 	n := &notifier{
@@ -97,44 +92,47 @@ func newNotifier(dir, watchingPath string, log *slog.Logger, hub *engine.Hub, li
 		hub:          hub,
 	}
 	if !life.Go(n.run) {
-		_ = w.Close()
+		_ = w.close()
 		_ = probe.Close()
 		return nil, errLockClosed
 	}
 	return n, nil
 }
 
+// A dirEvent is one event of the notify directory's watch.
+type dirEvent struct {
+	name string // the base name of the file it concerns
+	gone bool   // the directory itself was removed or renamed
+	err  error  // the watch failed or lost events (an overflow)
+}
+
+// errOverflow says a watch lost events: something may have been missed.
+var errOverflow = errors.New("too many events; some were lost")
+
 // run turns the watcher's events into wake-ups of the hub until the watcher closes.
 func (n *notifier) run() {
-	for {
-		select {
-		case ev, ok := <-n.w.Events:
-			if !ok {
-				return
-			}
-			if ev.Name == n.dir && ev.Has(fsnotify.Remove|fsnotify.Rename) {
-				n.rewatch()
-				n.hub.FireAll()
-				continue
-			}
-			base, key, _ := strings.Cut(filepath.Base(ev.Name), "-")
-			switch base {
-			case wakeFile:
-				n.hub.Fire(engine.Event{Kind: engine.Claimable, Key: key})
-			case endedFile:
-				n.hub.Fire(engine.Event{Kind: engine.Ended, Key: key})
-			case changeFile:
-				n.hub.Fire(engine.Event{Kind: engine.Changed})
-			}
-		case err, ok := <-n.w.Errors:
-			if !ok {
-				return
-			}
+	n.w.run(func(ev dirEvent) {
+		switch {
+		case ev.err != nil:
 			// An overflow or the like: something may have been missed.
-			n.log.Warn("board watcher error", logkey.Err, err)
+			n.log.Warn("board watcher error", logkey.Err, ev.err)
 			n.hub.FireAll()
+			return
+		case ev.gone:
+			n.rewatch()
+			n.hub.FireAll()
+			return
 		}
-	}
+		base, key, _ := strings.Cut(ev.name, "-")
+		switch base {
+		case wakeFile:
+			n.hub.Fire(engine.Event{Kind: engine.Claimable, Key: key})
+		case endedFile:
+			n.hub.Fire(engine.Event{Kind: engine.Ended, Key: key})
+		case changeFile:
+			n.hub.Fire(engine.Event{Kind: engine.Changed})
+		}
+	})
 }
 
 // rewatch makes the notify directory again after it was removed and
@@ -144,7 +142,7 @@ func (n *notifier) rewatch() {
 		n.log.Error("cannot make the notify directory again; waiters fall back to the safety poll", logkey.Path, n.dir, logkey.Err, err)
 		return
 	}
-	if err := n.w.Add(n.dir); err != nil {
+	if err := n.w.add(); err != nil {
 		n.log.Error("cannot watch the notify directory again; waiters fall back to the safety poll", logkey.Path, n.dir, logkey.Err, err)
 		return
 	}
@@ -245,7 +243,7 @@ func touchFile(path string) error {
 }
 
 func (n *notifier) close() error {
-	errs := []error{n.w.Close(), n.probe.Close()}
+	errs := []error{n.w.close(), n.probe.Close()}
 	if n.watching != nil {
 		errs = append(errs, n.watching.Close())
 	}
