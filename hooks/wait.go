@@ -136,20 +136,9 @@ func wait(ctx context.Context, cfg WaitConfig, stdin io.Reader) WaitResult {
 	default:
 		return WaitResult{Line: fmt.Sprintf("bee-hook: ignoring a %s input; the waiter runs on Stop and SessionStart", in.HookEventName)}
 	}
-	dir, err := runfile.Dir(cfg.RunDir)
-	if err != nil {
-		return WaitResult{Line: "bee-hook: " + err.Error()}
-	}
-	claudePID := cfg.ClaudePID
-	if claudePID == 0 {
-		pid, ok, err := cfg.FindClaude(ctx)
-		switch {
-		case err != nil:
-			return WaitResult{Line: "bee-hook: cannot look for the claude process: " + err.Error()}
-		case !ok:
-			return WaitResult{Line: "bee-hook: no claude process above this hook; no session to wake"}
-		}
-		claudePID = pid
+	dir, claudePID, msg := whoseBridge(ctx, cfg)
+	if msg != "" {
+		return WaitResult{Line: msg}
 	}
 
 	var lost string // the token of the bridge last waited on, once it has gone
@@ -186,6 +175,26 @@ func wait(ctx context.Context, cfg WaitConfig, stdin io.Reader) WaitResult {
 		}
 	}
 	return WaitResult{Line: fmt.Sprintf("bee-hook: waiter ends after %d bridges came and went", maxRegistrations)}
+}
+
+// whoseBridge is the run directory and the Claude process whose bridge to
+// wait on; msg says why there is none.
+func whoseBridge(ctx context.Context, cfg WaitConfig) (dir string, claudePID int, msg string) {
+	dir, err := runfile.Dir(cfg.RunDir)
+	if err != nil {
+		return "", 0, "bee-hook: " + err.Error()
+	}
+	if cfg.ClaudePID != 0 {
+		return dir, cfg.ClaudePID, ""
+	}
+	pid, ok, err := cfg.FindClaude(ctx)
+	switch {
+	case err != nil:
+		return "", 0, "bee-hook: cannot look for the claude process: " + err.Error()
+	case !ok:
+		return "", 0, "bee-hook: no claude process above this hook; no session to wake"
+	}
+	return dir, pid, ""
 }
 
 // waitForBridge waits up to cfg.BridgeWithin for the run file of claudePID

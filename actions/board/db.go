@@ -211,6 +211,28 @@ func (b *Board) begin(ctx context.Context) error {
 	return err
 }
 
+// patiently runs read, a read on the write connection, and when SQLite
+// gives up on a lock at once (that connection's busy timeout is 0, see
+// begin) runs it again waiting up to the busy timeout, as the read pool
+// would. Another process's Open may hold a lock for a moment (while it
+// makes the file a WAL database, or recovers its WAL index:
+// SQLITE_BUSY_RECOVERY), which no reader should take for a stuck board.
+func (b *Board) patiently(ctx context.Context, read func() error) error {
+	err := read()
+	if !isLockContention(err) {
+		return err
+	}
+	q := quiet(ctx)
+	if _, perr := b.wconn.ExecContext(q, "PRAGMA busy_timeout = "+strconv.FormatInt(b.opts.BusyTimeout.Milliseconds(), 10)); perr != nil {
+		return err
+	}
+	err = read()
+	if _, perr := b.wconn.ExecContext(q, "PRAGMA busy_timeout = 0"); perr != nil {
+		b.log.Error("cannot reset the write connection's busy timeout", logkey.Err, perr)
+	}
+	return err
+}
+
 // isLockContention reports whether err is SQLite giving up on a lock
 // another process holds: SQLITE_BUSY, or SQLITE_PROTOCOL, which a WAL
 // reader returns after about 10 s of retries while another process holds

@@ -106,55 +106,75 @@ func (l *writeLock) acquire(ctx context.Context) (release func(), err error) {
 		return l.putToken, nil
 	}
 	for {
-		l.mu.Lock()
-		q := l.pending
+		q, release, err := l.tryOrQueue()
 		if q == nil {
-			err := unix.Flock(l.fd, unix.LOCK_EX|unix.LOCK_NB)
-			if err == nil {
-				l.mu.Unlock()
-				return l.held()
-			}
-			if !errors.Is(err, unix.EWOULDBLOCK) {
-				l.mu.Unlock()
-				l.putToken()
-				return nil, fmt.Errorf("lock %s: %w", l.path, err)
-			}
-			q = &queued{done: make(chan struct{})}
-			l.pending = q
-			go l.queue(q)
+			return release, err
 		}
-		q.waiting = true
-		l.mu.Unlock()
-
-		select {
-		case <-q.done:
-		case <-ctx.Done():
+		if release, again, err := l.awaitQueued(ctx, q); !again {
+			return release, err
 		}
-
-		l.mu.Lock()
-		q.waiting = false
-		answered := wakeup.Closed(q.done)
-		if answered {
-			l.pending = nil
-		}
-		granted, qerr := answered && q.granted, q.err
-		l.mu.Unlock()
-		switch {
-		case ctx.Err() != nil:
-			if granted {
-				_ = unix.Flock(l.fd, unix.LOCK_UN)
-			}
-			l.putToken()
-			return nil, ctx.Err()
-		case qerr != nil:
-			l.putToken()
-			return nil, fmt.Errorf("lock %s: %w", l.path, qerr)
-		case granted:
-			return l.held()
-		}
-		// The kernel answered while nobody waited, and the lock went
-		// straight back: ask again.
 	}
+}
+
+// tryOrQueue takes the lock file's lock at once if it is free, or joins
+// the one request waiting in the kernel's queue (making it if none is), and
+// returns that request, marked waited for. With the token held.
+func (l *writeLock) tryOrQueue() (q *queued, release func(), err error) {
+	l.mu.Lock()
+	q = l.pending
+	if q == nil {
+		err := unix.Flock(l.fd, unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			l.mu.Unlock()
+			release, err := l.held()
+			return nil, release, err
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			l.mu.Unlock()
+			l.putToken()
+			return nil, nil, fmt.Errorf("lock %s: %w", l.path, err)
+		}
+		q = &queued{done: make(chan struct{})}
+		l.pending = q
+		go l.queue(q)
+	}
+	q.waiting = true
+	l.mu.Unlock()
+	return q, nil, nil
+}
+
+// awaitQueued waits for the kernel to answer q, or for ctx to end. again
+// says the kernel answered while nobody waited and the lock went straight
+// back: ask again.
+func (l *writeLock) awaitQueued(ctx context.Context, q *queued) (release func(), again bool, err error) {
+	select {
+	case <-q.done:
+	case <-ctx.Done():
+	}
+
+	l.mu.Lock()
+	q.waiting = false
+	answered := wakeup.Closed(q.done)
+	if answered {
+		l.pending = nil
+	}
+	granted, qerr := answered && q.granted, q.err
+	l.mu.Unlock()
+	switch {
+	case ctx.Err() != nil:
+		if granted {
+			_ = unix.Flock(l.fd, unix.LOCK_UN)
+		}
+		l.putToken()
+		return nil, false, ctx.Err()
+	case qerr != nil:
+		l.putToken()
+		return nil, false, fmt.Errorf("lock %s: %w", l.path, qerr)
+	case granted:
+		release, err := l.held()
+		return release, false, err
+	}
+	return nil, true, nil
 }
 
 // queue waits in the kernel's queue for the lock file, then hands the lock

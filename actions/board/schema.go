@@ -279,16 +279,23 @@ func checkHeader(path string, create bool) (fileState, error) {
 	if st.size == 0 {
 		return st, nil
 	}
+	return st, checkSQLiteHeader(f, path, st.size)
+}
+
+// checkSQLiteHeader checks the header of the SQLite file f (at path, size
+// bytes long): a SQLite database whose fixed fields hold their fixed
+// values, a whole number of pages long.
+func checkSQLiteHeader(f io.Reader, path string, size int64) error {
 	var head [100]byte // SQLite's database header
 	if _, err := io.ReadFull(f, head[:]); err != nil || !bytes.Equal(head[:len(sqliteHeader)], sqliteHeader) {
-		return st, corruptErr(path, "it is not a SQLite database", nil)
+		return corruptErr(path, "it is not a SQLite database", nil)
 	}
 	pageSize := int64(binary.BigEndian.Uint16(head[16:18]))
 	if pageSize == 1 {
 		pageSize = 65536
 	}
 	if pageSize < 512 || pageSize&(pageSize-1) != 0 {
-		return st, corruptErr(path, fmt.Sprintf("its header gives a page size of %d", pageSize), nil)
+		return corruptErr(path, fmt.Sprintf("its header gives a page size of %d", pageSize), nil)
 	}
 	// The fields whose values SQLite's file format fixes (see
 	// https://sqlite.org/fileformat.html, "The Database Header"); 0 stands
@@ -296,12 +303,12 @@ func checkHeader(path string, create bool) (fileState, error) {
 	schemaFormat, encoding := binary.BigEndian.Uint32(head[44:48]), binary.BigEndian.Uint32(head[56:60])
 	if head[18] < 1 || head[18] > 2 || head[19] < 1 || head[19] > 2 || head[21] != 64 || head[22] != 32 || head[23] != 32 ||
 		schemaFormat > 4 || encoding > 3 {
-		return st, corruptErr(path, "its SQLite header is damaged", nil)
+		return corruptErr(path, "its SQLite header is damaged", nil)
 	}
-	if st.size%pageSize != 0 {
-		return st, corruptErr(path, fmt.Sprintf("it is %d bytes, not a whole number of %d-byte pages: it was cut short", st.size, pageSize), nil)
+	if size%pageSize != 0 {
+		return corruptErr(path, fmt.Sprintf("it is %d bytes, not a whole number of %d-byte pages: it was cut short", size, pageSize), nil)
 	}
-	return st, nil
+	return nil
 }
 
 func dirErr(path string) error {
@@ -358,7 +365,11 @@ func (b *Board) migrate() error {
 	// Reads wait for a lock at most the busy timeout (SQLite's own); the
 	// write bounds itself.
 	ctx := b.ctx
-	v, tables, err := b.readVersion(ctx, b.wconn)
+	var v, tables int
+	err := b.patiently(ctx, func() (err error) {
+		v, tables, err = b.readVersion(ctx, b.wconn)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -398,10 +409,17 @@ func (b *Board) migrate() error {
 			return err
 		}
 	}
-	if err := b.checkSchema(); err != nil {
-		return err
-	}
-	err = b.wconn.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'board_id'`).Scan(&b.id)
+	return b.patiently(ctx, func() error {
+		if err := b.checkSchema(); err != nil {
+			return err
+		}
+		return b.readID(ctx)
+	})
+}
+
+// readID reads the board's id.
+func (b *Board) readID(ctx context.Context) error {
+	err := b.wconn.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'board_id'`).Scan(&b.id)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return corruptErr(b.path, "it has no board id", nil)

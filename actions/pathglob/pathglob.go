@@ -104,53 +104,70 @@ const (
 // and one trailing '/' dropped. It returns an *Error (wrapping
 // ErrBadPattern) when s is refused; see the package comment for what is.
 func Parse(s string) (Pattern, error) {
-	bad := func(format string, args ...any) (Pattern, error) {
-		return Pattern{}, &Error{Pattern: s, Reason: fmt.Sprintf(format, args...)}
-	}
-	switch {
-	case s == "":
-		return bad("empty; name a path relative to the repository root, like %q", "src/auth/**")
-	case len(s) > MaxPatternLen:
-		return bad("%d bytes, more than %d; name a directory higher up instead", len(s), MaxPatternLen)
-	case !utf8.ValidString(s):
-		return bad("not valid UTF-8; name the path as text")
-	case strings.HasPrefix(s, "/"):
-		return bad("absolute; give it relative to the repository root, like %q", strings.TrimLeft(s, "/"))
-	}
-	if len(s) >= 2 && s[1] == ':' && isASCIILetter(s[0]) && (len(s) == 2 || s[2] == '/' || s[2] == '\\') {
-		return bad("absolute (Windows drive %q); give it relative to the repository root", s[:2])
-	}
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '\\':
-			return bad("has a backslash at byte %d; separate segments with '/' (backslash is not an escape here)", i)
-		case c < 0x20 || c == 0x7f:
-			return bad("has control character %#04x at byte %d; name the path without it", c, i)
-		}
+	if reason := refusedText(s); reason != "" {
+		return Pattern{}, &Error{Pattern: s, Reason: reason}
 	}
 	t := strings.TrimPrefix(s, "./")
 	t = strings.TrimSuffix(t, "/")
 	if t == "" || t == "." {
-		return bad("names the repository root; to reserve the whole repository write %q", "**")
+		return Pattern{}, &Error{Pattern: s, Reason: fmt.Sprintf("names the repository root; to reserve the whole repository write %q", "**")}
 	}
+	segs, prefix, reason := segmentsOf(t)
+	if reason != "" {
+		return Pattern{}, &Error{Pattern: s, Reason: reason}
+	}
+	if segs[len(segs)-1].kind != globstar {
+		segs = append(segs, segment{text: "**", kind: globstar})
+	}
+	return Pattern{text: t, prefix: t[:prefix], segs: segs}, nil
+}
 
-	n := strings.Count(t, "/") + 1
-	segs := make([]segment, 0, n+1)
-	prefix := -1 // bytes of t in the literal prefix; -1 while still literal
+// refusedText says why s is refused as a whole (empty, too long, not
+// UTF-8, absolute, a backslash or a control character), or "".
+func refusedText(s string) string {
+	switch {
+	case s == "":
+		return fmt.Sprintf("empty; name a path relative to the repository root, like %q", "src/auth/**")
+	case len(s) > MaxPatternLen:
+		return fmt.Sprintf("%d bytes, more than %d; name a directory higher up instead", len(s), MaxPatternLen)
+	case !utf8.ValidString(s):
+		return "not valid UTF-8; name the path as text"
+	case strings.HasPrefix(s, "/"):
+		return fmt.Sprintf("absolute; give it relative to the repository root, like %q", strings.TrimLeft(s, "/"))
+	}
+	if len(s) >= 2 && s[1] == ':' && isASCIILetter(s[0]) && (len(s) == 2 || s[2] == '/' || s[2] == '\\') {
+		return fmt.Sprintf("absolute (Windows drive %q); give it relative to the repository root", s[:2])
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\\':
+			return fmt.Sprintf("has a backslash at byte %d; separate segments with '/' (backslash is not an escape here)", i)
+		case c < 0x20 || c == 0x7f:
+			return fmt.Sprintf("has control character %#04x at byte %d; name the path without it", c, i)
+		}
+	}
+	return ""
+}
+
+// segmentsOf splits the normalised pattern t into its segments, and says
+// how many bytes of t are its literal prefix, or why a segment is refused.
+func segmentsOf(t string) (segs []segment, prefix int, reason string) {
+	segs = make([]segment, 0, strings.Count(t, "/")+2)
+	prefix = -1 // -1 while still literal
 	for i, rest := 0, t; ; i++ {
 		part, tail, more := strings.Cut(rest, "/")
 		start := len(t) - len(rest)
 		switch {
 		case part == "":
-			return bad("has an empty segment at byte %d (\"//\"); write one '/' between segments", start)
+			return nil, 0, fmt.Sprintf("has an empty segment at byte %d (\"//\"); write one '/' between segments", start)
 		case part == ".":
-			return bad("has a \".\" segment at byte %d; drop it", start)
+			return nil, 0, fmt.Sprintf("has a \".\" segment at byte %d; drop it", start)
 		case part == "..":
-			return bad("has a \"..\" segment, which could reach outside the repository; name the path from the repository root without \"..\"")
+			return nil, 0, "has a \"..\" segment, which could reach outside the repository; name the path from the repository root without \"..\""
 		case part == "**":
 			segs = append(segs, segment{text: part, kind: globstar})
 		case strings.Contains(part, "**"):
-			return bad("has \"**\" inside the segment %q; \"**\" must be a whole segment (like %q), and '*' matches within one segment", part, "a/**/b")
+			return nil, 0, fmt.Sprintf("has \"**\" inside the segment %q; \"**\" must be a whole segment (like %q), and '*' matches within one segment", part, "a/**/b")
 		case strings.Contains(part, "*"):
 			segs = append(segs, segment{text: part, kind: glob})
 		default:
@@ -167,10 +184,7 @@ func Parse(s string) (Pattern, error) {
 	if prefix < 0 {
 		prefix = len(t)
 	}
-	if segs[len(segs)-1].kind != globstar {
-		segs = append(segs, segment{text: "**", kind: globstar})
-	}
-	return Pattern{text: t, prefix: t[:prefix], segs: segs}, nil
+	return segs, prefix, ""
 }
 
 func isASCIILetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }

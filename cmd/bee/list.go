@@ -39,21 +39,10 @@ func (c *ListCommand) Run(ctx context.Context, args []string) error {
 	if c.state != "" && c.all {
 		return usagef("bee list --help", "bee list: --all and --state cannot go together")
 	}
-	// The board filters: a long history of ended actions is not read here.
-	var filter actions.ListFilter
-	switch st := actions.State(c.state); st {
-	case "":
-		if !c.all {
-			filter.States = []actions.State{actions.Open, actions.Blocked, actions.Claimed}
-		}
-	case "ended":
-		filter.States = []actions.State{actions.Done, actions.Failed, actions.Cancelled}
-	case actions.Open, actions.Blocked, actions.Claimed, actions.Done, actions.Failed, actions.Cancelled:
-		filter.States = []actions.State{st}
-	default:
-		return usagef("bee list --state open", "bee list: unknown state %q (open, blocked, claimed, done, failed, cancelled or ended)", c.state)
+	filter, err := c.filter()
+	if err != nil {
+		return err
 	}
-
 	b, err := c.env.open("list", false)
 	if err != nil {
 		return err
@@ -71,7 +60,31 @@ func (c *ListCommand) Run(ctx context.Context, args []string) error {
 		records = append(records, page.Records...)
 		cursor = page.Cursor
 	}
+	return c.print(records, b.Location())
+}
 
+// filter is the board's filter for the flags: the board filters, so a long
+// history of ended actions is not read for the default list.
+func (c *ListCommand) filter() (actions.ListFilter, error) {
+	var filter actions.ListFilter
+	switch st := actions.State(c.state); st {
+	case "":
+		if !c.all {
+			filter.States = []actions.State{actions.Open, actions.Blocked, actions.Claimed}
+		}
+	case "ended":
+		filter.States = []actions.State{actions.Done, actions.Failed, actions.Cancelled}
+	case actions.Open, actions.Blocked, actions.Claimed, actions.Done, actions.Failed, actions.Cancelled:
+		filter.States = []actions.State{st}
+	default:
+		return filter, usagef("bee list --state open", "bee list: unknown state %q (open, blocked, claimed, done, failed, cancelled or ended)", c.state)
+	}
+	return filter, nil
+}
+
+// print writes records as JSON or as a table, or says there are none on
+// the board at location.
+func (c *ListCommand) print(records []actions.Record, location string) error {
 	out := c.env.main.Stdout
 	if c.asJSON {
 		return writeJSON(out, records)
@@ -83,7 +96,7 @@ func (c *ListCommand) Run(ctx context.Context, args []string) error {
 		} else if c.state != "" {
 			what = "no " + c.state + " actions"
 		}
-		_, err := fmt.Fprintf(out, "%s on %s\n", what, b.Location())
+		_, err := fmt.Fprintf(out, "%s on %s\n", what, location)
 		return err
 	}
 	now := time.Now()

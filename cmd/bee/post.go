@@ -59,18 +59,10 @@ func (c *PostCommand) Run(ctx context.Context, args []string) error {
 		body = pos[1]
 	}
 	if body == "-" {
-		raw, err := io.ReadAll(io.LimitReader(c.env.main.Stdin, actions.MaxBodyLen+1))
-		if err != nil {
-			return fmt.Errorf("bee post: read the body from stdin: %w", err)
+		var err error
+		if body, err = c.stdinBody(); err != nil {
+			return err
 		}
-		if len(raw) > actions.MaxBodyLen {
-			// Only the first MaxBodyLen+1 bytes were read: the limit is
-			// all bee knows.
-			return &cliError{code: exitUsage, err: actions.ErrTooLong,
-				msg:  fmt.Sprintf("bee post: the body on stdin is more than %d bytes (64 KiB), the most an action holds", actions.MaxBodyLen),
-				hint: "put the detail in a file, and name the file in a shorter body"}
-		}
-		body = string(raw)
 	}
 	poster, err := c.poster()
 	if err != nil {
@@ -103,6 +95,23 @@ func (c *PostCommand) Run(ctx context.Context, args []string) error {
 		line += fmt.Sprintf(" (blocked until %s %s done)", safe(strings.Join(rec.BlockedBy, ", ")), plural(len(rec.BlockedBy), "is", "are"))
 	}
 	return c.env.printRecord(c.asJSON, rec, line+heldBackLine(rec))
+}
+
+// stdinBody reads the body from stdin (bee post TITLE -), refusing one
+// larger than an action holds.
+func (c *PostCommand) stdinBody() (string, error) {
+	raw, err := io.ReadAll(io.LimitReader(c.env.main.Stdin, actions.MaxBodyLen+1))
+	if err != nil {
+		return "", fmt.Errorf("bee post: read the body from stdin: %w", err)
+	}
+	if len(raw) > actions.MaxBodyLen {
+		// Only the first MaxBodyLen+1 bytes were read: the limit is all
+		// bee knows.
+		return "", &cliError{code: exitUsage, err: actions.ErrTooLong,
+			msg:  fmt.Sprintf("bee post: the body on stdin is more than %d bytes (64 KiB), the most an action holds", actions.MaxBodyLen),
+			hint: "put the detail in a file, and name the file in a shorter body"}
+	}
+	return string(raw), nil
 }
 
 // poster is the person posting (see env.person).

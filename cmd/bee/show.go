@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -53,6 +54,12 @@ func (c *ShowCommand) Run(ctx context.Context, args []string) error {
 	if c.asJSON {
 		return writeJSON(out, shownAction{Record: r, planLinksOf: links})
 	}
+	return printShown(out, r, links)
+}
+
+// printShown writes r for a person: its fields as a table, its plan's
+// links, then its body, result and reason.
+func printShown(out io.Writer, r actions.Record, links planLinksOf) error {
 	now := time.Now()
 	tw := newTable(out)
 	fmt.Fprintf(tw, "id:\t%s\n", safe(r.ID))

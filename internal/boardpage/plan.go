@@ -113,80 +113,11 @@ func (s *Server) planOf(ctx context.Context, id string) *planView {
 func layoutPlan(now time.Time, g actions.PlanGraph, mark string) *planView {
 	v := &planView{ID: mark, Legend: planStates}
 	n := len(g.Records)
-	index := make(map[string]int, n)
-	for i, r := range g.Records {
-		index[r.ID] = i
-	}
-	var edges [][2]int // before, after
-	prereqs := make([][]int, n)
-	for _, e := range g.Edges {
-		b, okB := index[e.Before]
-		a, okA := index[e.After]
-		if !okB || !okA || a == b {
-			continue
-		}
-		prereqs[a] = append(prereqs[a], b)
-		edges = append(edges, [2]int{b, a})
-	}
-	depth := depths(prereqs)
-
-	// Slots: the actions (0..n-1), then the hidden ones of long edges.
-	slotDepth := slices.Clone(depth)
-	slotWaits := make([][]int, n) // slot -> slots it hangs from
-	paths := make([][]int, len(edges))
-	for k, e := range edges {
-		b, a := e[0], e[1]
-		path := []int{b}
-		for d := depth[b] + 1; d < depth[a]; d++ {
-			slotDepth = append(slotDepth, d)
-			slotWaits = append(slotWaits, []int{path[len(path)-1]})
-			path = append(path, len(slotDepth)-1)
-		}
-		slotWaits[a] = append(slotWaits[a], path[len(path)-1])
-		paths[k] = append(path, a)
-	}
-
-	layers := [][]int{}
-	for i, d := range slotDepth {
-		for len(layers) <= d {
-			layers = append(layers, nil)
-		}
-		layers[d] = append(layers[d], i) // posting order, hidden slots last
-	}
-	row := make([]float64, len(slotDepth))
-	for _, layer := range layers {
-		mean := func(i int) float64 {
-			if len(slotWaits[i]) == 0 {
-				return float64(i) // the first layer: posting order
-			}
-			sum := 0.0
-			for _, p := range slotWaits[i] {
-				sum += row[p]
-			}
-			return sum / float64(len(slotWaits[i]))
-		}
-		slices.SortStableFunc(layer, func(a, b int) int { return cmp.Compare(mean(a), mean(b)) })
-		for k, i := range layer {
-			row[i] = float64(k)
-		}
-	}
-
-	tallest := 0
-	for _, layer := range layers {
-		tallest = max(tallest, len(layer))
-	}
-	v.Width = 2*graphPad + len(layers)*nodeW + max(0, len(layers)-1)*layerGap
-	v.Height = 2*graphPad + tallest*nodeH + max(0, tallest-1)*rowGap
-	x := make([]int, len(slotDepth))
-	y := make([]int, len(slotDepth))
-	for d, layer := range layers {
-		// Each layer is centred on the tallest one.
-		top := graphPad + (tallest-len(layer))*(nodeH+rowGap)/2
-		for k, i := range layer {
-			x[i], y[i] = graphPad+d*(nodeW+layerGap), top+k*(nodeH+rowGap)
-		}
-	}
-	for _, layer := range layers {
+	edges, prereqs := planEdges(g)
+	l := slotsOf(depths(prereqs), edges)
+	l.order()
+	v.Width, v.Height = l.place()
+	for _, layer := range l.layers {
 		for _, i := range layer {
 			if i >= n {
 				continue // a hidden slot
@@ -194,7 +125,7 @@ func layoutPlan(now time.Time, g actions.PlanGraph, mark string) *planView {
 			r := shownRecord(g.Records[i])
 			v.Nodes = append(v.Nodes, planNode{
 				ID: r.ID, State: r.State, Title: r.Title, Short: cutRunes(r.Title, titleRune),
-				For: actionView{Record: r}.For(), Marked: r.ID == mark, Depth: slotDepth[i], X: x[i], Y: y[i],
+				For: actionView{Record: r}.For(), Marked: r.ID == mark, Depth: l.depth[i], X: l.x[i], Y: l.y[i],
 			})
 		}
 	}
@@ -204,7 +135,7 @@ func layoutPlan(now time.Time, g actions.PlanGraph, mark string) *planView {
 			Before: shownRecord(g.Records[b]).ID, After: shownRecord(g.Records[a]).ID,
 			Met:    g.Records[b].State == actions.Done,
 			Broken: g.Records[b].State == actions.Failed || g.Records[b].State == actions.Cancelled,
-			Path:   edgePath(paths[k], x, y),
+			Path:   edgePath(l.paths[k], l.x, l.y),
 		})
 	}
 	for _, r := range g.Records {
@@ -212,6 +143,101 @@ func layoutPlan(now time.Time, g actions.PlanGraph, mark string) *planView {
 	}
 	v.Summary = planSummary(g.Records)
 	return v
+}
+
+// planEdges is g's edges between its records, by index in g.Records
+// (before, after), and each record's prerequisites within the plan.
+func planEdges(g actions.PlanGraph) (edges [][2]int, prereqs [][]int) {
+	index := make(map[string]int, len(g.Records))
+	for i, r := range g.Records {
+		index[r.ID] = i
+	}
+	prereqs = make([][]int, len(g.Records))
+	for _, e := range g.Edges {
+		b, okB := index[e.Before]
+		a, okA := index[e.After]
+		if !okB || !okA || a == b {
+			continue
+		}
+		prereqs[a] = append(prereqs[a], b)
+		edges = append(edges, [2]int{b, a})
+	}
+	return edges, prereqs
+}
+
+// A slotLayout places a plan's slots: its actions (0..n-1), then the
+// hidden slots that carry long edges across the layers between.
+type slotLayout struct {
+	depth  []int   // slot -> layer
+	waits  [][]int // slot -> slots it hangs from
+	paths  [][]int // edge -> the slots it runs through
+	layers [][]int // layer -> its slots, top to bottom
+	x, y   []int   // slot -> position
+}
+
+// slotsOf makes the slots of actions at depth and of the hidden slots of
+// edges that span several layers.
+func slotsOf(depth []int, edges [][2]int) *slotLayout {
+	l := &slotLayout{depth: slices.Clone(depth), waits: make([][]int, len(depth)), paths: make([][]int, len(edges))}
+	for k, e := range edges {
+		b, a := e[0], e[1]
+		path := []int{b}
+		for d := depth[b] + 1; d < depth[a]; d++ {
+			l.depth = append(l.depth, d)
+			l.waits = append(l.waits, []int{path[len(path)-1]})
+			path = append(path, len(l.depth)-1)
+		}
+		l.waits[a] = append(l.waits[a], path[len(path)-1])
+		l.paths[k] = append(path, a)
+	}
+	return l
+}
+
+// order sorts each layer's slots by the mean row of what they hang from
+// (posting order in the first layer and for ties).
+func (l *slotLayout) order() {
+	for i, d := range l.depth {
+		for len(l.layers) <= d {
+			l.layers = append(l.layers, nil)
+		}
+		l.layers[d] = append(l.layers[d], i) // posting order, hidden slots last
+	}
+	row := make([]float64, len(l.depth))
+	for _, layer := range l.layers {
+		mean := func(i int) float64 {
+			if len(l.waits[i]) == 0 {
+				return float64(i) // the first layer: posting order
+			}
+			sum := 0.0
+			for _, p := range l.waits[i] {
+				sum += row[p]
+			}
+			return sum / float64(len(l.waits[i]))
+		}
+		slices.SortStableFunc(layer, func(a, b int) int { return cmp.Compare(mean(a), mean(b)) })
+		for k, i := range layer {
+			row[i] = float64(k)
+		}
+	}
+}
+
+// place gives each slot its position, each layer centred on the tallest,
+// and returns the graph's size.
+func (l *slotLayout) place() (width, height int) {
+	tallest := 0
+	for _, layer := range l.layers {
+		tallest = max(tallest, len(layer))
+	}
+	width = 2*graphPad + len(l.layers)*nodeW + max(0, len(l.layers)-1)*layerGap
+	height = 2*graphPad + tallest*nodeH + max(0, tallest-1)*rowGap
+	l.x, l.y = make([]int, len(l.depth)), make([]int, len(l.depth))
+	for d, layer := range l.layers {
+		top := graphPad + (tallest-len(layer))*(nodeH+rowGap)/2
+		for k, i := range layer {
+			l.x[i], l.y[i] = graphPad+d*(nodeW+layerGap), top+k*(nodeH+rowGap)
+		}
+	}
+	return width, height
 }
 
 // edgePath is the SVG path of an edge through the slots of path: from the

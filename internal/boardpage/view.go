@@ -283,22 +283,33 @@ func (v *pageView) fill(now time.Time, records []actions.Record, members []actio
 		v.Tabs[i].Current = v.Tabs[i].Key == v.Show
 	}
 	if v.ShowEnded() {
-		slices.SortStableFunc(ended, func(a, b actions.Record) int { return endedAt(b).Compare(endedAt(a)) })
-		limit := endedOnAll
-		if v.Show == showEnded {
-			limit = endedOnEnded
-		}
-		if len(ended) > limit {
-			v.EndedMore = len(ended) - limit
-			ended = ended[:limit]
-		}
-		for _, r := range ended {
-			a := actionOf(now, r)
-			a.InPlan = planned[r.ID]
-			v.Ended = append(v.Ended, a)
-		}
+		v.fillEnded(now, ended, planned)
 	}
+	v.fillAgents(now, members)
+}
 
+// fillEnded shows the ended records, the latest first, as many as the
+// tab shows.
+func (v *pageView) fillEnded(now time.Time, ended []actions.Record, planned map[string]bool) {
+	slices.SortStableFunc(ended, func(a, b actions.Record) int { return endedAt(b).Compare(endedAt(a)) })
+	limit := endedOnAll
+	if v.Show == showEnded {
+		limit = endedOnEnded
+	}
+	if len(ended) > limit {
+		v.EndedMore = len(ended) - limit
+		ended = ended[:limit]
+	}
+	for _, r := range ended {
+		a := actionOf(now, r)
+		a.InPlan = planned[r.ID]
+		v.Ended = append(v.Ended, a)
+	}
+}
+
+// fillAgents shows the live members, and offers their agent names, then
+// their identities, as recipients.
+func (v *pageView) fillAgents(now time.Time, members []actions.MemberInfo) {
 	seen := map[string]bool{}
 	var ids []string
 	for _, m := range members {

@@ -268,8 +268,11 @@ func (t teeHandler) WithGroup(name string) slog.Handler    { return teeHandler{t
 func TestRun_LateCancelGivesTheClaimBack(t *testing.T) {
 	b := startBridge(t)
 	rec := b.claimOne() // the answer to id 3 has been read
-	require.Equal(t, actions.Claimed, b.state(rec.ID))
+	// The cancel goes at once: it counts only within the late-cancel
+	// window (1 s) after the answer was written, and opening the board to
+	// look first can take longer than that on a loaded machine.
 	b.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3,"reason":"AbortError: user-cancel"}}`)
+	require.Equal(t, actions.Claimed, rec.State, "the answer handed over a claim")
 	if !assert.Eventually(t, func() bool { return b.state(rec.ID) == actions.Open }, testtime.Bound(5*time.Second), 10*time.Millisecond) {
 		t.Fatalf("the claim was not given back\nlog:\n%s", b.logBuf)
 	}

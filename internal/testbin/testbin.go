@@ -28,6 +28,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"os/exec"
@@ -356,58 +357,80 @@ func Inputs(o Options) (key string, files []string, err error) {
 	if out, err = output(list); err != nil {
 		return "", nil, err
 	}
-	hashFile := func(path string) error {
-		rel, err := filepath.Rel(o.Module, path)
-		if err != nil || strings.HasPrefix(rel, "..") {
-			rel = path
-		}
-		f, err := os.Open(path)
-		if err != nil {
-			return fmt.Errorf("testbin: %w", err)
-		}
-		defer f.Close()
-		fh := sha256.New()
-		if _, err := io.Copy(fh, f); err != nil {
-			return fmt.Errorf("testbin: read %s: %w", path, err)
-		}
-		fmt.Fprintf(h, "file %q %x\n", filepath.ToSlash(rel), fh.Sum(nil))
-		files = append(files, filepath.ToSlash(rel))
-		return nil
-	}
-	mods := map[string]bool{}
+	ih := &inputHash{h: h, module: o.Module, mods: map[string]bool{}}
 	for dec := json.NewDecoder(bytes.NewReader(out)); dec.More(); {
 		var p listed
 		if err := dec.Decode(&p); err != nil {
 			return "", nil, fmt.Errorf("testbin: read go list: %w", err)
 		}
-		fmt.Fprintf(h, "package %s\n", p.ImportPath)
-		m := p.Module
-		switch {
-		case p.Standard:
-			continue // the toolchain's: GOVERSION and GOROOT name it
-		case m != nil && !m.Main && (m.Replace == nil || m.Replace.Version != ""):
-			fmt.Fprintf(h, "module %s %s\n", m.Path, m.Version) // immutable, checked by go.sum
-			if m.Replace != nil {
-				fmt.Fprintf(h, "replaced %s %s\n", m.Replace.Path, m.Replace.Version)
-			}
-			continue
-		case m != nil && !mods[m.GoMod]:
-			mods[m.GoMod] = true
-			for _, f := range []string{m.GoMod, filepath.Join(filepath.Dir(m.GoMod), "go.sum")} {
-				if err := hashFile(f); err != nil && !(errors.Is(err, os.ErrNotExist) && strings.HasSuffix(f, "go.sum")) {
-					return "", nil, err
-				}
-			}
+		if err := ih.pkg(p); err != nil {
+			return "", nil, err
 		}
-		names := p.files()
-		slices.Sort(names)
-		for _, name := range names {
-			if err := hashFile(filepath.Join(p.Dir, name)); err != nil {
-				return "", nil, err
+	}
+	files = ih.files
+	return hex.EncodeToString(h.Sum(nil)[:16]), files, nil
+}
+
+// An inputHash hashes the files a build reads, in go list's order.
+type inputHash struct {
+	h      hash.Hash
+	module string
+	files  []string        // hashed, relative to module
+	mods   map[string]bool // the go.mod files of modules hashed already
+}
+
+// pkg hashes what package p's build reads: the module's version for a
+// module the checksum database fixes, else its go.mod and go.sum (once a
+// module) and the package's files. A standard package is named by
+// GOVERSION and GOROOT alone.
+func (ih *inputHash) pkg(p listed) error {
+	fmt.Fprintf(ih.h, "package %s\n", p.ImportPath)
+	m := p.Module
+	switch {
+	case p.Standard:
+		return nil // the toolchain's: GOVERSION and GOROOT name it
+	case m != nil && !m.Main && (m.Replace == nil || m.Replace.Version != ""):
+		fmt.Fprintf(ih.h, "module %s %s\n", m.Path, m.Version) // immutable, checked by go.sum
+		if m.Replace != nil {
+			fmt.Fprintf(ih.h, "replaced %s %s\n", m.Replace.Path, m.Replace.Version)
+		}
+		return nil
+	case m != nil && !ih.mods[m.GoMod]:
+		ih.mods[m.GoMod] = true
+		for _, f := range []string{m.GoMod, filepath.Join(filepath.Dir(m.GoMod), "go.sum")} {
+			if err := ih.file(f); err != nil && !(errors.Is(err, os.ErrNotExist) && strings.HasSuffix(f, "go.sum")) {
+				return err
 			}
 		}
 	}
-	return hex.EncodeToString(h.Sum(nil)[:16]), files, nil
+	names := p.files()
+	slices.Sort(names)
+	for _, name := range names {
+		if err := ih.file(filepath.Join(p.Dir, name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// file hashes the file at path under its name relative to the module.
+func (ih *inputHash) file(path string) error {
+	rel, err := filepath.Rel(ih.module, path)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		rel = path
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("testbin: %w", err)
+	}
+	defer f.Close()
+	fh := sha256.New()
+	if _, err := io.Copy(fh, f); err != nil {
+		return fmt.Errorf("testbin: read %s: %w", path, err)
+	}
+	fmt.Fprintf(ih.h, "file %q %x\n", filepath.ToSlash(rel), fh.Sum(nil))
+	ih.files = append(ih.files, filepath.ToSlash(rel))
+	return nil
 }
 
 // output runs cmd and returns its stdout, or an error with its stderr.
