@@ -37,10 +37,23 @@ func newDirWatch(dir string) (*dirWatch, error) {
 	return w, nil
 }
 
-// add watches the directory again, once it has been made again.
+// add watches the directory (again, once it has been made again). It
+// reaches the descriptor through SyscallConn, as os.File.Fd advises: Fd
+// may put a non-blocking descriptor in blocking mode, where a Read holds
+// a thread, and Control keeps the descriptor from being closed meanwhile.
 func (w *dirWatch) add() error {
-	if _, err := unix.InotifyAddWatch(int(w.f.Fd()), w.dir, dirMask); err != nil {
+	rc, err := w.f.SyscallConn()
+	if err != nil {
 		return fmt.Errorf("watch %s: %w", w.dir, err)
+	}
+	var werr error
+	if err := rc.Control(func(fd uintptr) {
+		_, werr = unix.InotifyAddWatch(int(fd), w.dir, dirMask)
+	}); err != nil {
+		werr = err
+	}
+	if werr != nil {
+		return fmt.Errorf("watch %s: %w", w.dir, werr)
 	}
 	return nil
 }
