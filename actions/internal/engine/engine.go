@@ -44,6 +44,7 @@ import (
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/identity"
+	"github.com/tractat-us/bee/internal/liveness"
 	"github.com/tractat-us/bee/internal/logkey"
 )
 
@@ -128,6 +129,8 @@ type Engine struct {
 
 	mu  sync.Mutex          // guards hot
 	hot map[identity.ID]hot // identities that claimed a moment ago
+
+	procs liveness.Watch // judges the pids reap asks about; Close frees it
 }
 
 // New returns the engine of s.
@@ -143,7 +146,12 @@ func (e *Engine) Name() string { return "board" }
 // claims until its lease runs out, so a bridge calls Depart on a clean end
 // and then Close. Calls in progress return actions.ErrClosed. Close may be
 // called more than once; later calls return the first call's result.
-func (e *Engine) Close() error { return e.cfg.Life.Close(e.s.Shutdown) }
+func (e *Engine) Close() error {
+	return e.cfg.Life.Close(func() error {
+		defer e.procs.Close()
+		return e.s.Shutdown()
+	})
+}
 
 // done reports whether the board has closed.
 func (e *Engine) done() bool { return e.cfg.Life.Context().Err() != nil }

@@ -9,7 +9,6 @@ import (
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/internal/wakeup"
 	"github.com/tractat-us/bee/identity"
-	"github.com/tractat-us/bee/internal/liveness"
 	"github.com/tractat-us/bee/internal/logkey"
 )
 
@@ -83,16 +82,22 @@ func (e *Engine) departTx(t *txn, who identity.ID) (released, readdressed []stri
 // agent name at once, instead of when a lease runs out. Every view calls
 // it first, so a dead holder never shows as holding. It writes only when
 // it finds one; a failure is logged and left to the next look or the
-// lease.
+// lease. The pids are judged by the engine's liveness.Watch: one poll for
+// all of them, where each used to cost a signal and a read of /proc
+// before every claim, in every bridge of the machine.
 func (e *Engine) reap(ctx context.Context) {
 	procs, err := e.s.Processes(ctx)
 	if err != nil {
 		return
 	}
+	pids := make([]int, len(procs))
+	for i, p := range procs {
+		pids[i] = p.PID
+	}
 	var dead []identity.ID
-	for _, p := range procs {
-		if !liveness.Alive(p.PID) {
-			dead = append(dead, p.ID)
+	for i, alive := range e.procs.Alive(pids) {
+		if !alive {
+			dead = append(dead, procs[i].ID)
 		}
 	}
 	if len(dead) == 0 {
