@@ -30,6 +30,13 @@ import (
 // of bridges idle after 100 tool calls. Every bridge of a target shares
 // one board, created before the clock starts, as on a machine where bee
 // has run before; each has a run directory of its own.
+//
+// BEE_BENCH_BASELINE=<a bee-mcp binary> adds that binary as two more
+// targets (baseline, baseline-board), measured in the same run, so that a
+// change is paired against the build before it:
+//
+//	go build -o /tmp/bee-mcp-before ./cmd/bee-mcp   # before the change
+//	BEE_BENCH_BASELINE=/tmp/bee-mcp-before go test -run '^$' -bench 'Startup|ExtraSessionPSS' -benchtime 20x ./cmd/bee-mcp/
 
 // buildBench returns the binary of pkg built without the race detector,
 // once for every benchmark that runs it (testbin).
@@ -45,15 +52,30 @@ func buildBench(b *testing.B, pkg string) string {
 type benchTarget struct {
 	name string
 	pkg  string
+	// bin, when set, is a built binary run instead of building pkg.
+	bin  string
 	args []string
 	// call is a tools/call for the 100-call memory benchmark.
 	call string
 }
 
-var benchTargets = []benchTarget{
-	{"bee-mcp", "github.com/tractat-us/bee/cmd/bee-mcp", []string{"--source", "none", "--agent", "bench"}, `{"name":"bee_whoami"}`},
-	{"bee-mcp-board", "github.com/tractat-us/bee/cmd/bee-mcp", []string{"--agent", "bench"}, `{"name":"bee_whoami"}`},
-	{"bare-sdk", "github.com/tractat-us/bee/cmd/bee-mcp/testdata/baresdk", nil, `{"name":"one","arguments":{"n":1}}`},
+// benchTargets returns the servers every benchmark measures, side by
+// side: bee-mcp without and with its board, the bare go-sdk server, and
+// the $BEE_BENCH_BASELINE binary when it is set.
+func benchTargets() []benchTarget {
+	const mcp = "github.com/tractat-us/bee/cmd/bee-mcp"
+	none, board := []string{"--source", "none", "--agent", "bench"}, []string{"--agent", "bench"}
+	whoami := `{"name":"bee_whoami"}`
+	var ts []benchTarget
+	if base := os.Getenv("BEE_BENCH_BASELINE"); base != "" {
+		ts = append(ts,
+			benchTarget{name: "baseline", bin: base, args: none, call: whoami},
+			benchTarget{name: "baseline-board", bin: base, args: board, call: whoami})
+	}
+	return append(ts,
+		benchTarget{name: "bee-mcp", pkg: mcp, args: none, call: whoami},
+		benchTarget{name: "bee-mcp-board", pkg: mcp, args: board, call: whoami},
+		benchTarget{name: "bare-sdk", pkg: "github.com/tractat-us/bee/cmd/bee-mcp/testdata/baresdk", call: `{"name":"one","arguments":{"n":1}}`})
 }
 
 const pipelinedHandshake = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"0"}}}
@@ -162,8 +184,11 @@ func (r benchRun) start(b *testing.B) *benchProc {
 // forEachTarget runs f as a sub-benchmark of each target, all in one run
 // so that bee-mcp and the bare server meet the same machine.
 func forEachTarget(b *testing.B, f func(b *testing.B, r benchRun)) {
-	for _, tgt := range benchTargets {
-		bin := buildBench(b, tgt.pkg)
+	for _, tgt := range benchTargets() {
+		bin := tgt.bin
+		if bin == "" {
+			bin = buildBench(b, tgt.pkg)
+		}
 		b.Run(tgt.name, func(b *testing.B) {
 			claude := standInClaude(b)
 			f(b, benchRun{tgt: tgt, bin: bin, claude: claude, board: benchBoard(b, claude, bin, tgt.args)})

@@ -14,18 +14,17 @@ import (
 	"context"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"syscall"
 )
 
-// gcPercent is the bridge's garbage-collection target once it has started,
-// unless $GOGC says otherwise. A bridge idles for hours with well under a
-// megabyte live, and a machine runs one per Claude Code session: half Go's
-// default keeps about 1.7 MiB less resident per bridge (RssAnon 7.7 -> 6.0
-// MiB after 100 calls) for about 0.03 ms more CPU per tool call (a burst of
-// 1000 bee_list_actions calls: 230 -> 270-290 ms). During start-up it
-// would cost two collections for nothing (start-up's garbage is freed at
-// once after), so the target is lowered only when the bridge has started.
+// gcPercent is the bridge's garbage-collection target once it has been
+// used, unless $GOGC says otherwise. A bridge idles for hours with well
+// under a megabyte live, and a machine runs one per Claude Code session:
+// half Go's default keeps about 1.7 MiB less resident per bridge (RssAnon
+// 7.7 -> 6.0 MiB after 100 calls) for about 0.03 ms more CPU per tool call
+// (a burst of 1000 bee_list_actions calls: 230 -> 270-290 ms).
 const gcPercent = 50
 
 func main() {
@@ -40,13 +39,29 @@ func main() {
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr, sigs, func() { settle(gogc) }))
 }
 
-// settle readies a started bridge for its idle hours: a lower GC target
-// (unless $GOGC set one), and start-up's garbage given back to the system
-// now rather than over the next minutes (BenchmarkExtraSessionPSS
-// measures what an idle bridge keeps).
+// settle readies a started bridge for its idle hours: it lowers the GC
+// target (unless $GOGC set one) after the runtime's next collection, not
+// now. A bridge allocates about 1 MiB in all to start, so under Go's
+// default target it starts without a single collection; lowering the
+// target now would start one at once (the heap is past the lower
+// target's first goal), and a collection leaves the runtime's GC
+// metadata (mark bits, span sets: about 0.4 MiB) resident in every idle
+// bridge, for little garbage freed (BenchmarkExtraSessionPSS measures
+// what an idle bridge keeps). Once the bridge is used enough to collect,
+// the lower target holds from then on.
 func settle(gogcSet bool) {
 	if !gogcSet {
-		debug.SetGCPercent(gcPercent)
+		afterNextGC(func() { debug.SetGCPercent(gcPercent) })
 	}
-	debug.FreeOSMemory()
+}
+
+// gcSentinel is an object nothing refers to, whose cleanup runs after the
+// collection that finds it unreachable. It holds a pointer so that the
+// runtime never batches it with other objects (tiny allocations).
+type gcSentinel struct{ _ *byte }
+
+// afterNextGC runs f once, on the runtime's cleanup goroutine, after the
+// next garbage collection.
+func afterNextGC(f func()) {
+	runtime.AddCleanup(&gcSentinel{}, func(struct{}) { f() }, struct{}{})
 }

@@ -119,11 +119,13 @@ func NewServer(p *Pending, opts *ServerOptions) *mcp.Server {
 	})
 	// Each connection's model is told what waiting means under its client
 	// (how long a wait may last, whether bee can wake the session).
-	srv.AddReceivingMiddleware(clients.Middleware(clients.Tools{Wait: ToolWait, Await: ToolAwait, Post: ToolPost, Plan: ToolPlan}))
 	served, err := servedSchemas()
 	if err != nil {
 		panic(fmt.Sprintf("bridge: %v", err)) // the build is wrong
 	}
+	srv.AddReceivingMiddleware(
+		clients.Middleware(clients.Tools{Wait: ToolWait, Await: ToolAwait, Post: ToolPost, Plan: ToolPlan}),
+		schemaMiddleware(served))
 	for _, d := range toolTable() {
 		tool, h, err := d.bind(t, served)
 		if err != nil {
@@ -197,8 +199,11 @@ func define[In, Out any](tool *mcp.Tool, h handler[In, Out]) toolDef {
 		if !ok {
 			return nil, nil, fmt.Errorf("no schemas in schemas.json (regenerate it: %s)", regenerate)
 		}
+		if len(s.Input) == 0 || len(s.Output) == 0 {
+			return nil, nil, fmt.Errorf("schemas.json lacks its input or output schema (regenerate it: %s)", regenerate)
+		}
 		tt := *tool
-		tt.InputSchema, tt.OutputSchema = s.Input, s.Output
+		tt.InputSchema = registeredInput
 		fields := argFields(reflect.TypeFor[In]())
 		return &tt, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return serve(ctx, t, req, fields, h)
