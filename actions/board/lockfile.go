@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -196,13 +197,36 @@ type procLock struct {
 	end     int64 // -1 for EOF
 }
 
-// readProcLocks lists the locks the kernel holds (Linux only).
+// readProcLocks lists the locks the kernel holds (Linux only). It reads
+// the file in one read: the kernel lists the locks afresh for each read,
+// so a list read in pieces while other processes take and drop locks can
+// skip a lock that was held throughout (seen with four test suites at
+// once). A read that fills the buffer is tried again with a larger one.
 func readProcLocks() ([]procLock, error) {
-	raw, err := os.ReadFile("/proc/locks")
+	for size := 64 << 10; ; size *= 4 {
+		raw, err := readOnce("/proc/locks", size)
+		if err != nil {
+			return nil, err
+		}
+		if len(raw) < size || size >= 16<<20 {
+			return parseProcLocks(raw), nil
+		}
+	}
+}
+
+// readOnce reads at most size bytes of the file at path in one read.
+func readOnce(path string, size int) ([]byte, error) {
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	return parseProcLocks(raw), nil
+	defer f.Close()
+	buf := make([]byte, size)
+	n, err := f.Read(buf)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return buf[:n], nil
 }
 
 // parseProcLocks reads the lines of /proc/locks it understands and skips
