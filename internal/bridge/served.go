@@ -31,6 +31,14 @@ type servedTools struct {
 	handlers map[string]mcp.ToolHandler // by tool name
 }
 
+// servedCapabilities is what the server announces: the SDK's default
+// (logging) and the tools capability the SDK would announce for tools in
+// its registry, so that the handshake is the same as with them there.
+func servedCapabilities() *mcp.ServerCapabilities {
+	//lint:ignore SA1019 the SDK's default capability (deprecated as of MCP 2026-07-28), kept so the handshake does not change
+	return &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}, Tools: &mcp.ToolCapabilities{ListChanged: true}}
+}
+
 // middleware is the receiving middleware that serves the tools.
 func (st servedTools) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {

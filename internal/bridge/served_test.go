@@ -24,6 +24,7 @@ func TestServedTools_AsTheSDKWould(t *testing.T) {
 	caps := cs.InitializeResult().Capabilities
 	require.NotNil(t, caps.Tools)
 	require.True(t, caps.Tools.ListChanged)
+	//lint:ignore SA1019 the SDK's default capability, which the handshake keeps
 	require.NotNil(t, caps.Logging)
 
 	res, err := cs.ListTools(t.Context(), nil)
@@ -78,9 +79,7 @@ func TestServedTools_CallAsTheSDKWould(t *testing.T) {
 		sdk.AddTool(tool, handler)
 		served.handlers[tool.Name] = handler
 	}
-	ours := mcp.NewServer(&mcp.Implementation{Name: "s", Version: "0"}, &mcp.ServerOptions{
-		Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}, Tools: &mcp.ToolCapabilities{ListChanged: true}},
-	})
+	ours := mcp.NewServer(&mcp.Implementation{Name: "s", Version: "0"}, &mcp.ServerOptions{Capabilities: servedCapabilities()})
 	ours.AddReceivingMiddleware(served.middleware)
 
 	callJSON := func(srv *mcp.Server, name string) string {

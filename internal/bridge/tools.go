@@ -118,9 +118,7 @@ func NewServer(p *Pending, opts *ServerOptions) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "bee", Title: "bee action board", Version: o.Version}, &mcp.ServerOptions{
 		Instructions: instructions(),
 		Logger:       slog.New(sdkHandler{o.Logger.Handler()}).With(logkey.Subsystem, "mcp"),
-		// What the SDK announces by default, and the tools it would announce
-		// for tools added to it: bee serves its own (toolsMiddleware).
-		Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}, Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		Capabilities: servedCapabilities(),
 	})
 	// Each connection's model is told what waiting means under its client
 	// (how long a wait may last, whether bee can wake the session).
