@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"github.com/tractat-us/bee/actions/internal/engine"
 	"github.com/tractat-us/bee/actions/internal/wakeup"
 	"github.com/tractat-us/bee/internal/logkey"
@@ -44,7 +43,7 @@ func keyDir(key string) string { return keyDirPrefix + key }
 
 // A notifier carries wake-ups between processes. A writer touches a file in
 // the notify directory after its commit; each Board watches the directory
-// with one fsnotify watcher, and fans each event out to the local waiters it
+// with one dirWatch, and fans each event out to the local waiters it
 // concerns by closing their channels. The directory is dedicated so that the
 // database's own writes (to its -wal file) wake nobody.
 //
@@ -95,7 +94,7 @@ type notifier struct {
 	dir          string
 	watchingPath string
 	log          *slog.Logger
-	w            *fsnotify.Watcher
+	w            *dirWatch
 	probe        *os.File // the watching file, for writers' probes
 	readOnly     bool     // makes no folder
 
@@ -118,17 +117,17 @@ func newNotifier(dir, watchingPath string, log *slog.Logger, hub *engine.Hub, li
 	} else if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("notify directory: %w", err)
 	}
-	w, err := fsnotify.NewWatcher()
+	w, err := newDirWatch()
 	if err != nil {
 		return nil, fmt.Errorf("watch %s: %w", dir, err)
 	}
-	if err := w.Add(dir); err != nil {
-		_ = w.Close()
+	if err := w.add(dir); err != nil {
+		_ = w.close()
 		return nil, fmt.Errorf("watch %s: %w", dir, err)
 	}
 	probe, err := os.OpenFile(watchingPath, os.O_RDONLY|create, 0o600)
 	if err != nil {
-		_ = w.Close()
+		_ = w.close()
 		return nil, fmt.Errorf("notify directory: %w", err)
 	}
 	n := &notifier{
@@ -142,7 +141,7 @@ func newNotifier(dir, watchingPath string, log *slog.Logger, hub *engine.Hub, li
 		hub:          hub,
 	}
 	if !life.Go(n.run) {
-		_ = w.Close()
+		_ = w.close()
 		_ = probe.Close()
 		return nil, errLockClosed
 	}
@@ -191,7 +190,7 @@ func (n *notifier) addFolder(name string, make bool) bool {
 			_ = os.MkdirAll(path, 0o700) // the directory was removed
 		}
 	}
-	if err := n.w.Add(path); err != nil {
+	if err := n.w.add(path); err != nil {
 		if make && (!n.readOnly || !errors.Is(err, os.ErrNotExist)) {
 			n.log.Warn("cannot watch a notify folder; its waiters fall back to the safety poll until it is made", logkey.Path, path, logkey.Err, err)
 		}
@@ -202,35 +201,28 @@ func (n *notifier) addFolder(name string, make bool) bool {
 
 // run turns the watcher's events into wake-ups of the hub until the watcher closes.
 func (n *notifier) run() {
-	for {
-		select {
-		case ev, ok := <-n.w.Events:
-			if !ok {
-				return
-			}
-			n.heard.Add(1)
-			n.event(ev)
-		case err, ok := <-n.w.Errors:
-			if !ok {
-				return
-			}
+	n.w.run(func(ev dirEvent) {
+		if ev.err != nil {
 			// An overflow or the like: something may have been missed.
-			n.log.Warn("board watcher error", logkey.Err, err)
+			n.log.Warn("board watcher error", logkey.Err, ev.err)
 			n.hub.FireAll()
+			return
 		}
-	}
+		n.heard.Add(1)
+		n.event(ev)
+	})
 }
 
 // event wakes the waiters ev concerns.
-func (n *notifier) event(ev fsnotify.Event) {
-	if ev.Name == n.dir {
-		if ev.Has(fsnotify.Remove | fsnotify.Rename) {
+func (n *notifier) event(ev dirEvent) {
+	if ev.name == n.dir {
+		if ev.has(opRemove | opRename) {
 			n.rewatch()
 			n.hub.FireAll()
 		}
 		return
 	}
-	rel, ok := strings.CutPrefix(ev.Name, n.dir+string(filepath.Separator))
+	rel, ok := strings.CutPrefix(ev.name, n.dir+string(filepath.Separator))
 	if !ok {
 		return
 	}
@@ -273,17 +265,17 @@ func (n *notifier) fire(base, key string, keyed bool) {
 // top) has it watched again. Either way its waiters are woken, since a
 // touch may have been missed meanwhile. (A removal or rename may come
 // twice, from the directory's watch and the folder's own.)
-func (n *notifier) folderEvent(folder string, ev fsnotify.Event) {
-	if !ev.Has(fsnotify.Create | fsnotify.Remove | fsnotify.Rename) {
+func (n *notifier) folderEvent(folder string, ev dirEvent) {
+	if !ev.has(opCreate | opRemove | opRename) {
 		return
 	}
 	n.mu.Lock()
 	watched, wanted := n.folders[folder]
-	if !wanted || (watched && ev.Has(fsnotify.Create)) {
+	if !wanted || (watched && ev.has(opCreate)) {
 		n.mu.Unlock()
 		return
 	}
-	n.folders[folder] = ev.Has(fsnotify.Create) && n.addFolder(folder, false)
+	n.folders[folder] = ev.has(opCreate) && n.addFolder(folder, false)
 	n.mu.Unlock()
 	if key, ok := strings.CutPrefix(folder, keyDirPrefix); ok {
 		n.hub.Fire(engine.Event{Kind: engine.Claimable, Key: key})
@@ -303,7 +295,7 @@ func (n *notifier) rewatch() {
 		n.log.Error("cannot make the notify directory again; waiters fall back to the safety poll", logkey.Path, n.dir, logkey.Err, err)
 		return
 	}
-	if err := n.w.Add(n.dir); err != nil {
+	if err := n.w.add(n.dir); err != nil {
 		n.log.Error("cannot watch the notify directory again; waiters fall back to the safety poll", logkey.Path, n.dir, logkey.Err, err)
 		return
 	}
@@ -418,7 +410,7 @@ func touchFile(path string) error {
 }
 
 func (n *notifier) close() error {
-	errs := []error{n.w.Close(), n.probe.Close()}
+	errs := []error{n.w.close(), n.probe.Close()}
 	if n.watching != nil {
 		errs = append(errs, n.watching.Close())
 	}

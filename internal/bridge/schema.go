@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"context"
 	_ "embed"
 	"encoding/json"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/pathglob"
@@ -73,40 +71,6 @@ var servedSchemas = sync.OnceValues(func() (map[string]toolSchemas, error) {
 	}
 	return m, nil
 })
-
-// registeredInput is the input schema every tool is registered with; the
-// client sees the served one (schemaMiddleware). The SDK checks a schema
-// given as JSON at AddTool by re-marshalling it three times (into a map,
-// into any for the output schema, and for HTTP header annotations): 6% of
-// a bridge's start-up CPU, and garbage the first collection must free.
-// A *jsonschema.Schema of type object skips all but the last, which is
-// trivial for this one. Nothing else in the SDK reads a tool's schemas
-// over stdio: tool calls are validated by decodeArgs, never by the SDK.
-var registeredInput = &jsonschema.Schema{Type: "object"}
-
-// schemaMiddleware serves each tool's schemas from schemas.json in
-// tools/list, in place of the ones it was registered with
-// (registeredInput, no output schema). It copies each tool it changes,
-// never the server's own.
-func schemaMiddleware(served map[string]toolSchemas) mcp.Middleware {
-	return func(next mcp.MethodHandler) mcp.MethodHandler {
-		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			res, err := next(ctx, method, req)
-			r, ok := res.(*mcp.ListToolsResult)
-			if err != nil || !ok {
-				return res, err
-			}
-			for i, tool := range r.Tools {
-				if s, ok := served[tool.Name]; ok {
-					cp := *tool
-					cp.InputSchema, cp.OutputSchema = s.Input, s.Output
-					r.Tools[i] = &cp
-				}
-			}
-			return res, nil
-		}
-	}
-}
 
 // marshalSchemas returns in and out as JSON.
 func marshalSchemas(in, out *jsonschema.Schema) (toolSchemas, error) {

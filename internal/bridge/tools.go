@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -116,23 +118,29 @@ func NewServer(p *Pending, opts *ServerOptions) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "bee", Title: "bee action board", Version: o.Version}, &mcp.ServerOptions{
 		Instructions: instructions(),
 		Logger:       slog.New(sdkHandler{o.Logger.Handler()}).With(logkey.Subsystem, "mcp"),
+		Capabilities: servedCapabilities(),
 	})
 	// Each connection's model is told what waiting means under its client
 	// (how long a wait may last, whether bee can wake the session).
-	served, err := servedSchemas()
+	schemas, err := servedSchemas()
 	if err != nil {
 		panic(fmt.Sprintf("bridge: %v", err)) // the build is wrong
 	}
-	srv.AddReceivingMiddleware(
-		clients.Middleware(clients.Tools{Wait: ToolWait, Await: ToolAwait, Post: ToolPost, Plan: ToolPlan}),
-		schemaMiddleware(served))
-	for _, d := range toolTable() {
-		tool, h, err := d.bind(t, served)
+	table := toolTable()
+	served := servedTools{handlers: make(map[string]mcp.ToolHandler, len(table))}
+	for _, d := range table {
+		tool, h, err := d.bind(t, schemas)
 		if err != nil {
 			panic(fmt.Sprintf("bridge: tool %s: %v", d.name, err)) // the table is wrong
 		}
-		srv.AddTool(tool, h)
+		served.list = append(served.list, tool)
+		served.handlers[tool.Name] = h
 	}
+	// By name, as the SDK's registry lists them.
+	slices.SortFunc(served.list, func(a, b *mcp.Tool) int { return strings.Compare(a.Name, b.Name) })
+	srv.AddReceivingMiddleware(
+		clients.Middleware(clients.Tools{Wait: ToolWait, Await: ToolAwait, Post: ToolPost, Plan: ToolPlan}),
+		served.middleware)
 	return srv
 }
 
@@ -203,7 +211,7 @@ func define[In, Out any](tool *mcp.Tool, h handler[In, Out]) toolDef {
 			return nil, nil, fmt.Errorf("schemas.json lacks its input or output schema (regenerate it: %s)", regenerate)
 		}
 		tt := *tool
-		tt.InputSchema = registeredInput
+		tt.InputSchema, tt.OutputSchema = s.Input, s.Output
 		fields := argFields(reflect.TypeFor[In]())
 		return &tt, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return serve(ctx, t, req, fields, h)

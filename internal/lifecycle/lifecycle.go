@@ -172,13 +172,16 @@ type running struct {
 	ss       *mcp.ServerSession
 	served   chan struct{} // closed when the MCP session has ended
 	serveErr error         // why it ended; read once served is closed
+
+	listed *handshake // the client has listed the tools: the setup may begin
 }
 
 // start finds the Claude process and starts the session setup, the control
 // channel and MCP on stdio side by side: the handshake waits for neither
-// the board nor the run file. On error nothing is left behind.
+// the board nor the run file, and the setup waits for the handshake
+// (handshake). On error nothing is left behind.
 func start(ctx context.Context, cfg Config) (*running, error) {
-	r := &running{cfg: cfg, log: cfg.Logger, began: time.Now(), chOpened: make(chan struct{})}
+	r := &running{cfg: cfg, log: cfg.Logger, began: time.Now(), chOpened: make(chan struct{}), listed: newHandshake()}
 	found := r.findClaude(ctx)
 	// The cleanup abandons a setup still running (or retrying: the board
 	// is locked), so that a bridge ending right after it starts leaves no
@@ -193,7 +196,10 @@ func start(ctx context.Context, cfg Config) (*running, error) {
 		Logger:         r.log,
 		HandoverWithin: cfg.HandoverWithin,
 		RemindAfter:    cfg.RemindAfter,
-	}, func() (actions.Source, error) { return openSource(cfg, r.log) })
+	}, func() (actions.Source, error) {
+		r.listed.wait(setupCtx, handshakeGrace)
+		return openSource(cfg, r.log)
+	})
 	go r.openChannel(found)
 	if err := r.serveMCP(ctx); err != nil {
 		r.cleanup(ctx, "")
@@ -264,6 +270,7 @@ func (r *running) channel() *channel {
 // serveMCP connects the bridge's MCP server to stdin and stdout.
 func (r *running) serveMCP(ctx context.Context) error {
 	srv := bridge.NewServer(r.pending, &bridge.ServerOptions{Version: r.cfg.Version, ProgressInterval: r.cfg.ProgressInterval, Logger: r.log})
+	srv.AddReceivingMiddleware(r.listed.middleware)
 	transport := &stdio.Transport{
 		In:     r.cfg.Stdin,
 		Out:    r.cfg.Stdout,
