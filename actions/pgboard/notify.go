@@ -65,15 +65,25 @@ func (b *Board) channelFor(e engine.Event) string {
 // when another Board of a newer bee watches too, else at their safety
 // poll. Both kinds' own notifications still reach this bee, which listens
 // on every channel they send to.
+//
+// In a board's write transaction (a pipeTx) the statement goes with the
+// COMMIT, in its round trip.
 func (b *Board) notify(ctx context.Context, tx pgx.Tx, e engine.Event) error {
-	if e.Kind == engine.Changed {
+	var sql string
+	var args []any
+	switch {
+	case e.Kind == engine.Changed:
+		return nil
+	case e.Key == wakeup.People:
+		sql, args = notifyChangeSQL, []any{b.channel(engine.Changed), watchLock, b.id}
+	default:
+		sql, args = notifyKeySQL, []any{b.channelFor(e), e.Key, b.channel(engine.Changed), watchLock, b.id}
+	}
+	if p, ok := tx.(*pipeTx); ok {
+		p.notify(sql, args...)
 		return nil
 	}
-	if e.Key == wakeup.People {
-		_, err := tx.Exec(ctx, notifyChangeSQL, b.channel(engine.Changed), watchLock, b.id)
-		return err
-	}
-	_, err := tx.Exec(ctx, notifyKeySQL, b.channelFor(e), e.Key, b.channel(engine.Changed), watchLock, b.id)
+	_, err := tx.Exec(ctx, sql, args...)
 	return err
 }
 
