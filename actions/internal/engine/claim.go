@@ -291,6 +291,9 @@ func (c *call) rest(l Look, wake, ended <-chan struct{}) bool {
 	if c.e.cfg.BeforeSleep != nil {
 		c.e.cfg.BeforeSleep()
 	}
+	if warm := c.e.cfg.Warm; warm != nil {
+		c.e.warmOnce.Do(func() { c.e.cfg.Life.Go(warm) })
+	}
 	c.e.sleep(c.wctx, min(d, c.e.cfg.SafetyPoll), l, wake, ended)
 	return true
 }

@@ -199,3 +199,38 @@ func TestEngine_HotOnlyAfterAClaimWithoutSleep(t *testing.T) {
 	require.NotEmpty(t, calls)
 	require.Equal(t, "look", calls[0], "a claim that came after a sleep makes nobody hot: %v", calls)
 }
+
+// Config.Warm runs once, the first time a call sleeps; a call that does
+// not sleep does not run it.
+func TestEngine_WarmOnceAtFirstSleep(t *testing.T) {
+	s := &claimStore{}
+	s.tx = &fakeTx{}
+	set, err := Settings{}.Filled(Defaults{Lease: time.Minute, SafetyPoll: time.Minute, PageSize: 10})
+	require.NoError(t, err)
+	life := NewLife()
+	t.Cleanup(func() { _ = life.Close(func() error { return nil }) })
+	var mu sync.Mutex
+	warmed := 0
+	warm := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		warmed++
+	}
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return warmed
+	}
+	e := New(Config{Settings: set, Log: set.Logger, Life: life, Hub: NewHub(nil, false), OnceBound: time.Second, Warm: warm}, s)
+	who := mint(t, "w")
+	_, err = e.Next(t.Context(), who, "", 0) // looks once, never sleeps
+	require.NoError(t, err)
+	require.Zero(t, count())
+	for range 3 {
+		_, err = e.Next(t.Context(), who, "", time.Millisecond)
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { return count() == 1 }, 10*time.Second, time.Millisecond)
+	require.NoError(t, life.Close(func() error { return nil }), "warm ran in the board's lifetime")
+	require.Equal(t, 1, count())
+}
