@@ -383,7 +383,7 @@ func newBoard(abs string, o Options, set engine.Settings) *Board {
 		}
 	}, false)
 	b.engineCore = engine.New(engine.Config{Settings: set, Log: b.log, Life: b.life, Hub: b.hub,
-		OnceBound: o.BusyTimeout, HotClaims: true, AfterClaim: o.afterClaim, BeforeSleep: o.beforeSleep}, (*store)(b))
+		OnceBound: o.BusyTimeout, HotClaims: true, Warm: b.warm, AfterClaim: o.afterClaim, BeforeSleep: o.beforeSleep}, (*store)(b))
 	return b
 }
 

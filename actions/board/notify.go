@@ -376,7 +376,13 @@ func (n *notifier) tell(e engine.Event) {
 		n.touch(base)
 		return
 	}
-	n.touch(filepath.Join(keyDir(e.Key), base))
+	// People's folder: no waiter waits there (agent names hold no '~'),
+	// and those who hear of people's events (Await, Changes) watch
+	// "every"; touching it would cost every end of a person's action a
+	// write to a file nobody reads.
+	if e.Key != wakeup.People {
+		n.touch(filepath.Join(keyDir(e.Key), base))
+	}
 	n.touch(filepath.Join(everyDir, base+"-"+e.Key))
 }
 

@@ -53,6 +53,22 @@ func TestNotifier_WakesOnlyWhomItConcerns(t *testing.T) {
 	boardtest.WaitClosed(t, forY, "y's waiter, for an action for anyone")
 }
 
+// An event for people is told in "every" only: no waiter waits in
+// people's own folder, which is never made.
+func TestNotifier_PeopleOnlyInEvery(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "board.db")
+	writer := openTest(t, path, nil)
+	reader := openTest(t, path, nil)
+	endedAll := reader.hub.EveryEnd()
+	writer.notify.tell(engine.Event{Kind: engine.Ended, Key: wakeup.ForPoster("user:alice")})
+	boardtest.WaitClosed(t, endedAll, "Await, for a person's action ended")
+	_, err := os.Stat(filepath.Join(writer.notify.dir, keyDir(wakeup.People)))
+	require.ErrorIs(t, err, os.ErrNotExist, "people's folder touched")
+	_, err = os.Stat(filepath.Join(writer.notify.dir, everyDir, endedFile+"-"+wakeup.People))
+	require.NoError(t, err)
+}
+
 // Next across Boards wakes for an action addressed to its agent name or
 // its identity, and a waiter of another agent sleeps on.
 func TestBoard_WakeForAgentAcrossBoards(t *testing.T) {

@@ -76,10 +76,13 @@ func (t wtx) records(query string, args ...any) ([]actions.Record, error) {
 	return recs, rows.Err()
 }
 
+// dependentsSQL is Dependents' statement: ? is the prerequisite's seq.
+const dependentsSQL = `SELECT a.seq FROM prerequisites p JOIN actions a ON a.seq = p.seq
+		WHERE p.pre = ? AND a.state = 'blocked' ORDER BY a.seq`
+
 // Dependents implements engine.PlanTx.
 func (t wtx) Dependents(seq int64) ([]int64, error) {
-	rows, err := t.rows(`SELECT a.seq FROM prerequisites p JOIN actions a ON a.seq = p.seq
-		WHERE p.pre = ? AND a.state = 'blocked' ORDER BY a.seq`, seq)
+	rows, err := t.rows(dependentsSQL, seq)
 	if err != nil {
 		return nil, err
 	}

@@ -178,6 +178,15 @@ func (t wtx) AddReservation(r engine.NewReservation) (int64, time.Time, error) {
 
 // Drop implements engine.Tx.
 func (t wtx) Drop(d engine.Drop) ([]engine.Held, error) {
+	query, args, err := dropSQL(d)
+	if err != nil {
+		return nil, err
+	}
+	return scanHeldRows(t.rows(query, args...))
+}
+
+// dropSQL is Drop's statement for d, and its arguments.
+func dropSQL(d engine.Drop) (string, []any, error) {
 	var where []string
 	var args []any
 	add := func(cond string, arg any) {
@@ -197,9 +206,9 @@ func (t wtx) Drop(d engine.Drop) ([]engine.Held, error) {
 		add(`action IN (SELECT value FROM json_each(?))`, seqList(d.Actions))
 	}
 	if len(where) == 0 {
-		return nil, fmt.Errorf("drop reservations: nothing named")
+		return "", nil, fmt.Errorf("drop reservations: nothing named")
 	}
-	return scanHeldRows(t.rows(`DELETE FROM reservations WHERE `+strings.Join(where, " AND ")+` RETURNING `+heldReturned, args...))
+	return `DELETE FROM reservations WHERE ` + strings.Join(where, " AND ") + ` RETURNING ` + heldReturned, args, nil
 }
 
 // PathActions implements engine.Tx.

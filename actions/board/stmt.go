@@ -21,9 +21,11 @@ func quiet(ctx context.Context) context.Context { return context.WithoutCancel(c
 // A stmtCache keeps statements prepared: parsing SQL costs about as much
 // as running the board's short statements.
 type stmtCache struct {
-	mu      sync.Mutex // guards m
+	mu      sync.Mutex // guards m and prepared
 	m       map[string]*sql.Stmt
 	prepare func(ctx context.Context, query string) (*sql.Stmt, error)
+	// prepared counts the statements prepared, for tests.
+	prepared int
 }
 
 func (c *stmtCache) get(ctx context.Context, query string) (*sql.Stmt, error) {
@@ -36,6 +38,7 @@ func (c *stmtCache) get(ctx context.Context, query string) (*sql.Stmt, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.prepared++
 	if c.m == nil {
 		c.m = make(map[string]*sql.Stmt)
 	}

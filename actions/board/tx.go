@@ -46,18 +46,27 @@ func (t wtx) Action(seq int64) (actions.Record, error) {
 
 // Update implements engine.Tx.
 func (t wtx) Update(seq int64, holder string, u engine.Update) (actions.Record, bool, error) {
-	set, args := updateSet(u, t.b.nowMS())
-	query := `UPDATE actions SET ` + set + `, rev = ` + nextRev + ` WHERE seq = ?`
+	query, args := updateSQL(u, holder != "", t.b.nowMS())
 	args = append(args, seq)
 	if holder != "" {
-		query += ` AND state = 'claimed' AND holder = ?`
 		args = append(args, holder)
 	}
-	rec, ok, err := found(scanRecord(t.row(query+` RETURNING `+recordCols, args...)))
+	rec, ok, err := found(scanRecord(t.row(query, args...)))
 	if ok && rec.State.Ended() {
 		err = t.moveEnded([]int64{seq})
 	}
 	return rec, ok, err
+}
+
+// updateSQL is Update's statement for u at the time now (ms), and its
+// arguments but the seq (and the holder, when held) that follow them.
+func updateSQL(u engine.Update, held bool, now int64) (string, []any) {
+	set, args := updateSet(u, now)
+	query := `UPDATE actions SET ` + set + `, rev = ` + nextRev + ` WHERE seq = ?`
+	if held {
+		query += ` AND state = 'claimed' AND holder = ?`
+	}
+	return query + ` RETURNING ` + recordCols, args
 }
 
 // moveEnded moves the actions among seqs that have ended from actions to
@@ -65,13 +74,19 @@ func (t wtx) Update(seq int64, holder string, u engine.Update) (actions.Record, 
 // ended them (see endedMigration).
 func (t wtx) moveEnded(seqs []int64) error {
 	list := seqList(seqs)
-	if _, err := t.exec(`INSERT INTO ended_actions (`+actionCols+`) SELECT `+actionCols+` FROM actions
-		WHERE seq IN (SELECT value FROM json_each(?)) AND state IN ('done', 'failed', 'cancelled') ORDER BY seq`, list); err != nil {
+	if _, err := t.exec(copyEndedSQL, list); err != nil {
 		return err
 	}
-	_, err := t.exec(`DELETE FROM actions WHERE seq IN (SELECT value FROM json_each(?)) AND state IN ('done', 'failed', 'cancelled')`, list)
+	_, err := t.exec(deleteEndedSQL, list)
 	return err
 }
+
+// moveEnded's statements: ? is the list of seqs.
+var (
+	copyEndedSQL = `INSERT INTO ended_actions (` + actionCols + `) SELECT ` + actionCols + ` FROM actions
+		WHERE seq IN (SELECT value FROM json_each(?)) AND state IN ('done', 'failed', 'cancelled') ORDER BY seq`
+	deleteEndedSQL = `DELETE FROM actions WHERE seq IN (SELECT value FROM json_each(?)) AND state IN ('done', 'failed', 'cancelled')`
+)
 
 // updateSet is the SET clause of u, at the time now (ms), and its
 // arguments.

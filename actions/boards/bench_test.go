@@ -51,8 +51,9 @@ func TestMain(m *testing.M) {
 //   - await: finish-to-await latency: another process finishes an action
 //     while this one waits in Await; from just before Finish to Await's
 //     return (p50, p99).
-//   - fanout: 32 processes wait in Next, each under its own agent name,
-//     and this one posts to them in turn; post-to-claim latency in the
+//   - fanout: 32 processes ($BEE_BENCH_FANOUT to change it) wait in
+//     Next, each under its own agent name, and this one posts to them in
+//     turn; post-to-claim latency in the
 //     recipient (p50, p95, p99), the CPU all 32 spend per post and how
 //     often their threads ran per post (a waiter a post does not concern
 //     should not run at all), and what the same span would have cost
@@ -260,8 +261,20 @@ func benchAwait(b *testing.B, location string) {
 	worker.Finish(30 * time.Second)
 }
 
+// EnvBenchFanout names the variable that sets how many waiting processes
+// the fanout benchmark posts to: 32 when unset, to compare with fewer
+// (what grows with their number).
+const EnvBenchFanout = "BEE_BENCH_FANOUT"
+
 func benchFanout(b *testing.B, location string) {
-	const procs = 32
+	procs := 32
+	if v := os.Getenv(EnvBenchFanout); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("%s=%q: want a number of processes, at least 1", EnvBenchFanout, v)
+		}
+		procs = n
+	}
 	board := openBench(b, location)
 	waiters := make([]*boardtest.Proc, procs)
 	for i := range waiters {

@@ -26,17 +26,23 @@ import (
 // and every later call return ErrNewerSchema. A read that fails on a
 // schema it does not know says so too (see schemaGone).
 
-// firstTrip is what a write transaction sends first: the version check
-// (unless Options.noVersionCheck) and the read of its id.
-func (b *Board) firstTrip(ctx context.Context, tx pgx.Tx) (xid int64, err error) {
+// firstTrip is what a write transaction sends first, in one round trip
+// with its BEGIN (see pipeTx): the version check (unless
+// Options.noVersionCheck) and the read of its id.
+func (b *Board) firstTrip(ctx context.Context, tx *pipeTx) (xid int64, err error) {
+	batch := &pgx.Batch{}
 	if b.opts.noVersionCheck {
-		err = tx.QueryRow(ctx, `SELECT `+xidExpr).Scan(&xid)
+		batch.Queue(`SELECT ` + xidExpr)
+		br := tx.sendFirst(ctx, batch)
+		err = br.QueryRow().Scan(&xid)
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
 		return xid, err
 	}
-	batch := &pgx.Batch{}
 	batch.Queue(`SELECT pg_advisory_xact_lock_shared($1)`, migrateLock)
 	batch.Queue(`SELECT ` + xidExpr + `, (SELECT coalesce(max(version), 0) FROM bee_schema_version)`)
-	br := tx.SendBatch(ctx, batch)
+	br := tx.sendFirst(ctx, batch)
 	_, err = br.Exec()
 	var v int
 	if err == nil {

@@ -65,15 +65,25 @@ func (b *Board) channelFor(e engine.Event) string {
 // when another Board of a newer bee watches too, else at their safety
 // poll. Both kinds' own notifications still reach this bee, which listens
 // on every channel they send to.
+//
+// In a board's write transaction (a pipeTx) the statement goes with the
+// COMMIT, in its round trip.
 func (b *Board) notify(ctx context.Context, tx pgx.Tx, e engine.Event) error {
-	if e.Kind == engine.Changed {
+	var sql string
+	var args []any
+	switch {
+	case e.Kind == engine.Changed:
+		return nil
+	case e.Key == wakeup.People:
+		sql, args = notifyChangeSQL, []any{b.channel(engine.Changed), watchLock, b.id}
+	default:
+		sql, args = notifyKeySQL, []any{b.channelFor(e), e.Key, b.channel(engine.Changed), watchLock, b.id}
+	}
+	if p, ok := tx.(*pipeTx); ok {
+		p.notify(sql, args...)
 		return nil
 	}
-	if e.Key == wakeup.People {
-		_, err := tx.Exec(ctx, notifyChangeSQL, b.channel(engine.Changed), watchLock, b.id)
-		return err
-	}
-	_, err := tx.Exec(ctx, notifyKeySQL, b.channelFor(e), e.Key, b.channel(engine.Changed), watchLock, b.id)
+	_, err := tx.Exec(ctx, sql, args...)
 	return err
 }
 
@@ -124,18 +134,23 @@ var watchSQL = fmt.Sprintf(`SELECT count(pg_advisory_lock_shared($1, hashtext($2
 // the change channel from one Board: River coalesces its insert
 // notifications per queue the same way (at most one per 100 ms). Those
 // who care about a claim are people's views (bee watch, the board page),
-// for whom a tenth of a second is not seen; the first claim after a
-// quiet spell is told at once. Posts and ends, which waiters wait for,
-// notify in their own commits.
+// for whom a tenth of a second is not seen; so even the first claim after
+// a quiet spell is told at the end of a window, not at once: a claimant
+// goes on at once (it finishes, fails or releases, or looks again), and
+// a notification sent meanwhile would run beside it, on a connection of
+// its own the pool opens for it (issue 22: 32 such connections, a fork
+// and an authentication each on the server, in the first round of a
+// fan-out). Posts and ends, which waiters wait for, notify in their own
+// commits.
 const changeWindow = 100 * time.Millisecond
 
 // tellChanged sends a notification on the change channel, when some Board
 // watches it (see watchLock), after the commit of the claim it tells and
-// outside any transaction: at once when none was sent in the last
-// changeWindow, else one at the window's end for all the changes within
-// it. Sending runs in the Board's lifetime, on one goroutine at a time,
-// which ends once a window passes without a change. A notification lost
-// to a failure is a hint lost: watchers look at their safety poll.
+// outside any transaction: at the end of a changeWindow, one for all the
+// changes within it. Sending runs in the Board's lifetime, on one
+// goroutine at a time, which ends once a window passes without a change.
+// A notification lost to a failure is a hint lost: watchers look at their
+// safety poll.
 func (b *Board) tellChanged() {
 	b.changeMu.Lock()
 	defer b.changeMu.Unlock()
@@ -149,16 +164,11 @@ func (b *Board) tellChanged() {
 	}
 }
 
-// sendChanges sends the change channel's notification, then one more at
-// the end of each window in which another change came.
+// sendChanges sends the change channel's notification at the end of the
+// window the change that started it opened, then one more at the end of
+// each window in which another change came.
 func (b *Board) sendChanges() {
 	for {
-		ctx, cancel := context.WithTimeout(b.ctx, b.opts.Retry)
-		_, err := b.pool.Exec(ctx, notifyChangeSQL, b.channel(engine.Changed), watchLock, b.id)
-		cancel()
-		if err != nil && b.ctx.Err() == nil {
-			b.log.Debug("change notification failed; watchers look at their safety poll", logkey.Err, b.scrub(err))
-		}
 		t := time.NewTimer(changeWindow)
 		select {
 		case <-b.ctx.Done():
@@ -167,8 +177,16 @@ func (b *Board) sendChanges() {
 		case <-t.C:
 		}
 		b.changeMu.Lock()
+		b.changePending = false // this notification tells of it
+		b.changeMu.Unlock()
+		ctx, cancel := context.WithTimeout(b.ctx, b.opts.Retry)
+		_, err := b.pool.Exec(ctx, notifyChangeSQL, b.channel(engine.Changed), watchLock, b.id)
+		cancel()
+		if err != nil && b.ctx.Err() == nil {
+			b.log.Debug("change notification failed; watchers look at their safety poll", logkey.Err, b.scrub(err))
+		}
+		b.changeMu.Lock()
 		more := b.changePending
-		b.changePending = false
 		b.changeBusy = more
 		b.changeMu.Unlock()
 		if !more {

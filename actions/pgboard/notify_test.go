@@ -247,3 +247,45 @@ func TestNotify_WatchWaitsForUnwatchedWriters(t *testing.T) {
 	require.NoError(t, tx.Commit(t.Context()))
 	require.Eventually(t, watching, testtime.Bound(10*time.Second), 10*time.Millisecond, "watching once it has ended")
 }
+
+// A claim is told on the change channel at the end of a window, not at
+// once: its claimant goes on at once (here it finishes), and the
+// notification does not run beside it on a second connection.
+func TestNotify_ClaimToldAfterAWindow(t *testing.T) {
+	t.Parallel()
+	c := pgtest.Shared(t)
+	url := c.URL(c.NewDB(t))
+	b := openTest(t, url, nil)
+	conn, err := pgx.Connect(t.Context(), url)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(t.Context(), watchSQL, watchLock, b.id) // it watches, as a Board does
+	require.NoError(t, err)
+	_, err = conn.Exec(t.Context(), "LISTEN "+pgx.Identifier{b.channel(engine.Changed)}.Sanitize())
+	require.NoError(t, err)
+
+	who := mint(t, "w")
+	require.NoError(t, b.Join(t.Context(), actions.Member{ID: who, PID: os.Getpid()}))
+	posted := post(t, b, "job")
+	n, err := conn.WaitForNotification(t.Context()) // the post's
+	require.NoError(t, err)
+	require.Equal(t, b.channel(engine.Changed), n.Channel)
+
+	before := time.Now()
+	p, err := b.Next(t.Context(), who, "", time.Second)
+	require.NoError(t, err)
+	require.Len(t, p.Records, 1)
+	_, err = b.Release(t.Context(), who, posted.ID) // the claimant goes on at once
+	require.NoError(t, err)
+	// Two notifications: the release's, in its commit, and the claim's, at
+	// its window's end; the later of them comes a window after the claim
+	// at the soonest (at once, when the claim was told at once).
+	wctx, cancel := context.WithTimeout(t.Context(), testtime.Bound(10*time.Second))
+	defer cancel()
+	for range 2 {
+		n, err = conn.WaitForNotification(wctx)
+		require.NoError(t, err)
+		require.Equal(t, b.channel(engine.Changed), n.Channel)
+	}
+	require.GreaterOrEqual(t, time.Since(before), changeWindow, "the claim told at its window's end")
+}

@@ -202,6 +202,9 @@ type Options struct {
 	// noVersionCheck leaves out the schema version check of every write
 	// (see firstTrip), for measuring its cost.
 	noVersionCheck bool
+	// tracer traces the connections (the pool's and the listener's), for
+	// counting round trips.
+	tracer pgx.QueryTracer
 }
 
 // A Board is an open PostgreSQL board. Its methods are safe for concurrent use.
@@ -339,6 +342,9 @@ func poolConfig(location, loc string, password *string, o Options) (*pgxpool.Con
 		cfg.ConnConfig.RuntimeParams["jit"] = "off"
 	}
 	cfg.MaxConns = int32(o.MaxConns)
+	if o.tracer != nil {
+		cfg.ConnConfig.Tracer = o.tracer
+	}
 	cfg.MinConns = 0
 	cfg.MaxConnIdleTime = 5 * time.Minute
 	return cfg, nil
@@ -714,16 +720,18 @@ func commitBy(ctx context.Context) time.Time {
 // by whatever ctx does. xid is non-zero only when the outcome is unknown:
 // the commit was sent but its answer lost.
 func (b *Board) attempt(ctx context.Context, by time.Time, fn txFunc) (xid int64, err error) {
-	tx, err := b.pool.Begin(ctx)
+	c, err := b.pool.Acquire(ctx)
 	if err != nil {
 		return 0, err
 	}
+	tx := newPipeTx(c)
 	detached, cancel := context.WithDeadline(context.WithoutCancel(ctx), by)
 	defer cancel()
 	defer func() {
 		if err != nil && xid == 0 {
 			_ = tx.Rollback(detached)
 		}
+		tx.release()
 	}()
 	id, err := b.firstTrip(ctx, tx)
 	if err != nil {

@@ -98,6 +98,10 @@ type call struct {
 	head     int64 // how far the posting order had reached, for Next's cursor
 	once     bool  // look once, without waiting
 	outcomes bool  // Notice: outcomes first, and an end wakes the call
+	// slept says that the call has slept: what it claims came while it
+	// waited, one action at a time, not from a queue it drains (see
+	// call.hot).
+	slept bool
 }
 
 func (e *Engine) newCall(ctx context.Context, op string, w Want, timeout time.Duration) (*call, context.CancelFunc) {
@@ -122,6 +126,7 @@ func (c *call) run() (actions.Notice, bool, error) {
 		if !c.rest(l, wake, ended) {
 			return actions.Notice{}, false, nil
 		}
+		c.slept = true
 		if c.wctx.Err() != nil || c.e.done() {
 			return c.fail(c.wctx.Err())
 		}
@@ -141,10 +146,13 @@ func (c *call) channels() (wake, ended <-chan struct{}) {
 }
 
 // hot claims at once, without looking first, for an identity that claimed
-// through this board a moment ago: it is likely draining a queue. Idle
-// waiters look first, so that a post waking them all does not send them
-// all to the write lock. For an identity not hot (or a store without
-// Config.HotClaims, or Notice) it claims nothing.
+// through this board a moment ago what its look found waiting: it is
+// likely draining a queue. Idle waiters look first, so that a post waking
+// them all does not send them all to the write lock; and a claim that came
+// after a sleep (a post that woke the call) makes nobody hot, since the
+// next call would most likely find nothing and have held the write lock
+// for it, just as the next post wants it. For an identity not hot (or a
+// store without Config.HotClaims, or Notice) it claims nothing.
 func (c *call) hot() (claimResult, error) {
 	if c.outcomes {
 		return claimResult{}, nil
@@ -154,26 +162,44 @@ func (c *call) hot() (claimResult, error) {
 		return claimResult{}, nil
 	}
 	r, err := c.e.claim(c.wctx, c.w, l)
-	if err == nil && r.ok {
+	switch {
+	case err == nil && r.ok:
 		c.e.markHot(c.w.Who, r.lease, l.Expiry, false)
+	case err == nil:
+		c.e.forgetHot(c.w.Who) // the queue is drained
 	}
 	return r, err
 }
 
-// look reaps, looks for an outcome (Notice), then looks for work and,
-// when the look found an action who may take or a lease run out, claims.
-// When it finds nothing, l says when a lease runs out: when to look
-// again.
+// look looks for work and, when the look found an action who may take or
+// a lease run out, claims. When it finds nothing, l says when a lease runs
+// out: when to look again.
+//
+// Next claims before it reaps: the claim that a post woke the call for
+// does not wait for the read of this machine's members. A look that claims
+// nothing reaps, and looks again if a dead member departed, so that what
+// it held is claimed in the same call. Notice reaps first, then looks for
+// an outcome, then for work.
 func (c *call) look() (l Look, r claimResult, err error) {
 	e := c.e
-	e.reap(c.wctx)
 	if c.outcomes {
+		e.reap(c.wctx)
 		r.rec, r.ok, err = e.takeOutcome(c.wctx, c.w.Who)
 		if err != nil || r.ok {
 			r.outcome = true
 			return l, r, err
 		}
+		return c.lookWork()
 	}
+	if l, r, err = c.lookWork(); err != nil || r.ok || !e.reap(c.wctx) {
+		return l, r, err
+	}
+	return c.lookWork()
+}
+
+// lookWork is look's look for work, and its claim.
+func (c *call) lookWork() (l Look, r claimResult, err error) {
+	e := c.e
 	if cl, ok := e.s.(Claimer); ok {
 		return c.claimOnce(cl)
 	}
@@ -190,7 +216,7 @@ func (c *call) look() (l Look, r claimResult, err error) {
 	// When someone else is faster, the claim's transaction has just
 	// looked: its expiry is when to look again, and a change since has
 	// already closed the caller's wake channel.
-	if r, err = e.claim(c.wctx, c.w, l); err == nil && r.ok {
+	if r, err = e.claim(c.wctx, c.w, l); err == nil && r.ok && !c.slept {
 		e.markHot(c.w.Who, r.lease, l.Expiry, true)
 	}
 	l.Expiry = r.expiry
@@ -227,7 +253,7 @@ func (c *call) claimOnce(cl Claimer) (Look, claimResult, error) {
 	if !got.Slow {
 		return l, r, nil
 	}
-	if r, err = e.claim(c.wctx, c.w, l); err == nil && r.ok {
+	if r, err = e.claim(c.wctx, c.w, l); err == nil && r.ok && !c.slept {
 		e.markHot(c.w.Who, r.lease, l.Expiry, true)
 	}
 	l.Expiry = r.expiry
@@ -264,6 +290,9 @@ func (c *call) rest(l Look, wake, ended <-chan struct{}) bool {
 	}
 	if c.e.cfg.BeforeSleep != nil {
 		c.e.cfg.BeforeSleep()
+	}
+	if warm := c.e.cfg.Warm; warm != nil {
+		c.e.warmOnce.Do(func() { c.e.cfg.Life.Go(warm) })
 	}
 	c.e.sleep(c.wctx, min(d, c.e.cfg.SafetyPoll), l, wake, ended)
 	return true

@@ -111,6 +111,12 @@ type Config struct {
 	// off it but one draining a queue need not. PostgreSQL's claims skip
 	// each other's rows instead, and always look first.
 	HotClaims bool
+	// Warm, when set, runs once, in the background and the board's
+	// lifetime, the first time a Next or Notice of this board sleeps: the
+	// store prepares then what a wake will need (the statements of a
+	// claim and of an end), while the process waits, instead of on the
+	// path from a post to its claim.
+	Warm func()
 
 	// Test hooks. AfterClaim runs right after a claim commits, before the
 	// call looks at its context; BeforeSleep each time a Next, Notice or
@@ -131,6 +137,8 @@ type Engine struct {
 	hot map[identity.ID]hot // identities that claimed a moment ago
 
 	procs liveness.Watch // judges the pids reap asks about; Close frees it
+
+	warmOnce sync.Once // Config.Warm
 }
 
 // New returns the engine of s.

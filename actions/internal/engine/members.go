@@ -80,15 +80,16 @@ func (e *Engine) departTx(t *txn, who identity.ID) (released, readdressed []stri
 // Store.Processes): their
 // claims go back to open and what was addressed to them goes to their
 // agent name at once, instead of when a lease runs out. Every view calls
-// it first, so a dead holder never shows as holding. It writes only when
-// it finds one; a failure is logged and left to the next look or the
-// lease. The pids are judged by the engine's liveness.Watch: one poll for
+// it first, so a dead holder never shows as holding (Next, whose answer
+// is its own claim, reaps only after a look that claimed nothing). It
+// writes only when it finds one, and reports whether it departed any; a
+// failure is logged and left to the next look or the lease. The pids are judged by the engine's liveness.Watch: one poll for
 // all of them, where each used to cost a signal and a read of /proc
 // before every claim, in every bridge of the machine.
-func (e *Engine) reap(ctx context.Context) {
+func (e *Engine) reap(ctx context.Context) (departed bool) {
 	procs, err := e.s.Processes(ctx)
 	if err != nil {
-		return
+		return false
 	}
 	pids := make([]int, len(procs))
 	for i, p := range procs {
@@ -101,7 +102,7 @@ func (e *Engine) reap(ctx context.Context) {
 		}
 	}
 	if len(dead) == 0 {
-		return
+		return false
 	}
 	var released, readdressed []string
 	err = e.write(ctx, "depart dead members", func(t *txn) error {
@@ -126,9 +127,10 @@ func (e *Engine) reap(ctx context.Context) {
 	})
 	if err != nil {
 		e.log.Warn("cannot depart members whose process died; their leases will", logkey.Err, err)
-		return
+		return false
 	}
 	e.log.Info("members departed: their processes died", keyIdentities, dead, keyReleased, released, keyReaddressed, readdressed)
+	return true
 }
 
 // markGone sets HolderGone on the claimed records whose holder is not live

@@ -1,0 +1,178 @@
+package pgboard
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// A pipeTx is a write transaction (see Board.attempt) that spends two round
+// trips fewer than pgx's own: its BEGIN goes to the server in one pipeline
+// with its first statements (see Board.firstTrip), and the notifications
+// it queues (see Board.notify) go with its COMMIT. A post or an end used
+// to wait for a BEGIN of its own and for each NOTIFY before its commit; on
+// a loaded machine each round trip is a wait for two processes to be
+// scheduled, on the path from a post to its waiter's wake (issue 22).
+//
+// The notifications are statements of the transaction all the same: they
+// run inside it, before its COMMIT, so the watch lock's promise holds (see
+// watchLock), and PostgreSQL delivers them only if it commits. One that
+// fails aborts the transaction, which then does not commit.
+//
+// A pipeTx is not safe for concurrent use, as pgx's Tx is not. It holds
+// its pool connection until Commit or Rollback, after which release gives
+// it back (the pool drops a connection left inside a transaction).
+type pipeTx struct {
+	c      *pgxpool.Conn
+	begun  bool // BEGIN has been sent: Commit or Rollback must end it
+	closed bool // Commit or Rollback has run
+	notes  []note
+}
+
+// A note is a notification statement queued for the commit.
+type note struct {
+	sql  string
+	args []any
+}
+
+var _ pgx.Tx = (*pipeTx)(nil)
+
+func newPipeTx(c *pgxpool.Conn) *pipeTx { return &pipeTx{c: c} }
+
+// beginBatch returns b with BEGIN queued first: the transaction's first
+// trip.
+func (t *pipeTx) beginBatch(b *pgx.Batch) *pgx.Batch {
+	t.begun = true
+	q := &pgx.Batch{}
+	q.Queue("BEGIN")
+	q.QueuedQueries = append(q.QueuedQueries, b.QueuedQueries...)
+	return q
+}
+
+// sendFirst sends b, BEGIN first, and returns its results after BEGIN's.
+func (t *pipeTx) sendFirst(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	br := t.c.SendBatch(ctx, t.beginBatch(b))
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return errResults{err}
+	}
+	return br
+}
+
+// notify queues a notification statement for the commit.
+func (t *pipeTx) notify(sql string, args ...any) {
+	t.notes = append(t.notes, note{sql, args})
+}
+
+// Commit sends the queued notifications and COMMIT in one round trip. An
+// error of a notification is the server's answer: nothing committed.
+func (t *pipeTx) Commit(ctx context.Context) error {
+	if t.closed {
+		return pgx.ErrTxClosed
+	}
+	t.closed = true
+	b := &pgx.Batch{}
+	for _, n := range t.notes {
+		b.Queue(n.sql, n.args...)
+	}
+	b.Queue("COMMIT")
+	br := t.c.SendBatch(ctx, b)
+	var err error
+	for range t.notes {
+		if _, err = br.Exec(); err != nil {
+			break
+		}
+	}
+	var tag pgconn.CommandTag
+	if err == nil {
+		tag, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	switch {
+	case err != nil:
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && t.c.Conn().PgConn().TxStatus() != 'I' {
+			// A notification failed: the transaction is aborted, not
+			// ended; end it, so that the connection can be used again.
+			t.closed = false
+			_ = t.Rollback(ctx)
+		}
+		return err
+	case tag.String() == "ROLLBACK":
+		return pgx.ErrTxCommitRollback
+	}
+	return nil
+}
+
+// Rollback ends the transaction without committing; a connection whose
+// rollback fails is closed.
+func (t *pipeTx) Rollback(ctx context.Context) error {
+	if t.closed {
+		return pgx.ErrTxClosed
+	}
+	t.closed = true
+	if !t.begun {
+		return nil
+	}
+	if _, err := t.c.Exec(ctx, "ROLLBACK"); err != nil {
+		_ = t.c.Conn().Close(ctx)
+		return err
+	}
+	return nil
+}
+
+// release gives the connection back to the pool.
+func (t *pipeTx) release() { t.c.Release() }
+
+// Begin is not used by the board: a nested transaction would need a
+// savepoint of its own.
+func (t *pipeTx) Begin(context.Context) (pgx.Tx, error) {
+	return nil, errors.New("pgboard: nested transactions are not supported")
+}
+
+func (t *pipeTx) CopyFrom(ctx context.Context, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error) {
+	return t.c.CopyFrom(ctx, table, cols, src)
+}
+
+func (t *pipeTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	return t.c.SendBatch(ctx, b)
+}
+
+// LargeObjects is not used by the board: its zero value, which fails.
+func (t *pipeTx) LargeObjects() pgx.LargeObjects { return pgx.LargeObjects{} }
+
+func (t *pipeTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
+	return t.c.Conn().Prepare(ctx, name, sql)
+}
+
+func (t *pipeTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	return t.c.Exec(ctx, sql, args...)
+}
+
+func (t *pipeTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return t.c.Query(ctx, sql, args...)
+}
+
+func (t *pipeTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return t.c.QueryRow(ctx, sql, args...)
+}
+
+func (t *pipeTx) Conn() *pgx.Conn { return t.c.Conn() }
+
+// errResults is a batch's results that all report err.
+type errResults struct{ err error }
+
+func (e errResults) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, e.err }
+func (e errResults) Query() (pgx.Rows, error)         { return nil, e.err }
+func (e errResults) QueryRow() pgx.Row                { return errRow(e) }
+func (e errResults) Close() error                     { return e.err }
+func (e errResults) Tx() pgx.Tx                       { return nil }
+
+type errRow errResults
+
+func (e errRow) Scan(...any) error { return e.err }
