@@ -128,7 +128,7 @@ func TestClaim_SettleEndsOnlyItsBackend(t *testing.T) {
 	t.Parallel()
 	c := pgtest.Shared(t)
 	url := c.URL(c.NewDB(t))
-	b := openTest(t, url, &Options{ClaimAlone: true})
+	b := openTest(t, url, nil)
 	bystander, err := pgx.Connect(t.Context(), url)
 	require.NoError(t, err)
 	defer bystander.Close(context.Background())

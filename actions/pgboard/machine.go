@@ -50,11 +50,13 @@ import (
 //     commit has answered; a refused statement fails only its own
 //     claimant, and the batch's others, rolled back with it, claim again.
 //
-// A Board with Options.ClaimAlone, $BEE_PG_CLAIMER=off, or where no such
-// socket exists (off Linux), claims on its own connections.
+// The claimer is off unless Options.MachineClaimer or $BEE_PG_CLAIMER=on
+// asks for it (see the README's figures: on a busy two-core machine the
+// hops through the claimer cost more than the commits it saves), and off
+// Linux, where there is no such socket.
 
-// EnvClaimer names the variable that turns the machine's claimer off
-// ("off"): every Board then claims on its own connections.
+// EnvClaimer names the variable that turns the machine's claimer on
+// ("on") for every Board of a process.
 const EnvClaimer = "BEE_PG_CLAIMER"
 
 const (
@@ -68,7 +70,7 @@ const (
 	// minMachineSpan: a claim that must commit sooner than this claims
 	// on its own, rather than end a claimer's connection if its batch is
 	// a little late.
-	minMachineSpan = time.Second
+	minMachineSpan = 250 * time.Millisecond
 	// requestWait bounds how long the claimer waits for the request of a
 	// connection it accepted.
 	requestWait = 10 * time.Second

@@ -29,7 +29,7 @@ func TestMachine_ClaimsQueuedGoInOneBatch(t *testing.T) {
 	var held sync.WaitGroup
 	hold := make(chan struct{})
 	var holding sync.Once
-	a := openTest(t, url, &Options{beforeBatch: func(int) {
+	a := openTest(t, url, &Options{MachineClaimer: true, beforeBatch: func(int) {
 		select {
 		case <-hold:
 		default:
@@ -37,7 +37,7 @@ func TestMachine_ClaimsQueuedGoInOneBatch(t *testing.T) {
 			<-hold
 		}
 	}})
-	other := openTest(t, url, nil)
+	other := openTest(t, url, &Options{MachineClaimer: true})
 	const each = 3
 	for range 2*each + 1 {
 		post(t, a, "job")
@@ -93,12 +93,15 @@ func TestMachine_ClaimsQueuedGoInOneBatch(t *testing.T) {
 	require.Len(t, all.Records, 2*each+1)
 }
 
-// A Board set to claim alone never serves nor uses the machine's claimer.
-func TestMachine_ClaimAlone(t *testing.T) {
+// A Board claims alone unless asked to use the machine's claimer.
+func TestMachine_OffByDefault(t *testing.T) {
 	t.Parallel()
 	c := pgtest.Shared(t)
 	url := c.URL(c.NewDB(t))
-	b := openTest(t, url, &Options{ClaimAlone: true})
+	if os.Getenv(EnvClaimer) == "on" {
+		t.Skipf("%s=on turns the claimer on for every Board", EnvClaimer)
+	}
+	b := openTest(t, url, nil)
 	require.Empty(t, b.machineName)
 	who := mint(t, "alone")
 	require.NoError(t, b.Join(t.Context(), actions.Member{ID: who, PID: os.Getpid()}))
@@ -153,6 +156,7 @@ var (
 
 // machineRoleOptions sets the hooks envMachine asks for.
 func machineRoleOptions(o *Options, out *boardtest.Out) {
+	o.MachineClaimer = true
 	switch os.Getenv(envMachine) {
 	case "die-after-commit":
 		o.afterBatch = func(int) {
@@ -186,7 +190,7 @@ func TestMachine_ClaimerDiesAfterCommit(t *testing.T) {
 	c := pgtest.Shared(t)
 	url := c.URL(c.NewDB(t))
 	p := startMachineClaimer(t, url, "die-after-commit")
-	b := openTest(t, url, nil)
+	b := openTest(t, url, &Options{MachineClaimer: true})
 	who := mint(t, "claimant")
 	require.NoError(t, b.Join(t.Context(), actions.Member{ID: who, PID: os.Getpid()}))
 	mine := post(t, b, "job")
@@ -212,7 +216,7 @@ func TestMachine_StoppedClaimer(t *testing.T) {
 	c := pgtest.Shared(t)
 	url := c.URL(c.NewDB(t))
 	p := startMachineClaimer(t, url, "")
-	b := openTest(t, url, nil)
+	b := openTest(t, url, &Options{MachineClaimer: true})
 	who := mint(t, "claimant")
 	require.NoError(t, b.Join(t.Context(), actions.Member{ID: who, PID: os.Getpid()}))
 	mine := post(t, b, "job")
@@ -238,7 +242,7 @@ func TestMachine_HungBatch(t *testing.T) {
 	c := pgtest.Shared(t)
 	url := c.URL(c.NewDB(t))
 	p := startMachineClaimer(t, url, "hang")
-	b := openTest(t, url, nil)
+	b := openTest(t, url, &Options{MachineClaimer: true})
 	who := mint(t, "claimant")
 	require.NoError(t, b.Join(t.Context(), actions.Member{ID: who, PID: os.Getpid()}))
 	first := post(t, b, "first")
