@@ -164,8 +164,8 @@ type claimAttempt struct {
 	b     *Board
 	w     engine.Want
 	token int64
-	pid   uint32 // the backend the statement went to
-	sent  bool   // the statement may have reached the server
+	pids  []uint32 // the backends the statement may have gone to (the first: its claimer's key)
+	sent  bool     // the statement may have reached the server
 }
 
 // run sends the statement, through the machine's claimer when there is
@@ -183,12 +183,12 @@ func (a *claimAttempt) run(ctx context.Context, by time.Time) (engine.Claimed, e
 			// Its answer is lost: Claim settles it, which ends the
 			// claimer's backend, and claims on without the machine for a
 			// while; the claimer, its backend gone, cannot serve again.
-			b.machineGone.Store(a.pid)
+			b.machineGone.Store(a.pids[0])
 			b.quietMachine("answer", err)
 		}
 	}
 	if errors.Is(err, errNoMachine) {
-		a.pid, a.sent = 0, false
+		a.pids, a.sent = nil, false
 		got, err = a.direct(ctx, req, by)
 	}
 	if err != nil {
@@ -220,9 +220,9 @@ func (a *claimAttempt) direct(ctx context.Context, req claimRequest, by time.Tim
 	if err := ctx.Err(); err != nil {
 		return claimRow{}, err
 	}
-	a.pid = conn.Conn().PgConn().PID()
+	a.pids = []uint32{conn.Conn().PgConn().PID()}
 	if b.opts.inClaim != nil {
-		b.opts.inClaim(a.pid)
+		b.opts.inClaim(a.pids[0])
 	}
 	if b.opts.beforeCommit != nil {
 		b.opts.beforeCommit()
@@ -395,7 +395,7 @@ func (a *claimAttempt) settle(ctx context.Context, cause error) (_ engine.Claime
 	}
 }
 
-// resolve ends the backend the statement went to, so that it can commit
+// resolve ends the backends the statement may have gone to, so that it can commit
 // no more (a statement held up on its way, say by a partition, dies with
 // it), waits until it is gone, then reads what the statement did: the
 // claimant's claim that carries its token, and whether the claimant is a
@@ -416,11 +416,11 @@ func (a *claimAttempt) resolve(ctx context.Context) (engine.Claimed, error) {
 	}
 }
 
-// terminateSQL ends the backend $1 and says whether it still lives. The
+// terminateSQL ends the backends $1 and says whether one still lives. The
 // call is in the aggregate, which only sees the rows the WHERE kept: in
 // one WHERE with the pid's test, the planner may call it first, for every
 // backend of the server (PostgreSQL 15 does, for a pid that is gone).
-const terminateSQL = `SELECT coalesce(bool_or(NOT pg_terminate_backend(pid, 1000)), false) FROM pg_stat_activity WHERE pid = $1`
+const terminateSQL = `SELECT coalesce(bool_or(NOT pg_terminate_backend(pid, 1000)), false) FROM pg_stat_activity WHERE pid = ANY($1::bigint[])`
 
 // errBackendLives: the statement's backend has not ended yet.
 var errBackendLives = errors.New("the claim's backend still runs")
@@ -430,7 +430,11 @@ func (a *claimAttempt) resolveOnce(ctx context.Context) (engine.Claimed, error) 
 	qctx, cancel := context.WithTimeout(ctx, askBound)
 	defer cancel()
 	var lives bool
-	err := b.pool.QueryRow(qctx, terminateSQL, int64(a.pid)).Scan(&lives)
+	pids := make([]int64, len(a.pids))
+	for i, p := range a.pids {
+		pids[i] = int64(p)
+	}
+	err := b.pool.QueryRow(qctx, terminateSQL, pids).Scan(&lives)
 	switch {
 	case err != nil:
 		return engine.Claimed{}, err

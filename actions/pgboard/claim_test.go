@@ -140,14 +140,14 @@ func TestClaim_SettleEndsOnlyItsBackend(t *testing.T) {
 	// until its context ended.
 	ctx, cancel := context.WithTimeout(t.Context(), testtime.Bound(20*time.Second))
 	defer cancel()
-	a := claimAttempt{b: b, w: engine.Want{Who: mint(t, "w"), Skip: []int64{}}, token: newClaimToken(), pid: target.PgConn().PID()}
+	a := claimAttempt{b: b, w: engine.Want{Who: mint(t, "w"), Skip: []int64{}}, token: newClaimToken(), pids: []uint32{target.PgConn().PID()}}
 	got, err := a.resolve(ctx)
 	require.NoError(t, err)
 	require.False(t, got.OK)
 	require.Error(t, target.Ping(t.Context()), "the statement's backend was ended")
 	require.NoError(t, bystander.Ping(t.Context()), "a bystander's backend lives")
 
-	a.pid = target.PgConn().PID() // gone now
+	a.pids = []uint32{target.PgConn().PID()} // gone now
 	_, err = a.resolve(ctx)
 	require.NoError(t, err)
 	require.NoError(t, bystander.Ping(t.Context()), "a bystander's backend lives when the statement's is gone")

@@ -28,21 +28,21 @@ import (
 // machine_linux.go), and every other Board sends its claims there. The
 // claimer runs the claims that queued while its last batch ran as one
 // batch (claimBatch: the same statement as a Board's own claim, one per
-// claimant, in one implicit transaction) on a connection of its own, and
+// claimant, in one implicit transaction) on connections of its own (machineConns batches in flight), and
 // answers each claimant with its row.
 //
 // Exactly once stays exactly once:
 //
-//   - The claimer's first word on a connection is the backend pid of its
-//     connection. A claimant whose request may have been sent (it has
+//   - The claimer's first word on a connection is the backend pids of its
+//     connections. A claimant whose request may have been sent (it has
 //     written it) and whose answer does not come by its commit's bound
 //     (commitBy), or whose connection breaks, settles it as a claim of its
-//     own whose answer was lost (claimAttempt.settle): it ends that
-//     backend, waits until it is gone, and reads the row its token
+//     own whose answer was lost (claimAttempt.settle): it ends those
+//     backends, waits until they are gone, and reads the row its token
 //     marks. The claimer never sends a claim on another connection: when
-//     its connection fails it stops being the claimer (the socket closes,
-//     another Board is elected), so an ended backend means no request it
-//     holds can commit later.
+//     one of its connections fails it stops being the claimer (the socket
+//     closes, another Board is elected), so ended backends mean no request
+//     it holds can commit later.
 //   - A claimant that has not had the first word in helloWait (a claimer
 //     that is stopped, or swamped) has sent nothing, and claims on its own
 //     connection; so does one that finds no claimer it may use.
@@ -62,6 +62,10 @@ const EnvClaimer = "BEE_PG_CLAIMER"
 const (
 	// maxBatch bounds the claims of one batch.
 	maxBatch = 32
+	// machineConns is how many batches the claimer has in flight at once,
+	// each on a connection of its own: one waits for its commit's flush
+	// while the next one's claims queue and go.
+	machineConns = 2
 	// helloWait bounds the wait for a claimer's first word.
 	helloWait = 250 * time.Millisecond
 	// machineQuiet is how long a Board claims on its own after its
@@ -88,7 +92,7 @@ var errNoMachine = errors.New("no machine claimer")
 // A claimRoute takes a claim to the machine's claimer: in this process
 // (*machineClaimer) or in another (remoteClaimer).
 type claimRoute interface {
-	// claim sends req through the claimer, setting a.pid and a.sent as
+	// claim sends req through the claimer, setting a.pids and a.sent as
 	// claimAttempt.direct does, and waits for its answer until by. It
 	// returns errNoMachine when it sent nothing and the caller should
 	// claim on its own.
@@ -111,7 +115,7 @@ type claimReply struct {
 
 // hello is a claimer's first word on a connection.
 type hello struct {
-	PID uint32 `json:"pid"` // the backend its batches go to
+	PIDs []uint32 `json:"pids"` // the backends its batches go to
 }
 
 // result is what the reply means to the claimant of a: its row, or an
@@ -171,10 +175,10 @@ func (b *Board) quietMachine(what string, err error) {
 
 // A machineClaimer is this Board serving as its machine's claimer.
 type machineClaimer struct {
-	b    *Board
-	ln   *net.UnixListener
-	conn *pgx.Conn
-	pid  uint32
+	b     *Board
+	ln    *net.UnixListener
+	conns []*pgx.Conn
+	pids  []uint32 // the connections' backends
 
 	wake chan struct{} // a request queued (capacity 1)
 	stop chan struct{} // closed by shut
@@ -183,7 +187,7 @@ type machineClaimer struct {
 	mu     sync.Mutex
 	queue  []*pendingClaim
 	closed bool                   // no more requests are queued
-	conns  map[*net.UnixConn]bool // the connections being served
+	served map[*net.UnixConn]bool // the connections being served
 
 	batches, claims atomic.Int64 // served so far, for tests
 	maxSeen         atomic.Int64 // the largest batch so far, for tests
@@ -196,26 +200,54 @@ type pendingClaim struct {
 }
 
 // startMachine makes this Board the machine's claimer on ln: its own
-// connection (made by by), its batch loop and its accept loop, which
-// end at Close or when the connection fails.
+// connections (made by by), its batch loops and its accept loop, which
+// end at Close or when a connection fails.
 func (b *Board) startMachine(ln *net.UnixListener, by time.Time) (*machineClaimer, error) {
 	ctx, cancel := context.WithDeadline(b.ctx, by)
 	defer cancel()
-	conn, err := pgx.ConnectConfig(ctx, b.connConfig.Copy())
-	if err != nil {
-		return nil, err
+	m := &machineClaimer{b: b, ln: ln, wake: make(chan struct{}, 1), stop: make(chan struct{}), served: make(map[*net.UnixConn]bool)}
+	for range machineConns {
+		conn, err := pgx.ConnectConfig(ctx, b.connConfig.Copy())
+		if err != nil {
+			m.closeConns()
+			return nil, err
+		}
+		m.conns = append(m.conns, conn)
+		m.pids = append(m.pids, conn.PgConn().PID())
 	}
-	m := &machineClaimer{b: b, ln: ln, conn: conn, pid: conn.PgConn().PID(),
-		wake: make(chan struct{}, 1), stop: make(chan struct{}), conns: make(map[*net.UnixConn]bool)}
-	if !b.life.Go(m.batchLoop) {
-		_ = conn.Close(context.Background())
-		return nil, b.closed()
+	started := 0
+	for _, conn := range m.conns {
+		if !b.life.Go(func() { m.batchLoop(conn) }) {
+			break
+		}
+		started++
+	}
+	if started < len(m.conns) {
+		m.shut()
+		for _, conn := range m.conns[started:] {
+			closeConn(conn)
+		}
+		if started == 0 {
+			return nil, b.closed()
+		}
 	}
 	if !b.life.Go(m.acceptLoop) {
 		m.shut()
 	}
-	b.log.Debug("serving as the machine's claimer", "backend", m.pid)
+	b.log.Debug("serving as the machine's claimer", "backends", m.pids)
 	return m, nil
+}
+
+func (m *machineClaimer) closeConns() {
+	for _, c := range m.conns {
+		closeConn(c)
+	}
+}
+
+func closeConn(c *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = c.Close(ctx)
 }
 
 func (m *machineClaimer) stopped() bool {
@@ -236,7 +268,7 @@ func (m *machineClaimer) shut() {
 		_ = m.ln.Close()
 		m.mu.Lock()
 		m.closed = true
-		for c := range m.conns {
+		for c := range m.served {
 			_ = c.Close()
 		}
 		m.mu.Unlock()
@@ -274,17 +306,15 @@ func (m *machineClaimer) take() []*pendingClaim {
 	return got
 }
 
-// batchLoop runs the queued requests in batches until the claimer stops
-// (at the Board's Close, or when its connection fails).
-func (m *machineClaimer) batchLoop() {
+// batchLoop runs queued requests in batches on conn until the claimer
+// stops (at the Board's Close, or when one of its connections fails).
+func (m *machineClaimer) batchLoop(conn *pgx.Conn) {
 	defer func() {
 		m.shut()
 		for _, p := range m.takeAll() {
 			p.reply <- claimReply{Unsent: true}
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = m.conn.Close(ctx)
+		closeConn(conn)
 	}()
 	for {
 		select {
@@ -294,7 +324,7 @@ func (m *machineClaimer) batchLoop() {
 			return
 		case <-m.wake:
 		}
-		if batch := m.take(); len(batch) > 0 && !m.run(batch) {
+		if batch := m.take(); len(batch) > 0 && !m.run(conn, batch) {
 			return
 		}
 	}
@@ -312,7 +342,7 @@ func (m *machineClaimer) takeAll() []*pendingClaim {
 
 // run sends one batch and answers its claimants; false when the
 // connection failed and the claimer must stop.
-func (m *machineClaimer) run(batch []*pendingClaim) bool {
+func (m *machineClaimer) run(conn *pgx.Conn, batch []*pendingClaim) bool {
 	reqs := make([]claimRequest, len(batch))
 	for i, p := range batch {
 		reqs[i] = p.req
@@ -321,7 +351,7 @@ func (m *machineClaimer) run(batch []*pendingClaim) bool {
 		h(len(batch))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), commitBound)
-	rows, err := claimBatch(ctx, m.conn, reqs)
+	rows, err := claimBatch(ctx, conn, reqs)
 	cancel()
 	if err == nil {
 		if h := m.b.opts.afterBatch; h != nil {
@@ -354,14 +384,14 @@ func (m *machineClaimer) run(batch []*pendingClaim) bool {
 			}
 		}
 		return true
-	case pgconn.SafeToRetry(err) && !m.conn.IsClosed():
+	case pgconn.SafeToRetry(err) && !conn.IsClosed():
 		for _, p := range batch {
 			p.reply <- claimReply{Unsent: true}
 		}
 		return true
 	}
 	m.b.log.Warn("the machine's claimer lost its connection; another Board will be elected",
-		"backend", m.pid, logkey.Err, m.b.scrub(err))
+		"backend", conn.PgConn().PID(), logkey.Err, m.b.scrub(err))
 	for _, p := range batch {
 		p.reply <- claimReply{Unsure: true, Err: m.b.scrub(err).Error()}
 	}
@@ -370,7 +400,7 @@ func (m *machineClaimer) run(batch []*pendingClaim) bool {
 
 // claim implements claimRoute for the claimer's own Board.
 func (m *machineClaimer) claim(_ context.Context, a *claimAttempt, req claimRequest, by time.Time) (claimRow, error) {
-	if m.pid == m.b.machineGone.Load() {
+	if m.pids[0] == m.b.machineGone.Load() {
 		m.shut()
 		return claimRow{}, errNoMachine
 	}
@@ -378,7 +408,7 @@ func (m *machineClaimer) claim(_ context.Context, a *claimAttempt, req claimRequ
 	if !m.submit(p) {
 		return claimRow{}, errNoMachine
 	}
-	a.pid, a.sent = m.pid, true
+	a.pids, a.sent = m.pids, true
 	t := time.NewTimer(time.Until(by))
 	defer t.Stop()
 	select {
@@ -403,7 +433,7 @@ func (m *machineClaimer) acceptLoop() {
 			_ = c.Close()
 			return
 		}
-		m.conns[c] = true
+		m.served[c] = true
 		m.mu.Unlock()
 		if !m.b.life.Go(func() { m.serve(c) }) {
 			_ = c.Close()
@@ -417,7 +447,7 @@ func (m *machineClaimer) acceptLoop() {
 func (m *machineClaimer) serve(c *net.UnixConn) {
 	defer func() {
 		m.mu.Lock()
-		delete(m.conns, c)
+		delete(m.served, c)
 		m.mu.Unlock()
 		_ = c.Close()
 	}()
@@ -426,7 +456,7 @@ func (m *machineClaimer) serve(c *net.UnixConn) {
 	}
 	enc, dec := json.NewEncoder(c), json.NewDecoder(c)
 	_ = c.SetDeadline(time.Now().Add(requestWait))
-	if err := enc.Encode(hello{PID: m.pid}); err != nil {
+	if err := enc.Encode(hello{PIDs: m.pids}); err != nil {
 		return
 	}
 	var req claimRequest
@@ -463,11 +493,11 @@ func (r remoteClaimer) claim(_ context.Context, a *claimAttempt, req claimReques
 		b.quietMachine("hello", err)
 		return claimRow{}, errNoMachine
 	}
-	if h.PID == b.machineGone.Load() {
+	if len(h.PIDs) == 0 || h.PIDs[0] == b.machineGone.Load() {
 		b.quietMachine("hello", errors.New("the machine's claimer lost its backend"))
 		return claimRow{}, errNoMachine
 	}
-	a.pid, a.sent = h.PID, true
+	a.pids, a.sent = h.PIDs, true
 	_ = c.SetDeadline(by)
 	if err := enc.Encode(req); err != nil {
 		return claimRow{}, fmt.Errorf("send the claim to the machine's claimer: %w", err)

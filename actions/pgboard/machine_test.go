@@ -19,32 +19,26 @@ import (
 	"github.com/tractat-us/bee/internal/testtime"
 )
 
-// Claims that queue while the machine's claimer sends a batch go together
-// in its next one, from its own Board and from another, and each action
-// is claimed once, by the claimant that asked.
+// Claims that queue while the machine's claimer sends its batches go
+// together in its next ones, from its own Board and from another, and
+// each action is claimed once, by the claimant that asked.
 func TestMachine_ClaimsQueuedGoInOneBatch(t *testing.T) {
 	t.Parallel()
 	c := pgtest.Shared(t)
 	url := c.URL(c.NewDB(t))
-	var held sync.WaitGroup
 	hold := make(chan struct{})
-	var holding sync.Once
-	a := openTest(t, url, &Options{MachineClaimer: true, beforeBatch: func(int) {
-		select {
-		case <-hold:
-		default:
-			holding.Do(held.Done)
-			<-hold
-		}
+	release := sync.OnceFunc(func() { close(hold) })
+	var held atomic.Int64 // claims in batches the hook holds
+	a := openTest(t, url, &Options{MachineClaimer: true, beforeBatch: func(n int) {
+		held.Add(int64(n))
+		<-hold
 	}})
 	other := openTest(t, url, &Options{MachineClaimer: true})
+	t.Cleanup(release) // before the Boards close
 	const each = 3
 	for range 2*each + 1 {
 		post(t, a, "job")
 	}
-	// The first claim makes a the claimer; its batch is held until the
-	// others have queued behind it.
-	held.Add(1)
 	whoOf := func(b *Board, i int) identity.ID {
 		who := mint(t, fmt.Sprintf("m%d", i))
 		require.NoError(t, b.Join(t.Context(), actions.Member{ID: who, PID: os.Getpid()}))
@@ -60,9 +54,11 @@ func TestMachine_ClaimsQueuedGoInOneBatch(t *testing.T) {
 		p, err := b.Next(t.Context(), who, "", testtime.Bound(10*time.Second))
 		results <- claim{who, p.Records, err}
 	}
+	// The first claim makes a the claimer; its batches are held until
+	// every claim has queued or is held.
 	first := whoOf(a, 0)
 	go next(a, first)
-	held.Wait()
+	require.Eventually(t, func() bool { return held.Load() == 1 }, testtime.Bound(10*time.Second), time.Millisecond)
 	m := a.machine.Load()
 	require.NotNil(t, m, "the first claim made a the machine's claimer")
 	for i := range each {
@@ -72,9 +68,9 @@ func TestMachine_ClaimsQueuedGoInOneBatch(t *testing.T) {
 	require.Eventually(t, func() bool {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		return len(m.queue) == 2*each
-	}, testtime.Bound(10*time.Second), time.Millisecond, "the other claims queue behind the held batch")
-	close(hold)
+		return int64(len(m.queue))+held.Load() == 2*each+1
+	}, testtime.Bound(10*time.Second), time.Millisecond, "the other claims queue behind the held batches")
+	release()
 	claimed := map[string]identity.ID{}
 	for range 2*each + 1 {
 		r := <-results
@@ -85,7 +81,9 @@ func TestMachine_ClaimsQueuedGoInOneBatch(t *testing.T) {
 		require.NotContains(t, claimed, rec.ID, "%s claimed twice", rec.ID)
 		claimed[rec.ID] = r.who
 	}
-	require.Equal(t, int64(2*each), m.maxSeen.Load(), "the queued claims went in one batch")
+	// Of the six that came behind the first, the other connection may
+	// have taken one alone: the rest went in one batch.
+	require.GreaterOrEqual(t, m.maxSeen.Load(), int64(2*each-1), "the queued claims went in one batch")
 	require.Equal(t, int64(2*each+1), m.claims.Load())
 	require.Nil(t, other.machine.Load(), "the other Board claimed through a's claimer")
 	all, err := a.ListFiltered(t.Context(), "", actions.ListFilter{States: []actions.State{actions.Claimed}})
