@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tractat-us/bee/actions/internal/engine"
+	"github.com/tractat-us/bee/identity"
 	"github.com/tractat-us/bee/internal/logkey"
 )
 
@@ -163,87 +164,196 @@ type claimAttempt struct {
 	b     *Board
 	w     engine.Want
 	token int64
-	pid   uint32 // the backend the statement went to
-	sent  bool   // the statement may have reached the server
+	pids  []uint32 // the backends the statement may have gone to (the first: its claimer's key)
+	sent  bool     // the statement may have reached the server
 }
 
-// run sends the statement on a connection of its own, and waits for its
+// run sends the statement, through the machine's claimer when there is
+// one (see machine.go), else on a connection of its own, and waits for its
 // answer until by, whatever ctx does once it is sent: a claim runs to its
 // end, and the engine gives back what nobody received.
 func (a *claimAttempt) run(ctx context.Context, by time.Time) (engine.Claimed, error) {
 	b := a.b
-	conn, err := b.pool.Acquire(ctx)
+	req := a.request()
+	var got claimRow
+	err := errNoMachine
+	if r := b.machineRoute(by); r != nil {
+		got, err = r.claim(ctx, a, req, by)
+		if err != nil && a.sent {
+			// Its answer is lost: Claim settles it, which ends the
+			// claimer's backend, and claims on without the machine for a
+			// while; the claimer, its backend gone, cannot serve again.
+			b.machineGone.Store(a.pids[0])
+			b.quietMachine("answer", err)
+		}
+	}
+	if errors.Is(err, errNoMachine) {
+		a.pids, a.sent = nil, false
+		got, err = a.direct(ctx, req, by)
+	}
 	if err != nil {
 		return engine.Claimed{}, err
 	}
+	got.At = b.clock.Now()
+	if got.Version > schemaVersion {
+		return engine.Claimed{}, b.refuseNewer(got.Version)
+	}
+	if !got.Member && !got.Joined && !got.Departed {
+		// Another process joined the claimant as this statement did:
+		// its row was not in the statement's snapshot. Looking again
+		// sees it.
+		return engine.Claimed{}, errJoinRaced
+	}
+	c := got.Claimed
+	c.Member = got.Member || got.Joined
+	return c, nil
+}
+
+// direct sends req on a connection of the pool.
+func (a *claimAttempt) direct(ctx context.Context, req claimRequest, by time.Time) (claimRow, error) {
+	b := a.b
+	conn, err := b.pool.Acquire(ctx)
+	if err != nil {
+		return claimRow{}, err
+	}
 	defer conn.Release()
 	if err := ctx.Err(); err != nil {
-		return engine.Claimed{}, err
+		return claimRow{}, err
 	}
-	a.pid = conn.Conn().PgConn().PID()
+	a.pids = []uint32{conn.Conn().PgConn().PID()}
 	if b.opts.inClaim != nil {
-		b.opts.inClaim(a.pid)
+		b.opts.inClaim(a.pids[0])
 	}
 	if b.opts.beforeCommit != nil {
 		b.opts.beforeCommit()
 	}
 	dctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), by)
 	defer cancel()
-	batch := &pgx.Batch{}
-	batch.Queue(plannerSQL)
-	batch.Queue(claimSQL, string(a.w.Who), a.w.Recipients(), a.w.Skip, b.now(), b.graceMS(), a.w.Who.Agent(),
-		b.host, b.hostKey, os.Getpid(), b.opts.Lease.Milliseconds(), a.token, schemaVersion, b.lookForOrphans())
-	br := conn.SendBatch(dctx, batch)
-	got, err := a.read(br)
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
+	rows, err := claimBatch(dctx, conn.Conn(), []claimRequest{req})
 	if err != nil {
+		var be *batchError
+		if errors.As(err, &be) {
+			err = be.err
+		}
 		var pe *pgconn.PgError
 		a.sent = !errors.As(err, &pe) && !pgconn.SafeToRetry(err)
-		return engine.Claimed{}, err
+		return claimRow{}, err
 	}
-	if got.version > schemaVersion {
-		return engine.Claimed{}, b.refuseNewer(got.version)
+	return rows[0], nil
+}
+
+// request is the attempt's statement's parameters.
+func (a *claimAttempt) request() claimRequest {
+	b := a.b
+	r := claimRequest{Who: string(a.w.Who), Recipients: a.w.Recipients(), Skip: a.w.Skip, GraceMS: b.graceMS(),
+		Agent: a.w.Who.Agent(), Host: b.host, HostKey: b.hostKey, PID: os.Getpid(), LeaseMS: b.opts.Lease.Milliseconds(),
+		Token: a.token, Orphans: b.lookForOrphans()}
+	if t, ok := b.now().(time.Time); ok {
+		r.Now = &t
 	}
-	if !got.member && !got.Joined && !got.Departed {
-		// Another process joined the claimant as this statement did:
-		// its row was not in the statement's snapshot. Looking again
-		// sees it.
-		return engine.Claimed{}, errJoinRaced
+	return r
+}
+
+// A claimRequest is what claimSQL takes, bar the schema version: one
+// claimant's claim, sent by its own Board or by the machine's claimer.
+type claimRequest struct {
+	Who        string     `json:"who"`
+	Recipients []string   `json:"recipients"`
+	Skip       []int64    `json:"skip"`
+	Now        *time.Time `json:"now,omitempty"` // the board's time (see Board.now); nil: the server's
+	GraceMS    int64      `json:"graceMS"`
+	Agent      string     `json:"agent"`
+	Host       string     `json:"host"`
+	HostKey    string     `json:"hostKey"`
+	PID        int        `json:"pid"`
+	LeaseMS    int64      `json:"leaseMS"`
+	Token      int64      `json:"token"`
+	Orphans    bool       `json:"orphans"`
+}
+
+func (r claimRequest) args() []any {
+	var now any
+	if r.Now != nil {
+		now = *r.Now
 	}
-	return got.Claimed, nil
+	return []any{r.Who, r.Recipients, r.Skip, now, r.GraceMS, r.Agent, r.Host, r.HostKey, r.PID, r.LeaseMS, r.Token,
+		schemaVersion, r.Orphans}
+}
+
+// A batchError is claimBatch's error: which statement failed (-1: none
+// in particular), and why.
+type batchError struct {
+	at  int
+	err error
+}
+
+func (e *batchError) Error() string { return e.err.Error() }
+func (e *batchError) Unwrap() error { return e.err }
+
+// claimBatch sends the claims reqs, in order, in one pipeline on conn: one
+// implicit transaction, one commit, one round trip. Each statement sees
+// the claims of those before it, so no action is claimed twice. The rows
+// are only returned once the commit has answered; an error (a
+// *batchError) means that none of the claims committed when the server
+// refused a statement (a *pgconn.PgError), and that it is not known
+// otherwise, unless pgconn.SafeToRetry says nothing was sent.
+func claimBatch(ctx context.Context, conn *pgx.Conn, reqs []claimRequest) ([]claimRow, error) {
+	batch := &pgx.Batch{}
+	batch.Queue(plannerSQL)
+	for _, r := range reqs {
+		batch.Queue(claimSQL, r.args()...)
+	}
+	br := conn.SendBatch(ctx, batch)
+	rows, err := readClaims(br, len(reqs))
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = &batchError{at: -1, err: cerr}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+// readClaims reads the answers of a batch of n claims.
+func readClaims(br pgx.BatchResults, n int) ([]claimRow, error) {
+	if _, err := br.Exec(); err != nil {
+		return nil, &batchError{at: -1, err: err}
+	}
+	rows := make([]claimRow, n)
+	for i := range rows {
+		var err error
+		if rows[i], err = readClaim(br); err != nil {
+			return nil, &batchError{at: i, err: err}
+		}
+	}
+	return rows, nil
 }
 
 // errJoinRaced is the (retryable) error of a claim that met another's
 // join of its claimant.
 var errJoinRaced = &pgconn.PgError{Code: "40001", Message: "the claimant joined concurrently; claim again"}
 
-// claimRow is the statement's row.
+// A claimRow is the statement's row, as it travels from the machine's
+// claimer to its claimant.
 type claimRow struct {
 	engine.Claimed
-	version int
-	member  bool // the claimant had a member row in the statement's snapshot
+	Version int  `json:"version"`
+	Member  bool `json:"member"` // the claimant had a member row in the statement's snapshot
 }
 
-// read reads the statement's answer.
-func (a *claimAttempt) read(br pgx.BatchResults) (claimRow, error) {
+// readClaim reads one claim statement's answer.
+func readClaim(br pgx.BatchResults) (claimRow, error) {
 	var got claimRow
-	if _, err := br.Exec(); err != nil {
-		return got, err
-	}
 	var expiry *time.Time
 	row := &scanOptional{row: br.QueryRow(), n: recordColCount}
-	rec, err := scanRecord(row, &got.version, &got.Departed, &got.member, &got.Joined,
+	rec, err := scanRecord(row, &got.Version, &got.Departed, &got.Member, &got.Joined,
 		&got.Claimable, &got.Reclaim, &got.Slow, &expiry, &got.Head, &got.Now)
 	if err != nil {
 		return got, err
 	}
-	got.At = a.b.clock.Now()
 	if expiry != nil {
 		got.Expiry = *expiry
 	}
-	got.Member = got.member || got.Joined
 	got.Slow = got.Slow || got.Reclaim
 	if row.present {
 		got.Rec, got.OK = rec, true
@@ -285,7 +395,7 @@ func (a *claimAttempt) settle(ctx context.Context, cause error) (_ engine.Claime
 	}
 }
 
-// resolve ends the backend the statement went to, so that it can commit
+// resolve ends the backends the statement may have gone to, so that it can commit
 // no more (a statement held up on its way, say by a partition, dies with
 // it), waits until it is gone, then reads what the statement did: the
 // claimant's claim that carries its token, and whether the claimant is a
@@ -306,6 +416,12 @@ func (a *claimAttempt) resolve(ctx context.Context) (engine.Claimed, error) {
 	}
 }
 
+// terminateSQL ends the backends $1 and says whether one still lives. The
+// call is in the aggregate, which only sees the rows the WHERE kept: in
+// one WHERE with the pid's test, the planner may call it first, for every
+// backend of the server (PostgreSQL 15 does, for a pid that is gone).
+const terminateSQL = `SELECT coalesce(bool_or(NOT pg_terminate_backend(pid, 1000)), false) FROM pg_stat_activity WHERE pid = ANY($1::bigint[])`
+
 // errBackendLives: the statement's backend has not ended yet.
 var errBackendLives = errors.New("the claim's backend still runs")
 
@@ -314,8 +430,11 @@ func (a *claimAttempt) resolveOnce(ctx context.Context) (engine.Claimed, error) 
 	qctx, cancel := context.WithTimeout(ctx, askBound)
 	defer cancel()
 	var lives bool
-	err := b.pool.QueryRow(qctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND NOT pg_terminate_backend(pid, 1000))`,
-		int64(a.pid)).Scan(&lives)
+	pids := make([]int64, len(a.pids))
+	for i, p := range a.pids {
+		pids[i] = int64(p)
+	}
+	err := b.pool.QueryRow(qctx, terminateSQL, pids).Scan(&lives)
 	switch {
 	case err != nil:
 		return engine.Claimed{}, err
@@ -330,7 +449,17 @@ func (a *claimAttempt) resolveOnce(ctx context.Context) (engine.Claimed, error) 
 	}
 	err = b.pool.QueryRow(qctx, `SELECT EXISTS (SELECT 1 FROM bee_members WHERE identity = $1 AND departed_at IS NULL
 		AND host_key = $2 AND pid = $3)`, string(a.w.Who), b.hostKey, os.Getpid()).Scan(&got.Joined)
+	// A member this Board already renews was not joined by the claim.
+	got.Joined = got.Joined && !b.renews(a.w.Who)
 	return got, err
+}
+
+// renews reports whether this Board renews who's lease.
+func (b *Board) renews(who identity.ID) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, ok := b.members[who]
+	return ok
 }
 
 // lookForOrphans says whether this claim also looks for claims whose

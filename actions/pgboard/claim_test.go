@@ -120,3 +120,35 @@ func TestClaim_NotificationsCoalesced(t *testing.T) {
 	require.Positive(t, changes, "those who watch every change hear of the claims")
 	require.LessOrEqual(t, changes, int(took/changeWindow)+2, "at most one change notification per window, and one at its end")
 }
+
+// Settling a lost claim ends the backend its statement went to, and no
+// other: not the one that asks, nor a bystander's, when that backend is
+// already gone.
+func TestClaim_SettleEndsOnlyItsBackend(t *testing.T) {
+	t.Parallel()
+	c := pgtest.Shared(t)
+	url := c.URL(c.NewDB(t))
+	b := openTest(t, url, nil)
+	bystander, err := pgx.Connect(t.Context(), url)
+	require.NoError(t, err)
+	defer bystander.Close(context.Background())
+	target, err := pgx.Connect(t.Context(), url)
+	require.NoError(t, err)
+	defer target.Close(context.Background())
+
+	// Before the fix, each ask ended its own backend too, and asked again
+	// until its context ended.
+	ctx, cancel := context.WithTimeout(t.Context(), testtime.Bound(20*time.Second))
+	defer cancel()
+	a := claimAttempt{b: b, w: engine.Want{Who: mint(t, "w"), Skip: []int64{}}, token: newClaimToken(), pids: []uint32{target.PgConn().PID()}}
+	got, err := a.resolve(ctx)
+	require.NoError(t, err)
+	require.False(t, got.OK)
+	require.Error(t, target.Ping(t.Context()), "the statement's backend was ended")
+	require.NoError(t, bystander.Ping(t.Context()), "a bystander's backend lives")
+
+	a.pids = []uint32{target.PgConn().PID()} // gone now
+	_, err = a.resolve(ctx)
+	require.NoError(t, err)
+	require.NoError(t, bystander.Ping(t.Context()), "a bystander's backend lives when the statement's is gone")
+}

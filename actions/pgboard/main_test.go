@@ -10,6 +10,6 @@ import (
 func TestMain(m *testing.M) {
 	// Multi-process tests re-execute the test binary as a worker role (see
 	// roles_test.go).
-	boardtest.RunRole[*Board](openRole, nil)
+	boardtest.RunRole(openRole, map[string]boardtest.Role[*Board]{"machine-claimer": roleMachineClaimer})
 	pgtest.Main(m) // stops the PostgreSQL cluster a test may have started
 }

@@ -20,8 +20,11 @@ const envHost = "BEE_PGBOARD_TEST_HOST"
 // it soon.
 func openRole(role, url string, out *boardtest.Out) (*Board, error) {
 	opts := &Options{Lease: boardtest.EnvMillis(boardtest.EnvLease), hostKey: os.Getenv(envHost), SafetyPoll: testtime.Bound(30 * time.Second)}
-	if role == "waiter" {
+	switch role {
+	case "waiter":
 		opts.beforeSleep = func() { out.Say("sleeping") }
+	case "machine-claimer":
+		machineRoleOptions(opts, out)
 	}
 	return Open(url, opts)
 }
