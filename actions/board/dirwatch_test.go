@@ -45,20 +45,27 @@ func nextEvent(t *testing.T, events <-chan dirEvent, name string, op dirOp) {
 	}
 }
 
+// watchedFolder is a notify directory and a folder in it, both watched,
+// and the watch's events.
+func watchedFolder(t *testing.T) (dir, folder string, w *dirWatch, events <-chan dirEvent) {
+	t.Helper()
+	dir = filepath.Join(t.TempDir(), "notify")
+	folder = filepath.Join(dir, "for-bob")
+	require.NoError(t, os.MkdirAll(folder, 0o700))
+	w, err := newDirWatch()
+	require.NoError(t, err)
+	require.NoError(t, w.add(dir))
+	require.NoError(t, w.add(folder))
+	return dir, folder, w, watchEvents(t, w)
+}
+
 // TestDirWatch_Events: a file touched in any watched directory comes with
 // its path; a watched folder removed or moved away is reported by its
 // parent, and once made and added again reports again; the top directory
 // removed is reported as removed.
 func TestDirWatch_Events(t *testing.T) {
 	t.Parallel()
-	dir := filepath.Join(t.TempDir(), "notify")
-	folder := filepath.Join(dir, "for-bob")
-	require.NoError(t, os.MkdirAll(folder, 0o700))
-	w, err := newDirWatch()
-	require.NoError(t, err)
-	require.NoError(t, w.add(dir))
-	require.NoError(t, w.add(folder))
-	events := watchEvents(t, w)
+	dir, folder, w, events := watchedFolder(t)
 
 	require.NoError(t, touchFile(filepath.Join(dir, "wake")))
 	nextEvent(t, events, filepath.Join(dir, "wake"), opCreate)
@@ -97,14 +104,7 @@ func TestDirWatch_Events(t *testing.T) {
 // reported as if it were still there.
 func TestDirWatch_MovedAwayIsForgotten(t *testing.T) {
 	t.Parallel()
-	dir := filepath.Join(t.TempDir(), "notify")
-	folder := filepath.Join(dir, "for-bob")
-	require.NoError(t, os.MkdirAll(folder, 0o700))
-	w, err := newDirWatch()
-	require.NoError(t, err)
-	require.NoError(t, w.add(dir))
-	require.NoError(t, w.add(folder))
-	events := watchEvents(t, w)
+	dir, folder, _, events := watchedFolder(t)
 
 	away := filepath.Join(t.TempDir(), "away")
 	require.NoError(t, os.Rename(folder, away))

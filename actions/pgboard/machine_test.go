@@ -173,24 +173,25 @@ func machineRoleOptions(o *Options, out *boardtest.Out) {
 	}
 }
 
-// startMachineClaimer starts a process that is the machine's claimer of
-// the board at url, doing what envMachine says.
-func startMachineClaimer(t *testing.T, url, does string) *boardtest.Proc {
+// withMachineClaimer starts a process that is the machine's claimer of a
+// new board, doing what envMachine says, and opens a Board there that
+// claims through it, with a claimant joined.
+func withMachineClaimer(t *testing.T, does string) (*boardtest.Proc, *Board, identity.ID) {
+	c := pgtest.Shared(t)
+	url := c.URL(c.NewDB(t))
 	p := boardtest.StartProc(t, "machine-claimer", url, envMachine+"="+does)
 	p.Expect("ready", testtime.Bound(30*time.Second))
-	return p
+	b := openTest(t, url, &Options{MachineClaimer: true})
+	who := mint(t, "claimant")
+	require.NoError(t, b.Join(t.Context(), actions.Member{ID: who, PID: os.Getpid()}))
+	return p, b, who
 }
 
 // A claimant whose claimer dies after its batch committed, before it
 // answered, settles the claim by its token: it has the action, once.
 func TestMachine_ClaimerDiesAfterCommit(t *testing.T) {
 	t.Parallel()
-	c := pgtest.Shared(t)
-	url := c.URL(c.NewDB(t))
-	p := startMachineClaimer(t, url, "die-after-commit")
-	b := openTest(t, url, &Options{MachineClaimer: true})
-	who := mint(t, "claimant")
-	require.NoError(t, b.Join(t.Context(), actions.Member{ID: who, PID: os.Getpid()}))
+	p, b, who := withMachineClaimer(t, "die-after-commit")
 	mine := post(t, b, "job")
 	got, err := b.Next(t.Context(), who, "", testtime.Bound(20*time.Second))
 	require.NoError(t, err)
@@ -211,12 +212,7 @@ func TestMachine_ClaimerDiesAfterCommit(t *testing.T) {
 // that has not had its first word claims on its own.
 func TestMachine_StoppedClaimer(t *testing.T) {
 	t.Parallel()
-	c := pgtest.Shared(t)
-	url := c.URL(c.NewDB(t))
-	p := startMachineClaimer(t, url, "")
-	b := openTest(t, url, &Options{MachineClaimer: true})
-	who := mint(t, "claimant")
-	require.NoError(t, b.Join(t.Context(), actions.Member{ID: who, PID: os.Getpid()}))
+	p, b, who := withMachineClaimer(t, "")
 	mine := post(t, b, "job")
 	require.NoError(t, syscall.Kill(p.Pid(), syscall.SIGSTOP))
 	defer func() { _ = syscall.Kill(p.Pid(), syscall.SIGCONT) }()
@@ -237,12 +233,7 @@ func TestMachine_StoppedClaimer(t *testing.T) {
 // let go, can claim nothing.
 func TestMachine_HungBatch(t *testing.T) {
 	t.Parallel()
-	c := pgtest.Shared(t)
-	url := c.URL(c.NewDB(t))
-	p := startMachineClaimer(t, url, "hang")
-	b := openTest(t, url, &Options{MachineClaimer: true})
-	who := mint(t, "claimant")
-	require.NoError(t, b.Join(t.Context(), actions.Member{ID: who, PID: os.Getpid()}))
+	p, b, who := withMachineClaimer(t, "hang")
 	first := post(t, b, "first")
 	second := post(t, b, "second")
 	got, err := b.Next(t.Context(), who, "", testtime.Bound(30*time.Second))

@@ -105,8 +105,8 @@ func (t *claimTx) Depart(identity.ID) ([]string, []string, error) {
 }
 
 // newClaimTest is an engine over a claimStore, with hot claims as the
-// file board has them.
-func newClaimTest(t *testing.T) (*Engine, *claimStore) {
+// file board has them, and its Life; tune, when given, changes its Config.
+func newClaimTest(t *testing.T, tune ...func(*Config)) (*Engine, *claimStore, *Life) {
 	t.Helper()
 	s := &claimStore{}
 	s.tx = &fakeTx{}
@@ -114,8 +114,11 @@ func newClaimTest(t *testing.T) (*Engine, *claimStore) {
 	require.NoError(t, err)
 	life := NewLife()
 	t.Cleanup(func() { _ = life.Close(func() error { return nil }) })
-	e := New(Config{Settings: set, Log: set.Logger, Life: life, Hub: NewHub(nil, false), OnceBound: time.Second, HotClaims: true}, s)
-	return e, s
+	c := Config{Settings: set, Log: set.Logger, Life: life, Hub: NewHub(nil, false), OnceBound: time.Second, HotClaims: true}
+	for _, f := range tune {
+		f(&c)
+	}
+	return New(c, s), s, life
 }
 
 func (s *claimStore) Write(_ context.Context, _ string, fn func(Tx) error) error {
@@ -125,7 +128,7 @@ func (s *claimStore) Write(_ context.Context, _ string, fn func(Tx) error) error
 // A post that wakes a waiting Next is claimed before the read of this
 // machine's members, which only a look that claimed nothing makes.
 func TestEngine_NextClaimsBeforeItReaps(t *testing.T) {
-	e, s := newClaimTest(t)
+	e, s, _ := newClaimTest(t)
 	who := mint(t, "w")
 	s.post(actions.Record{ID: "a-1", Seq: 1})
 	p, err := e.Next(t.Context(), who, "", 0)
@@ -143,7 +146,7 @@ func TestEngine_NextClaimsBeforeItReaps(t *testing.T) {
 // A member whose process died is reaped by a look that found nothing, and
 // what it held is claimed in the same call.
 func TestEngine_NextClaimsWhatAReapPutsBack(t *testing.T) {
-	e, s := newClaimTest(t)
+	e, s, _ := newClaimTest(t)
 	dead := exec.Command("true")
 	require.NoError(t, dead.Run()) // its pid is gone once Run returns
 	s.procs = []Process{{ID: mint(t, "dead"), PID: dead.Process.Pid}}
@@ -160,7 +163,7 @@ func TestEngine_NextClaimsWhatAReapPutsBack(t *testing.T) {
 // (a post that woke it) looks first, so that its next call does not hold
 // the write lock only to find nothing.
 func TestEngine_HotOnlyAfterAClaimWithoutSleep(t *testing.T) {
-	e, s := newClaimTest(t)
+	e, s, _ := newClaimTest(t)
 	who := mint(t, "w")
 	s.post(actions.Record{ID: "a-1", Seq: 1})
 	s.post(actions.Record{ID: "a-2", Seq: 2})
@@ -203,12 +206,6 @@ func TestEngine_HotOnlyAfterAClaimWithoutSleep(t *testing.T) {
 // Config.Warm runs once, the first time a call sleeps; a call that does
 // not sleep does not run it.
 func TestEngine_WarmOnceAtFirstSleep(t *testing.T) {
-	s := &claimStore{}
-	s.tx = &fakeTx{}
-	set, err := Settings{}.Filled(Defaults{Lease: time.Minute, SafetyPoll: time.Minute, PageSize: 10})
-	require.NoError(t, err)
-	life := NewLife()
-	t.Cleanup(func() { _ = life.Close(func() error { return nil }) })
 	var mu sync.Mutex
 	warmed := 0
 	warm := func() {
@@ -221,9 +218,9 @@ func TestEngine_WarmOnceAtFirstSleep(t *testing.T) {
 		defer mu.Unlock()
 		return warmed
 	}
-	e := New(Config{Settings: set, Log: set.Logger, Life: life, Hub: NewHub(nil, false), OnceBound: time.Second, Warm: warm}, s)
+	e, _, life := newClaimTest(t, func(c *Config) { c.HotClaims, c.Warm = false, warm })
 	who := mint(t, "w")
-	_, err = e.Next(t.Context(), who, "", 0) // looks once, never sleeps
+	_, err := e.Next(t.Context(), who, "", 0) // looks once, never sleeps
 	require.NoError(t, err)
 	require.Zero(t, count())
 	for range 3 {
