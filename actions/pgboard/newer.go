@@ -26,38 +26,35 @@ import (
 // and every later call return ErrNewerSchema. A read that fails on a
 // schema it does not know says so too (see schemaGone).
 
-// firstTrip is what a write transaction sends first, in one round trip
-// with its BEGIN (see pipeTx): the version check (unless
-// Options.noVersionCheck) and the read of its id.
-func (b *Board) firstTrip(ctx context.Context, tx *pipeTx) (xid int64, err error) {
-	batch := &pgx.Batch{}
+// firstTrip is what a write transaction sends first, after its BEGIN and
+// in one pipeline with its first statement (see pipeTx): the version
+// check (unless Options.noVersionCheck) and the read of its id. Its
+// reader returns the id, or ErrNewerSchema's error when a newer bee has
+// migrated the database.
+func (b *Board) firstTrip() firstTrip {
+	first := &pgx.Batch{}
 	if b.opts.noVersionCheck {
-		batch.Queue(`SELECT ` + xidExpr)
-		br := tx.sendFirst(ctx, batch)
-		err = br.QueryRow().Scan(&xid)
-		if cerr := br.Close(); err == nil {
-			err = cerr
+		first.Queue(`SELECT ` + xidExpr)
+		return firstTrip{first, func(br pgx.BatchResults) (xid int64, err error) {
+			err = br.QueryRow().Scan(&xid)
+			return xid, err
+		}}
+	}
+	first.Queue(`SELECT pg_advisory_xact_lock_shared($1)`, migrateLock)
+	first.Queue(`SELECT ` + xidExpr + `, (SELECT coalesce(max(version), 0) FROM bee_schema_version)`)
+	return firstTrip{first, func(br pgx.BatchResults) (xid int64, err error) {
+		if _, err := br.Exec(); err != nil {
+			return 0, err
 		}
-		return xid, err
-	}
-	batch.Queue(`SELECT pg_advisory_xact_lock_shared($1)`, migrateLock)
-	batch.Queue(`SELECT ` + xidExpr + `, (SELECT coalesce(max(version), 0) FROM bee_schema_version)`)
-	br := tx.sendFirst(ctx, batch)
-	_, err = br.Exec()
-	var v int
-	if err == nil {
-		err = br.QueryRow().Scan(&xid, &v)
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	switch {
-	case err != nil:
-		return 0, err
-	case v > schemaVersion:
-		return 0, b.refuseNewer(v)
-	}
-	return xid, nil
+		var v int
+		if err := br.QueryRow().Scan(&xid, &v); err != nil {
+			return 0, err
+		}
+		if v > schemaVersion {
+			return 0, b.refuseNewer(v)
+		}
+		return xid, nil
+	}}
 }
 
 // xidExpr reads the transaction's id (assigning one), for write's

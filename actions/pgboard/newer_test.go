@@ -118,6 +118,37 @@ func TestBoard_NewerSchemaDuringWrite(t *testing.T) {
 	require.Equal(t, 1, countActions(t, b), "nothing written")
 }
 
+// A write's first statement goes to the server with the version check
+// (see pipeTx), so it runs on the newer schema before the check's answer
+// is read: when it fails there, the write still says that a newer bee
+// migrated the database, and when it succeeds, it is rolled back.
+func TestBoard_NewerSchemaFirstStatement(t *testing.T) {
+	t.Parallel()
+	c := pgtest.Shared(t)
+	url := c.URL(c.NewDB(t))
+	b := openTest(t, url, nil)
+	who := mint(t, "w")
+	claim := func() actions.Record {
+		t.Helper()
+		post(t, b, "job")
+		p, err := b.Next(t.Context(), who, "", 0)
+		require.NoError(t, err)
+		require.Len(t, p.Records, 1)
+		return p.Records[0]
+	}
+	first := claim()
+	_, err := b.Finish(t.Context(), who, first.ID, "done") // the end's statement prepared
+	require.NoError(t, err)
+	r := claim()
+
+	beginNewer(t, url, `ALTER TABLE bee_ended_actions RENAME COLUMN result TO outcome`).commit(t)
+	_, err = b.Finish(t.Context(), who, r.ID, "done") // its first statement names result
+	requireNewer(t, err, b)
+	var state string
+	require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT state FROM bee_actions WHERE seq = $1`, r.Seq).Scan(&state))
+	require.Equal(t, "claimed", state, "the refused end wrote nothing")
+}
+
 // A read that no longer fits the schema a newer bee made says so, rather
 // than with the server's words.
 func TestBoard_NewerSchemaOnRead(t *testing.T) {

@@ -732,6 +732,12 @@ func (b *Board) writeWithin(ctx context.Context, op string, limit time.Duration,
 		if isSentinel(err) {
 			return err
 		}
+		// The first statement goes with the version check (see pipeTx):
+		// pgx prepares it first, which fails on a schema a newer bee
+		// changed before the check can answer.
+		if err = b.schemaGone(octx, err); isSentinel(err) {
+			return err
+		}
 		if !retryable(err) || !backoff(octx, n) {
 			return b.fail(ctx, op, err, time.Since(start))
 		}
@@ -761,7 +767,7 @@ func (b *Board) attempt(ctx context.Context, by time.Time, fn txFunc) (xid int64
 	if err != nil {
 		return 0, err
 	}
-	tx := newPipeTx(c)
+	tx := newPipeTx(c, b.firstTrip())
 	detached, cancel := context.WithDeadline(context.WithoutCancel(ctx), by)
 	defer cancel()
 	defer func() {
@@ -770,10 +776,6 @@ func (b *Board) attempt(ctx context.Context, by time.Time, fn txFunc) (xid int64
 		}
 		tx.release()
 	}()
-	id, err := b.firstTrip(ctx, tx)
-	if err != nil {
-		return 0, err
-	}
 	if err := fn(ctx, tx); err != nil {
 		return 0, err
 	}
@@ -785,7 +787,7 @@ func (b *Board) attempt(ctx context.Context, by time.Time, fn txFunc) (xid int64
 		if errors.As(err, &pe) {
 			return 0, err // the server answered: it did not commit
 		}
-		return id, err
+		return tx.xid, err
 	}
 	return 0, nil
 }

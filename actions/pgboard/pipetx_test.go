@@ -56,10 +56,10 @@ func (c *tripCounter) take() []string {
 	return t
 }
 
-// A post is three round trips: its BEGIN with the version check and its
-// id, its insert, and its notification with its COMMIT (see pipeTx). It
-// was five: a BEGIN and a NOTIFY of their own.
-func TestPipeTx_PostInThreeTrips(t *testing.T) {
+// A post is two round trips: its BEGIN with the version check, its id and
+// its insert, then its notification with its COMMIT (see pipeTx). It was
+// five: a BEGIN, the version check and a NOTIFY of their own.
+func TestPipeTx_PostInTwoTrips(t *testing.T) {
 	t.Parallel()
 	trips := &tripCounter{}
 	b := openTest(t, "", &Options{tracer: trips})
@@ -70,10 +70,11 @@ func TestPipeTx_PostInThreeTrips(t *testing.T) {
 	_, err = b.Post(t.Context(), "user:alice", draft)
 	require.NoError(t, err)
 	got := trips.take()
-	require.Len(t, got, 3, "%q", got)
+	require.Len(t, got, 2, "%q", got)
 	require.True(t, strings.HasPrefix(got[0], "batch: BEGIN; "), got[0])
-	require.True(t, strings.HasSuffix(got[2], "; COMMIT"), got[2])
-	require.Contains(t, got[2], "pg_notify", "the notification goes with the commit")
+	require.Contains(t, got[0], "INSERT INTO bee_actions", "the insert goes with the BEGIN")
+	require.True(t, strings.HasSuffix(got[1], "; COMMIT"), got[1])
+	require.Contains(t, got[1], "pg_notify", "the notification goes with the commit")
 }
 
 // A notification that fails aborts its transaction: nothing commits, and
@@ -86,9 +87,7 @@ func TestPipeTx_FailedNotificationCommitsNothing(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.Exec(ctx, `CREATE TEMP TABLE pipe_test (x int)`)
 	require.NoError(t, err)
-	tx := newPipeTx(c)
-	_, err = b.firstTrip(ctx, tx)
-	require.NoError(t, err)
+	tx := newPipeTx(c, b.firstTrip())
 	_, err = tx.Exec(ctx, `INSERT INTO pipe_test VALUES (1)`)
 	require.NoError(t, err)
 	tx.notify(`SELECT pg_notify('bee_test', repeat('x', 9000))`) // too long a payload
@@ -99,4 +98,39 @@ func TestPipeTx_FailedNotificationCommitsNothing(t *testing.T) {
 	require.Zero(t, n, "the insert did not commit")
 	require.ErrorIs(t, tx.Rollback(ctx), pgx.ErrTxClosed)
 	tx.release()
+}
+
+// An end is four round trips: its BEGIN with the version check, its id
+// and the end itself (the row moved to bee_ended_actions as it is
+// written), the release of what it reserved, the look for its
+// dependents, and its notification with its COMMIT. It was seven: a BEGIN
+// and the version check of their own, and the move after the update.
+func TestPipeTx_EndInFourTrips(t *testing.T) {
+	t.Parallel()
+	trips := &tripCounter{}
+	b := openTest(t, "", &Options{tracer: trips})
+	who := mint(t, "w")
+	end := func() []string {
+		t.Helper()
+		r, err := b.Post(t.Context(), "user:alice", actions.Draft{Title: "job"})
+		require.NoError(t, err)
+		p, err := b.Next(t.Context(), who, "", 0)
+		require.NoError(t, err)
+		require.Len(t, p.Records, 1)
+		trips.take()
+		done, err := b.Finish(t.Context(), who, r.ID, "ok")
+		require.NoError(t, err)
+		require.Equal(t, actions.Done, done.State)
+		require.Equal(t, "ok", done.Result)
+		return trips.take()
+	}
+	end() // statements described once per connection
+	got := end()
+	for i, trip := range got {
+		t.Logf("trip %d: %.160s", i, trip)
+	}
+	require.Len(t, got, 4, "%q", got)
+	require.True(t, strings.HasPrefix(got[0], "batch: BEGIN; "), got[0])
+	require.Contains(t, got[0], "INSERT INTO bee_ended_actions", "the end goes with the BEGIN, and moves the row")
+	require.True(t, strings.HasSuffix(got[3], "; COMMIT"), got[3])
 }

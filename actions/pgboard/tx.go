@@ -93,18 +93,22 @@ func (t ptx) Action(seq int64) (actions.Record, error) {
 
 // Update implements engine.Tx.
 func (t ptx) Update(seq int64, holder string, u engine.Update) (actions.Record, bool, error) {
-	set, args := updateSet(u, t.b.now())
+	sets, args := updateSets(u, t.b.now())
 	args = append([]any{seq}, args...)
-	query := `UPDATE bee_actions SET ` + set + `, rev = ` + xid + ` WHERE seq = $1`
+	where := `seq = $1`
 	if holder != "" {
-		query += ` AND state = 'claimed' AND holder = $` + strconv.Itoa(len(args)+1)
+		where += ` AND state = 'claimed' AND holder = $` + strconv.Itoa(len(args)+1)
 		args = append(args, holder)
 	}
-	rec, ok, err := found(scanRecord(t.tx.QueryRow(t.ctx, query+` RETURNING `+recordCols, args...)))
-	if ok && rec.State.Ended() {
-		err = t.moveEnded([]int64{seq})
+	if !u.State.Ended() {
+		query := `UPDATE bee_actions SET ` + strings.Join(sets.assign(), ", ") + ` WHERE ` + where + ` RETURNING ` + recordCols
+		return found(scanRecord(t.tx.QueryRow(t.ctx, query, args...)))
 	}
-	return rec, ok, err
+	// An end moves the row to bee_ended_actions as it writes it (see
+	// endedMigration): one statement, one write of each table.
+	query := `WITH moved AS (DELETE FROM bee_actions WHERE ` + where + ` RETURNING ` + actionCols + `)
+		INSERT INTO bee_ended_actions (` + actionCols + `) SELECT ` + sets.over(actionCols) + ` FROM moved RETURNING ` + endedCols
+	return found(scanRecord(t.tx.QueryRow(t.ctx, query, args...)))
 }
 
 // moveEnded moves the actions among seqs that have ended from bee_actions
@@ -117,31 +121,57 @@ func (t ptx) moveEnded(seqs []int64) error {
 	return err
 }
 
-// updateSet is the SET clause of u, at the time now (see Board.now), and
-// its arguments, from $2 on.
-func updateSet(u engine.Update, now any) (string, []any) {
+// sets are an update's columns and the expressions they take, in order.
+type sets [][2]string
+
+// assign is sets as the items of a SET clause.
+func (s sets) assign() []string {
+	items := make([]string, len(s))
+	for i, cv := range s {
+		items[i] = cv[0] + " = " + cv[1]
+	}
+	return items
+}
+
+// over is the select list of cols (a list like actionCols) with s written
+// over them: the row as the update would leave it.
+func (s sets) over(cols string) string {
+	list := strings.Split(cols, ", ")
+	for i, c := range list {
+		for _, cv := range s {
+			if cv[0] == c {
+				list[i] = cv[1]
+			}
+		}
+	}
+	return strings.Join(list, ", ")
+}
+
+// updateSets is what u writes, at the time now (see Board.now), and its
+// arguments, from $2 on; every update writes the transaction's rev.
+func updateSets(u engine.Update, now any) (sets, []any) {
 	if u.State == actions.Open {
-		return `state = 'open', holder = '', claimed_at = NULL`, nil
+		return sets{{"state", `'open'`}, {"holder", `''`}, {"claimed_at", `NULL`}, {"rev", xid}}, nil
 	}
 	col := "reason"
 	if u.State == actions.Done {
 		col = "result"
 	}
-	set := `state = $2, ` + col + ` = $3, ended_by = $4, ended_at = ` + nowSQL("$5") + `, told_at = `
+	s := sets{{"state", "$2"}, {col, "$3"}, {"ended_by", "$4"}, {"ended_at", nowSQL("$5")}}
 	args := []any{string(u.State), u.Text, u.By, now}
 	switch u.Told {
 	case engine.ToldIfPerson:
-		set += `(CASE WHEN starts_with(from_whom, 'user:') THEN ` + nowSQL("$5") + ` END)`
+		s = append(s, [2]string{"told_at", `(CASE WHEN starts_with(from_whom, 'user:') THEN ` + nowSQL("$5") + ` END)`})
 	case engine.ToldNow:
-		set += nowSQL("$5")
+		s = append(s, [2]string{"told_at", nowSQL("$5")})
 	default:
-		set += `NULL`
+		s = append(s, [2]string{"told_at", `NULL`})
 	}
 	if u.Holder != "" {
-		set += `, holder = $6`
+		s = append(s, [2]string{"holder", "$6"})
 		args = append(args, u.Holder)
 	}
-	return set, args
+	return append(s, [2]string{"rev", xid}), args
 }
 
 // found turns a row that may not exist into (rec, ok).
