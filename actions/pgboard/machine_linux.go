@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The machine's claimer listens on an abstract unix socket: no file to
+// The machine's claimer and its listener each listen on an abstract unix socket: no file to
 // leave behind when its process dies (the kernel frees the name), and the
 // one bind that succeeds is the election. An abstract socket has no
 // permissions, so each end checks that the other runs as the same user
@@ -19,15 +19,16 @@ import (
 // network namespace has its own abstract names), the board and bee's
 // schema version, so that only Boards that claim alike meet.
 
-// errMachineTaken: another process serves as the machine's claimer.
-var errMachineTaken = errors.New("the machine's claimer socket is taken")
+// errMachineTaken: another process serves as the machine's claimer (or
+// listener).
+var errMachineTaken = errors.New("the machine's socket is taken")
 
-// machineSocket is the name of the machine's claimer socket for the
-// board with id at location, on the machine hostKey; "" when the claimer
-// is off.
-func machineSocket(hostKey, location, id string) string {
+// machineSocket is the name of the machine's socket of kind ("pgclaim":
+// the claimer; "pglisten": the listener, see relay.go) for the board with
+// id at location, on the machine hostKey; "" where there is none.
+func machineSocket(kind, hostKey, location, id string) string {
 	sum := sha256.Sum256([]byte(hostKey + "\x00" + location + "\x00" + id))
-	return fmt.Sprintf("@bee-pgclaim-v%d-%d-%x", schemaVersion, os.Getuid(), sum[:12])
+	return fmt.Sprintf("@bee-%s-v%d-%d-%x", kind, schemaVersion, os.Getuid(), sum[:12])
 }
 
 func listenMachine(name string) (*net.UnixListener, error) {

@@ -7,12 +7,13 @@ import (
 	"net"
 )
 
-// Off Linux there is no machine's claimer (see machine_linux.go): every
-// Board claims on its own connections.
+// Off Linux there is no machine's claimer or listener (see
+// machine_linux.go): every Board claims and listens on its own
+// connections.
 
-var errMachineTaken = errors.New("the machine's claimer socket is taken")
+var errMachineTaken = errors.New("the machine's socket is taken")
 
-func machineSocket(hostKey, location, id string) string { return "" }
+func machineSocket(kind, hostKey, location, id string) string { return "" }
 
 func listenMachine(string) (*net.UnixListener, error) { return nil, errors.ErrUnsupported }
 

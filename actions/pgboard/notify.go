@@ -2,6 +2,7 @@ package pgboard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"strconv"
@@ -219,8 +220,18 @@ type listener struct {
 
 	hub *engine.Hub // the local waiters
 
-	mu        sync.Mutex               // guards the rest
-	wanted    map[string]chan struct{} // channels to LISTEN on, each to a channel closed once it first is
+	// relayName is the machine's listener's socket (see relay.go); ""
+	// when the Board listens on its own connection.
+	relayName string
+	// ownUntil: until then, the Board listens on its own connection (its
+	// relay stalled). Only run's goroutine uses it.
+	ownUntil time.Time
+
+	mu     sync.Mutex               // guards the rest
+	wanted map[string]chan struct{} // channels to LISTEN on, each to a channel closed once it first is
+	// extra are the channels the followers of this Board, the machine's
+	// listener, asked for and it does not want itself (see relay.go).
+	extra     map[string]chan struct{}
 	interrupt context.CancelFunc
 	up        bool // connected and listening
 	heard     int  // notifications received, for tests
@@ -235,6 +246,9 @@ func newListener(b *Board, cfg *pgx.ConnConfig) *listener {
 	}
 	for _, k := range []engine.Kind{engine.Claimable, engine.Ended} {
 		l.wanted[b.channel(k)] = make(chan struct{})
+	}
+	if relayOn(&b.opts) {
+		l.relayName = machineSocket("pglisten", b.hostKey, b.location, b.id)
 	}
 	return l
 }
@@ -253,10 +267,23 @@ func (l *listener) run() {
 		wasUp := l.up
 		l.up = false
 		l.mu.Unlock()
-		if wasUp {
+		var re *relayError
+		switch {
+		case errors.As(err, &re):
+			// The machine's listener ended, stalled or refused this
+			// Board: listen anew soon, on its own connection if need be.
+			if re.own {
+				l.ownUntil = time.Now().Add(relayOwn)
+			}
+			n = 0
+			log.Debug("board listener: listening anew", logkey.Err, err)
+		case errors.Is(err, errOwnDone):
+			n = 0
+			continue // back to the machine's listener
+		case wasUp:
 			n = 0
 			log.Warn("board listener lost its connection; reconnecting", logkey.Err, l.b.scrub(err))
-		} else {
+		default:
 			log.Debug("board listener cannot connect; retrying", logkey.Err, l.b.scrub(err))
 		}
 		d := min(100*time.Millisecond<<min(n, 6), 5*time.Second)
@@ -271,9 +298,39 @@ func (l *listener) run() {
 	}
 }
 
-// session connects, listens and dispatches notifications until the
-// connection fails or ctx ends.
+// session listens until its connection fails or ctx ends: as the
+// machine's listener, which the first Board of the machine to try
+// becomes, through it, or on a connection of its own (see relay.go).
 func (l *listener) session(ctx context.Context) error {
+	if l.relayName == "" || time.Now().Before(l.ownUntil) {
+		return l.listenOwn(ctx, nil)
+	}
+	ln, err := listenMachine(l.relayName)
+	switch {
+	case err == nil:
+		return l.serveMachine(ctx, ln)
+	case errors.Is(err, errMachineTaken):
+		return l.follow(ctx)
+	}
+	l.b.log.Debug("cannot listen for the machine; listening on its own", logkey.Err, err)
+	l.ownUntil = time.Now().Add(relayOwn)
+	return l.listenOwn(ctx, nil)
+}
+
+// errOwnDone ends a session on the listener's own connection when it is
+// time to try the machine's listener again.
+var errOwnDone = errors.New("listened on its own long enough")
+
+// listenOwn connects, listens and dispatches notifications (to r's
+// followers too, when set) until the connection fails or ctx ends, or
+// until ownUntil when it is set.
+func (l *listener) listenOwn(ctx context.Context, r *relay) error {
+	if l.relayName != "" && r == nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, l.ownUntil)
+		defer cancel()
+	}
+	outer := ctx
 	cctx, cancel := context.WithTimeout(ctx, l.cfg.ConnectTimeout+time.Second)
 	conn, err := pgx.ConnectConfig(cctx, l.cfg)
 	cancel()
@@ -296,8 +353,10 @@ func (l *listener) session(ctx context.Context) error {
 		// A channel wanted since listenWanted looked: want saw the old
 		// interrupt, so listen to it before waiting.
 		more := false
-		for name := range l.wanted {
-			more = more || !listening[name]
+		for _, m := range []map[string]chan struct{}{l.wanted, l.extra} {
+			for name := range m {
+				more = more || !listening[name]
+			}
 		}
 		l.mu.Unlock()
 		if more {
@@ -311,19 +370,38 @@ func (l *listener) session(ctx context.Context) error {
 			continue // asked to LISTEN on more
 		}
 		if err != nil {
+			if ctx.Err() != nil && outer.Err() == nil && l.b.ctx.Err() == nil {
+				return errOwnDone
+			}
 			return err
 		}
-		l.mu.Lock()
-		l.heard++
-		l.mu.Unlock()
-		switch {
-		case strings.HasPrefix(n.Channel, l.b.channel(engine.Claimable)):
-			l.hub.Fire(engine.Event{Kind: engine.Claimable, Key: n.Payload})
-		case strings.HasPrefix(n.Channel, l.b.channel(engine.Ended)):
-			l.hub.Fire(engine.Event{Kind: engine.Ended, Key: n.Payload})
-		default:
-			l.hub.Fire(engine.Event{Kind: engine.Changed})
+		if r != nil {
+			r.forward(n.Channel, n.Payload)
 		}
+		l.heardOne(n.Channel, n.Payload)
+	}
+}
+
+// heardOne wakes the local waiters a notification on channel concerns,
+// when this Board wants channel itself (a relay hears its followers'
+// too).
+func (l *listener) heardOne(channel, payload string) {
+	l.mu.Lock()
+	_, own := l.wanted[channel]
+	if own {
+		l.heard++
+	}
+	l.mu.Unlock()
+	if !own {
+		return
+	}
+	switch {
+	case strings.HasPrefix(channel, l.b.channel(engine.Claimable)):
+		l.hub.Fire(engine.Event{Kind: engine.Claimable, Key: payload})
+	case strings.HasPrefix(channel, l.b.channel(engine.Ended)):
+		l.hub.Fire(engine.Event{Kind: engine.Ended, Key: payload})
+	default:
+		l.hub.Fire(engine.Event{Kind: engine.Changed})
 	}
 }
 
@@ -334,9 +412,11 @@ func (l *listener) session(ctx context.Context) error {
 func (l *listener) listenWanted(ctx context.Context, conn *pgx.Conn, listening map[string]bool) error {
 	l.mu.Lock()
 	var todo []string
-	for name := range l.wanted {
-		if !listening[name] {
-			todo = append(todo, name)
+	for _, m := range []map[string]chan struct{}{l.wanted, l.extra} {
+		for name := range m {
+			if !listening[name] {
+				todo = append(todo, name)
+			}
 		}
 	}
 	l.mu.Unlock()
@@ -352,19 +432,64 @@ func (l *listener) listenWanted(ctx context.Context, conn *pgx.Conn, listening m
 		}
 		listening[name] = true
 	}
+	l.listened(todo)
+	return nil
+}
+
+// listened says that the channels names are listened to, to whoever waits
+// for one. The first time in a session that every wanted channel is, it
+// marks the listener up and wakes every waiter: something may have
+// happened while nobody listened.
+func (l *listener) listened(names []string) {
 	l.mu.Lock()
-	first := !l.up
-	l.up = true
-	for _, name := range todo {
-		if done := l.wanted[name]; !wakeup.Closed(done) {
-			close(done)
+	for _, name := range names {
+		for _, m := range []map[string]chan struct{}{l.wanted, l.extra} {
+			if done, ok := m[name]; ok && !wakeup.Closed(done) {
+				close(done)
+			}
 		}
+	}
+	first := !l.up
+	for _, done := range l.wanted {
+		first = first && wakeup.Closed(done)
+	}
+	if first {
+		l.up = true
 	}
 	l.mu.Unlock()
 	if first {
 		l.hub.FireAll()
 	}
-	return nil
+}
+
+// wantFor returns a channel closed once the listener, the machine's
+// listener, LISTENs on name for a follower.
+func (l *listener) wantFor(name string) <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if done, ok := l.wanted[name]; ok {
+		return done
+	}
+	if l.extra == nil {
+		l.extra = map[string]chan struct{}{}
+	}
+	done, ok := l.extra[name]
+	if !ok {
+		done = make(chan struct{})
+		l.extra[name] = done
+		if l.interrupt != nil {
+			l.interrupt()
+		}
+	}
+	return done
+}
+
+// forgetFollowers forgets the followers' channels once the listener is no
+// longer the machine's.
+func (l *listener) forgetFollowers() {
+	l.mu.Lock()
+	l.extra = nil
+	l.mu.Unlock()
 }
 
 // want makes the listener LISTEN on the channels names, and waits a little
@@ -377,7 +502,13 @@ func (l *listener) want(names ...string) {
 	for _, name := range names {
 		done, ok := l.wanted[name]
 		if !ok {
-			done = make(chan struct{})
+			// A channel this Board, the machine's listener, listens to
+			// for a follower already keeps its state.
+			if done, ok = l.extra[name]; ok {
+				delete(l.extra, name)
+			} else {
+				done = make(chan struct{})
+			}
 			l.wanted[name] = done
 		}
 		waits = append(waits, done)
@@ -388,11 +519,17 @@ func (l *listener) want(names ...string) {
 	for _, done := range waits {
 		pending = pending || !wakeup.Closed(done)
 	}
-	if !pending || !up {
+	if !pending {
 		return
 	}
+	// Even while the listener is not up: a follower asks its relay only
+	// when told to (see listener.ask), and it is up only once every
+	// channel it wants is listened to.
 	if interrupt != nil {
 		interrupt()
+	}
+	if !up {
+		return
 	}
 	t := time.NewTimer(2 * time.Second)
 	defer t.Stop()

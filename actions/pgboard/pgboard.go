@@ -186,6 +186,10 @@ type Options struct {
 	// Board of a process. Off by default: on a busy machine it measured
 	// slower than each Board claiming on its own connections.
 	MachineClaimer bool
+	// OwnListener makes the Board LISTEN on a connection of its own, as
+	// $BEE_PG_LISTENER=own does for every Board of a process, rather
+	// than through its machine's listener (see relay.go).
+	OwnListener bool
 
 	// Test hooks, settable only inside this package.
 
@@ -432,7 +436,7 @@ func (b *Board) open(cfg *pgxpool.Config) (err error) {
 	b.listen = newListener(b, cfg.ConnConfig)
 	b.connConfig = cfg.ConnConfig
 	if b.claimsWithMachine() {
-		b.machineName = machineSocket(b.hostKey, b.location, b.id)
+		b.machineName = machineSocket("pgclaim", b.hostKey, b.location, b.id)
 	}
 	// The first renewal tick is armed before Open returns (see renewLoop).
 	tick := b.clock.NewTimer(b.opts.Renew)
