@@ -231,10 +231,15 @@ type listener struct {
 	wanted map[string]chan struct{} // channels to LISTEN on, each to a channel closed once it first is
 	// extra are the channels the followers of this Board, the machine's
 	// listener, asked for and it does not want itself (see relay.go).
-	extra     map[string]chan struct{}
-	interrupt context.CancelFunc
-	up        bool // connected and listening
-	heard     int  // notifications received, for tests
+	extra map[string]bool
+	// live are the channels listened to in this session (on this
+	// connection, or by this follower's relay); liveChanged is closed,
+	// and replaced, when they change.
+	live        map[string]bool
+	liveChanged chan struct{}
+	interrupt   context.CancelFunc
+	up          bool // connected and listening
+	heard       int  // notifications received, for tests
 }
 
 func newListener(b *Board, cfg *pgx.ConnConfig) *listener {
@@ -243,6 +248,9 @@ func newListener(b *Board, cfg *pgx.ConnConfig) *listener {
 		cfg:    cfg.Copy(),
 		hub:    b.hub,
 		wanted: make(map[string]chan struct{}),
+
+		live:        map[string]bool{},
+		liveChanged: make(chan struct{}),
 	}
 	for _, k := range []engine.Kind{engine.Claimable, engine.Ended} {
 		l.wanted[b.channel(k)] = make(chan struct{})
@@ -343,6 +351,7 @@ func (l *listener) listenOwn(ctx context.Context, r *relay) error {
 		_ = conn.Close(cctx)
 	}()
 	listening := make(map[string]bool) // on this connection
+	l.newSession()
 	for {
 		if err := l.listenWanted(ctx, conn, listening); err != nil {
 			return err
@@ -353,10 +362,11 @@ func (l *listener) listenOwn(ctx context.Context, r *relay) error {
 		// A channel wanted since listenWanted looked: want saw the old
 		// interrupt, so listen to it before waiting.
 		more := false
-		for _, m := range []map[string]chan struct{}{l.wanted, l.extra} {
-			for name := range m {
-				more = more || !listening[name]
-			}
+		for name := range l.wanted {
+			more = more || !listening[name]
+		}
+		for name := range l.extra {
+			more = more || !listening[name]
 		}
 		l.mu.Unlock()
 		if more {
@@ -412,11 +422,14 @@ func (l *listener) heardOne(channel, payload string) {
 func (l *listener) listenWanted(ctx context.Context, conn *pgx.Conn, listening map[string]bool) error {
 	l.mu.Lock()
 	var todo []string
-	for _, m := range []map[string]chan struct{}{l.wanted, l.extra} {
-		for name := range m {
-			if !listening[name] {
-				todo = append(todo, name)
-			}
+	for name := range l.wanted {
+		if !listening[name] {
+			todo = append(todo, name)
+		}
+	}
+	for name := range l.extra {
+		if !listening[name] && l.wanted[name] == nil {
+			todo = append(todo, name)
 		}
 	}
 	l.mu.Unlock()
@@ -436,22 +449,32 @@ func (l *listener) listenWanted(ctx context.Context, conn *pgx.Conn, listening m
 	return nil
 }
 
-// listened says that the channels names are listened to, to whoever waits
-// for one. The first time in a session that every wanted channel is, it
-// marks the listener up and wakes every waiter: something may have
-// happened while nobody listened.
+// newSession forgets what the last session listened to.
+func (l *listener) newSession() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.live = map[string]bool{}
+	close(l.liveChanged)
+	l.liveChanged = make(chan struct{})
+}
+
+// listened says that the channels names are listened to in this session,
+// to whoever waits for one. Once every wanted channel is, the first time
+// in a session, it marks the listener up and wakes every waiter:
+// something may have happened while nobody listened.
 func (l *listener) listened(names []string) {
 	l.mu.Lock()
 	for _, name := range names {
-		for _, m := range []map[string]chan struct{}{l.wanted, l.extra} {
-			if done, ok := m[name]; ok && !wakeup.Closed(done) {
-				close(done)
-			}
+		l.live[name] = true
+		if done, ok := l.wanted[name]; ok && !wakeup.Closed(done) {
+			close(done)
 		}
 	}
+	close(l.liveChanged)
+	l.liveChanged = make(chan struct{})
 	first := !l.up
-	for _, done := range l.wanted {
-		first = first && wakeup.Closed(done)
+	for name := range l.wanted {
+		first = first && l.live[name]
 	}
 	if first {
 		l.up = true
@@ -462,26 +485,23 @@ func (l *listener) listened(names []string) {
 	}
 }
 
-// wantFor returns a channel closed once the listener, the machine's
-// listener, LISTENs on name for a follower.
-func (l *listener) wantFor(name string) <-chan struct{} {
+// liveFor says whether the listener, the machine's listener, listens on
+// name in this session, asking for it for a follower when it does not
+// want it itself, and returns a channel closed when that may have
+// changed.
+func (l *listener) liveFor(name string) (live bool, changed <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if done, ok := l.wanted[name]; ok {
-		return done
-	}
-	if l.extra == nil {
-		l.extra = map[string]chan struct{}{}
-	}
-	done, ok := l.extra[name]
-	if !ok {
-		done = make(chan struct{})
-		l.extra[name] = done
+	if l.wanted[name] == nil && !l.extra[name] {
+		if l.extra == nil {
+			l.extra = map[string]bool{}
+		}
+		l.extra[name] = true
 		if l.interrupt != nil {
 			l.interrupt()
 		}
 	}
-	return done
+	return l.live[name], l.liveChanged
 }
 
 // forgetFollowers forgets the followers' channels once the listener is no
@@ -502,13 +522,11 @@ func (l *listener) want(names ...string) {
 	for _, name := range names {
 		done, ok := l.wanted[name]
 		if !ok {
-			// A channel this Board, the machine's listener, listens to
-			// for a follower already keeps its state.
-			if done, ok = l.extra[name]; ok {
-				delete(l.extra, name)
-			} else {
-				done = make(chan struct{})
+			done = make(chan struct{})
+			if l.live[name] { // this Board, the machine's listener, listens there for a follower
+				close(done)
 			}
+			delete(l.extra, name)
 			l.wanted[name] = done
 		}
 		waits = append(waits, done)

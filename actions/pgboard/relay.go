@@ -161,11 +161,17 @@ func (r *relay) read(f *follower) {
 		r.mu.Lock()
 		f.subs[ch] = true // notifications go to f from the LISTEN on
 		r.mu.Unlock()
-		select {
-		case <-r.l.wantFor(ch):
-			r.send(f, "K "+ch)
-		case <-f.gone:
-			return
+		for {
+			live, changed := r.l.liveFor(ch)
+			if live {
+				r.send(f, "K "+ch)
+				break
+			}
+			select {
+			case <-changed:
+			case <-f.gone:
+				return
+			}
 		}
 	}
 }
@@ -259,6 +265,7 @@ func (l *listener) follow(ctx context.Context) error {
 		_ = c.Close()
 		return &relayError{own: true, err: fmt.Errorf("socket %s is held by another user", l.relayName)}
 	}
+	l.newSession()
 	fctx, cancel := context.WithCancel(ctx)
 	poke := make(chan struct{}, 1)
 	l.mu.Lock()
@@ -279,7 +286,9 @@ func (l *listener) follow(ctx context.Context) error {
 		_ = c.Close()
 		<-wrote
 	}()
-	stop := context.AfterFunc(fctx, func() { _ = c.SetReadDeadline(time.Now()) })
+	// Closing, not a deadline, ends the read when ctx ends: the loop sets
+	// a deadline of its own before each line.
+	stop := context.AfterFunc(fctx, func() { _ = c.Close() })
 	defer stop()
 	sc := bufio.NewScanner(c)
 	for {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tractat-us/bee/actions"
 	"github.com/tractat-us/bee/actions/boardtest"
+	"github.com/tractat-us/bee/actions/internal/engine"
 	"github.com/tractat-us/bee/internal/pgtest"
 	"github.com/tractat-us/bee/internal/testtime"
 )
@@ -189,4 +190,36 @@ func TestRelay_ChannelWantedBeforeUp(t *testing.T) {
 	postTo(t, b, f, "f", testtime.Bound(10*time.Second))
 	f.Finish(testtime.Bound(30 * time.Second))
 	relay.Finish(testtime.Bound(30 * time.Second))
+}
+
+// A listener is up, in each session, only once every channel it wants is
+// listened to in that session: a follower that follows a new relay (or a
+// relay on a new connection) must not take the channels its last session
+// listened to for listened to now, nor tell a follower so.
+func TestRelay_UpOnlyOnceAllListenedInThisSession(t *testing.T) {
+	t.Parallel()
+	b := openTest(t, "", &Options{OwnListener: true})
+	l := newListener(b, b.connConfig) // not run: this test drives it
+	mine := b.channelFor(engine.Event{Kind: engine.Claimable, Key: "w"})
+	l.want(mine) // not up: returns at once
+	var all []string
+	for name := range l.wanted {
+		all = append(all, name)
+	}
+	l.newSession()
+	l.listened(all)
+	require.True(t, l.up, "up once every wanted channel is listened to")
+
+	l.mu.Lock()
+	l.up = false // the session ended (see listener.run)
+	l.mu.Unlock()
+	l.newSession()
+	live, _ := l.liveFor(mine)
+	require.False(t, live, "a channel of the last session is not listened to in this one")
+	l.listened([]string{mine})
+	require.False(t, l.up, "not up while some wanted channel is not listened to in this session")
+	live, _ = l.liveFor(mine)
+	require.True(t, live)
+	l.listened(all)
+	require.True(t, l.up)
 }
