@@ -28,14 +28,16 @@
 //     renew before any is judged.
 //   - Waiters wake within milliseconds of a change in any process, on any
 //     machine: writers NOTIFY in the transaction that makes the change, and
-//     each Board LISTENs on one dedicated connection, to the channels of
-//     the agents it has waiters for and of everyone, so a post for one
-//     agent reaches only the Boards that wait for it; the channel of every
-//     change (for bee watch and Await) is notified only while some Board
-//     listens there (see Board.notify). The notification is a
-//     hint: waiters also look at the database every [Options.SafetyPoll],
-//     and every waiter wakes when the listening connection is re-made after
-//     a loss (it reconnects with backoff).
+//     the Boards of one machine LISTEN through one dedicated connection
+//     (the machine's listener, see relay.go; or each on its own, with
+//     [Options.OwnListener]), to the channels of the agents they have
+//     waiters for and of everyone, so a post for one agent reaches only the
+//     Boards that wait for it; the channel of every change (for bee watch
+//     and Await) is notified only while some Board listens there (see
+//     Board.notify). The notification is a hint: waiters also look at the
+//     database every [Options.SafetyPoll], and every waiter of a Board
+//     wakes when it listens anew after a loss (a connection re-made with
+//     backoff, a machine's listener that ended or stalled).
 //   - A transaction that fails because the connection dropped or the server
 //     restarted is retried (within [Options.Retry] and the caller's
 //     context); one whose commit went unanswered is resolved by asking the
