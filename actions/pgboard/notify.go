@@ -310,7 +310,10 @@ func (l *listener) run() {
 // machine's listener, which the first Board of the machine to try
 // becomes, through it, or on a connection of its own (see relay.go).
 func (l *listener) session(ctx context.Context) error {
-	if l.relayName == "" || time.Now().Before(l.ownUntil) {
+	// Before a relay takes followers: it tells them a channel is listened
+	// to only once this session listens there.
+	l.newSession()
+	if l.relayName == "" || l.watches() || time.Now().Before(l.ownUntil) {
 		return l.listenOwn(ctx, nil)
 	}
 	ln, err := listenMachine(l.relayName)
@@ -333,12 +336,12 @@ var errOwnDone = errors.New("listened on its own long enough")
 // followers too, when set) until the connection fails or ctx ends, or
 // until ownUntil when it is set.
 func (l *listener) listenOwn(ctx context.Context, r *relay) error {
-	if l.relayName != "" && r == nil {
+	outer := ctx
+	if l.relayName != "" && r == nil && !l.watches() {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, l.ownUntil)
 		defer cancel()
 	}
-	outer := ctx
 	cctx, cancel := context.WithTimeout(ctx, l.cfg.ConnectTimeout+time.Second)
 	conn, err := pgx.ConnectConfig(cctx, l.cfg)
 	cancel()
@@ -351,7 +354,6 @@ func (l *listener) listenOwn(ctx context.Context, r *relay) error {
 		_ = conn.Close(cctx)
 	}()
 	listening := make(map[string]bool) // on this connection
-	l.newSession()
 	for {
 		if err := l.listenWanted(ctx, conn, listening); err != nil {
 			return err
@@ -447,6 +449,16 @@ func (l *listener) listenWanted(ctx context.Context, conn *pgx.Conn, listening m
 	}
 	l.listened(todo)
 	return nil
+}
+
+// watches says whether the Board listens on the change channel, which it
+// does on a connection of its own, never through the machine's listener:
+// the watch lock that makes writers notify there (see watchLock) is then
+// held for as long as this Board lives, and no longer.
+func (l *listener) watches() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.wanted[l.b.channel(engine.Changed)] != nil
 }
 
 // newSession forgets what the last session listened to.

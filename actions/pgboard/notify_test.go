@@ -45,7 +45,14 @@ func listening(t *testing.T, b *Board) *listener {
 // order, so once a later one has reached it, an earlier one that should
 // have woken a waiter has too.
 func TestListener_WakesOnlyWhomItConcerns(t *testing.T) {
-	writer, l := writerAndListener(t)
+	// The listener watches every change (EveryEnd), which a Board does on a
+	// connection of its own (see listener.watches): here from the start,
+	// so that its move from the machine's listener, which wakes every
+	// waiter, does not come mid-test.
+	c := pgtest.Shared(t)
+	url := c.URL(c.NewDB(t))
+	writer := openTest(t, url, nil)
+	l := listening(t, openTest(t, url, &Options{OwnListener: true}))
 
 	x := mint(t, "x")
 	h := l.hub

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tractat-us/bee/actions/internal/engine"
 	"github.com/tractat-us/bee/internal/logkey"
 )
 
@@ -47,6 +48,14 @@ import (
 // answers "K <channel>" once it LISTENs there, "N <channel> <payload>"
 // for each notification (the payload quoted), and "P" when it has said
 // nothing for relayPing.
+//
+// A Board that watches every change (bee watch, the board page, Await)
+// listens on a connection of its own from then on: the watch lock that
+// makes every writer notify the change channel (see watchLock) must end
+// with the watcher, not with the relay. The relay LISTENs for as long as
+// it serves on every channel a follower asked for, gone or not: a
+// channel costs a notification's delivery, not a wake of the server's
+// other backends.
 //
 // It is on by default, on Linux; Options.OwnListener or
 // $BEE_PG_LISTENER=own turns it off for a Board.
@@ -265,7 +274,6 @@ func (l *listener) follow(ctx context.Context) error {
 		_ = c.Close()
 		return &relayError{own: true, err: fmt.Errorf("socket %s is held by another user", l.relayName)}
 	}
-	l.newSession()
 	fctx, cancel := context.WithCancel(ctx)
 	poke := make(chan struct{}, 1)
 	l.mu.Lock()
@@ -326,19 +334,28 @@ func (l *listener) follow(ctx context.Context) error {
 }
 
 // ask sends the relay an "L" line for each channel the listener wants and
-// has not asked for on c, at once and whenever poked, until ctx ends.
+// has not asked for on c, at once and whenever poked, until ctx ends. A
+// Board that comes to watch every change stops following (see
+// listener.watches): ask closes c then.
 func (l *listener) ask(ctx context.Context, c *net.UnixConn, poke <-chan struct{}) error {
 	asked := map[string]bool{}
+	change := l.b.channel(engine.Changed)
 	for {
 		l.mu.Lock()
 		var b strings.Builder
+		watches := false
 		for name := range l.wanted {
+			watches = watches || name == change
 			if !asked[name] {
 				asked[name] = true
 				b.WriteString("L " + name + "\n")
 			}
 		}
 		l.mu.Unlock()
+		if watches {
+			_ = c.Close() // the read ends too; the next session is the Board's own
+			return nil
+		}
 		if b.Len() > 0 {
 			_ = c.SetWriteDeadline(time.Now().Add(relayStall))
 			if _, err := c.Write([]byte(b.String())); err != nil {

@@ -223,3 +223,58 @@ func TestRelay_UpOnlyOnceAllListenedInThisSession(t *testing.T) {
 	l.listened(all)
 	require.True(t, l.up)
 }
+
+// A Board that watches every change (bee watch, the board page, Await)
+// listens on a connection of its own, never through the machine's
+// listener: the watch lock that makes every writer notify the change
+// channel is held for as long as that Board lives, and let go with it, not
+// kept by a relay that outlives it.
+func TestRelay_WatcherListensOnItsOwn(t *testing.T) {
+	t.Parallel()
+	c := pgtest.Shared(t)
+	url := c.URL(c.NewDB(t))
+	relay := listening(t, openTest(t, url, nil)).b
+	watcher, err := Open(url, nil)
+	require.NoError(t, err)
+	closed := false
+	defer func() {
+		if !closed {
+			_ = watcher.Close()
+		}
+	}()
+	listening(t, watcher)
+	watchLocks := func() int {
+		var n int
+		require.NoError(t, relay.pool.QueryRow(t.Context(), `SELECT count(*) FROM pg_locks
+			WHERE locktype = 'advisory' AND classid::bigint = $1 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+			watchLock).Scan(&n))
+		return n
+	}
+	require.Equal(t, 1, listeners(t, relay), "the watcher follows the machine's listener")
+	require.Zero(t, watchLocks())
+
+	type page struct {
+		p   actions.Page
+		err error
+	}
+	got := make(chan page, 1)
+	go func() {
+		p, err := watcher.Changes(t.Context(), "", testtime.Bound(20*time.Second))
+		got <- page{p, err}
+	}()
+	require.Eventually(t, func() bool { return listeners(t, relay) == 2 && watchLocks() > 0 }, testtime.Bound(10*time.Second), 20*time.Millisecond,
+		"the watcher listens on a connection of its own, with the watch lock")
+	r := post(t, relay, "seen by the watcher")
+	select {
+	case g := <-got:
+		require.NoError(t, g.err)
+		require.NotEmpty(t, g.p.Records)
+		require.Equal(t, r.ID, g.p.Records[len(g.p.Records)-1].ID)
+	case <-time.After(testtime.Bound(10 * time.Second)):
+		t.Fatal("the watcher did not see the post")
+	}
+	require.NoError(t, watcher.Close())
+	closed = true
+	require.Eventually(t, func() bool { return listeners(t, relay) == 1 && watchLocks() == 0 }, testtime.Bound(10*time.Second), 20*time.Millisecond,
+		"the watch lock is let go with the watcher")
+}
