@@ -298,6 +298,16 @@ func (l *listener) follow(ctx context.Context) error {
 	// a deadline of its own before each line.
 	stop := context.AfterFunc(fctx, func() { _ = c.Close() })
 	defer stop()
+	err = l.hearRelay(c)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// hearRelay reads the relay's lines on c until it ends, stalls or says
+// something this bee does not understand: a *relayError.
+func (l *listener) hearRelay(c *net.UnixConn) error {
 	sc := bufio.NewScanner(c)
 	for {
 		_ = c.SetReadDeadline(time.Now().Add(relayStall))
@@ -320,10 +330,7 @@ func (l *listener) follow(ctx context.Context) error {
 			return &relayError{err: fmt.Errorf("bad line %q", line)}
 		}
 	}
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	err = sc.Err()
+	err := sc.Err()
 	if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
 		return &relayError{own: true, err: fmt.Errorf("silent for %v", relayStall)}
 	}

@@ -37,6 +37,17 @@ func startWaiters(t *testing.T, url string, agents []string, env ...string) map[
 	return procs
 }
 
+// relayed opens a Board that listens on its own connection (to post) on
+// a new database, and starts the first Board of the machine there, in a
+// waiter process for agent "r": the machine's listener.
+func relayed(t *testing.T) (b *Board, url string, relay *boardtest.Proc) {
+	t.Helper()
+	c := pgtest.Shared(t)
+	url = c.URL(c.NewDB(t))
+	b = openTest(t, url, &Options{OwnListener: true})
+	return b, url, startWaiters(t, url, []string{"r"})["r"]
+}
+
 // postTo posts an action to agent and waits for its waiter to say it got
 // it, well before the waiters' 30 s safety poll.
 func postTo(t *testing.T, b *Board, w *boardtest.Proc, agent string, within time.Duration) {
@@ -83,10 +94,7 @@ func TestRelay_OneListenerPerMachine(t *testing.T) {
 // another at once, and what is posted then wakes them.
 func TestRelay_KilledListenerIsReplaced(t *testing.T) {
 	t.Parallel()
-	c := pgtest.Shared(t)
-	url := c.URL(c.NewDB(t))
-	b := openTest(t, url, &Options{OwnListener: true})
-	relay := startWaiters(t, url, []string{"r"})["r"] // the first: the machine's listener
+	b, url, relay := relayed(t)
 	followers := startWaiters(t, url, []string{"f0", "f1"})
 	require.Equal(t, 2, listeners(t, b), "this Board's own and the machine's")
 	relay.Kill()
@@ -107,10 +115,7 @@ func TestRelay_KilledListenerIsReplaced(t *testing.T) {
 // safety poll: they listen on their own connections meanwhile.
 func TestRelay_StoppedListener(t *testing.T) {
 	t.Parallel()
-	c := pgtest.Shared(t)
-	url := c.URL(c.NewDB(t))
-	b := openTest(t, url, &Options{OwnListener: true})
-	relay := startWaiters(t, url, []string{"r"})["r"]
+	b, url, relay := relayed(t)
 	f := startWaiters(t, url, []string{"f"})["f"]
 	require.NoError(t, syscall.Kill(relay.Pid(), syscall.SIGSTOP))
 	stopped := true
@@ -177,10 +182,7 @@ func TestRelay_ListenerClosesFollowerGoesOn(t *testing.T) {
 // wants is. (The relay is stopped meanwhile, for less than relayStall.)
 func TestRelay_ChannelWantedBeforeUp(t *testing.T) {
 	t.Parallel()
-	c := pgtest.Shared(t)
-	url := c.URL(c.NewDB(t))
-	b := openTest(t, url, &Options{OwnListener: true})
-	relay := startWaiters(t, url, []string{"r"})["r"]
+	b, url, relay := relayed(t)
 	require.NoError(t, syscall.Kill(relay.Pid(), syscall.SIGSTOP))
 	stopped := time.Now()
 	f := boardtest.StartProc(t, "waiter", url, boardtest.EnvAgent+"=f")
